@@ -1,0 +1,49 @@
+/* sl_test.h - helpers shared by the test programs (header-only). */
+#ifndef SL_TEST_H
+#define SL_TEST_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* Make a fresh, empty directory for one test and write its path into @out. */
+static inline void sl_test_mkdtemp(char *out, size_t cap, const char *name)
+{
+    const char *base = getenv("SL_TEST_TMPDIR");
+    if (base == NULL || base[0] == '\0')
+        base = "/tmp";
+    snprintf(out, cap, "%s/%s.XXXXXX", base, name);
+    if (mkdtemp(out) == NULL) {
+        fprintf(stderr, "mkdtemp(%s) failed\n", out);
+        abort();
+    }
+}
+
+/* Remove a directory tree made by sl_test_mkdtemp(). */
+static inline void sl_test_rmtree(const char *dir)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* xorshift64*: a tiny seeded generator for test data. */
+static inline uint64_t sl_test_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+#endif /* SL_TEST_H */
