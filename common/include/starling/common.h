@@ -89,6 +89,44 @@ const char *sl_errname(int status);
 int sl_status_from_errno(int err);
 
 /* ------------------------------------------------------------------------ */
+/* Architecture and CPU features                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Compile-time architecture detection, with the SL_NO_SIMD kill switch
+ * (-DSL_NO_SIMD=ON builds only the scalar reference kernels).
+ *   SL_X86_SIMD  x86-64: AVX2 and AVX-512 variants are built and picked at
+ *                run time by sl_cpu_features().
+ *   SL_NEON      aarch64, or armv7 built with -mfpu=neon: NEON variants are
+ *                chosen at compile time.
+ */
+#if !defined(SL_NO_SIMD) && (defined(__x86_64__) || defined(_M_X64))
+#define SL_X86_SIMD 1
+#endif
+#if !defined(SL_NO_SIMD) && (defined(__aarch64__) || defined(__ARM_NEON))
+#define SL_NEON 1
+#endif
+
+/** CPU feature bits reported by sl_cpu_features(). */
+#define SL_CPU_AVX2   0x1u /* AVX2 + FMA + BMI2 + F16C, with OS support for YMM state */
+#define SL_CPU_AVX512 0x2u /* AVX-512 F/BW/DQ/VL, with OS support for ZMM state */
+#define SL_CPU_NEON   0x4u /* built for NEON (compile-time) */
+
+/**
+ * sl_cpu_features - the SIMD features this process may use, detected once
+ * (CPUID and XGETBV on x86). Returns 0 when built with SL_NO_SIMD or when the
+ * environment variable SL_FORCE_SCALAR is set to 1, so every caller falls
+ * back to its scalar reference. Thread-safe.
+ */
+unsigned sl_cpu_features(void);
+
+/**
+ * sl_cpu_describe - the variant name for a feature mask: "avx512", "avx2",
+ * "neon" or "scalar" (the best one present). Static string.
+ */
+const char *sl_cpu_describe(unsigned features);
+
+/* ------------------------------------------------------------------------ */
 /* Clocks                                                                   */
 /* ------------------------------------------------------------------------ */
 
