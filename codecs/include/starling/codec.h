@@ -1,12 +1,413 @@
 /*
- * starling/codec.h - wire formats, tensor layouts, top-k selection, error feedback, entropy coding.
+ * starling/codec.h - tensor layouts, top-k selection, error feedback,
+ * quantizers and entropy-coded frames.
  *
- * Not implemented yet (issue 3). This header declares nothing, so that no
- * caller can link against behaviour that does not exist.
+ * Pure computation: no I/O, no network, no global state beyond the SIMD
+ * dispatch chosen once at first use (SL_FORCE_SCALAR=1 forces the scalar
+ * reference). The byte-level format of every frame is in codecs/FORMAT.md.
+ *
+ * Conventions: functions return SL_OK or a negative sl_status and leave
+ * their outputs untouched on failure. Objects are not thread-safe; distinct
+ * objects may be used from distinct threads. Nothing here blocks.
  */
 #ifndef STARLING_CODEC_H
 #define STARLING_CODEC_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "starling/common.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Limits                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define SL_CODEC_MAX_TENSORS 4096          /* tensors in one layout */
+#define SL_CODEC_MAX_NAME 127              /* bytes in a tensor name */
+#define SL_CODEC_MAX_DIMS 6                /* dimensions of one tensor */
+#define SL_CODEC_MAX_PARAMS (1ull << 31)   /* parameters in one layout (8 GiB of fp32) */
+#define SL_CODEC_MAX_TENSOR (0xffffffffull) /* elements in one tensor (indices are u32) */
+
+/* ------------------------------------------------------------------------ */
+/* Tensor layout                                                            */
+/* ------------------------------------------------------------------------ */
+
+/** One named fp32 tensor inside the flat parameter vector. */
+typedef struct sl_tensor_desc {
+    char name[SL_CODEC_MAX_NAME + 1];
+    uint32_t ndim;
+    uint64_t shape[SL_CODEC_MAX_DIMS];
+    uint64_t offset; /* first element in the flat vector */
+    uint64_t count;  /* product of the shape */
+} sl_tensor_desc;
+
+/** An ordered list of tensors (PyTorch parameter order). Opaque. */
+typedef struct sl_layout sl_layout;
+
+/** sl_layout_create - an empty layout. Caller frees with sl_layout_free(). */
+int sl_layout_create(sl_layout **out);
+
+/** sl_layout_free - NULL is a no-op. */
+void sl_layout_free(sl_layout *layout);
+
+/**
+ * sl_layout_add - append a tensor after the last one.
+ * @name: 1..SL_CODEC_MAX_NAME bytes of [A-Za-z0-9_.:/-], unique in the layout.
+ * @shape, @ndim: 1..SL_CODEC_MAX_DIMS dimensions, each >= 1.
+ * Returns SL_OK, SL_EINVAL (bad name, duplicate name, bad shape), SL_ETOOBIG
+ * (more than SL_CODEC_MAX_TENSORS tensors, a tensor above SL_CODEC_MAX_TENSOR
+ * elements or a layout above SL_CODEC_MAX_PARAMS), SL_ENOMEM.
+ */
+int sl_layout_add(sl_layout *layout, const char *name, const uint64_t *shape, uint32_t ndim);
+
+/**
+ * sl_layout_parse - build a layout from text lines "name d0 d1 ...", the
+ * format of the fixtures' *.layout files. Blank lines and '#' comments are
+ * skipped. Returns SL_OK, SL_ESYNTAX, or an sl_layout_add() error.
+ */
+int sl_layout_parse(const char *text, size_t len, sl_layout **out);
+
+/**
+ * sl_layout_format - write the layout in the text form sl_layout_parse()
+ * reads. @out gets a NUL-terminated string cut to @cap; returns the length
+ * needed (excluding the NUL).
+ */
+size_t sl_layout_format(const sl_layout *layout, char *out, size_t cap);
+
+/** sl_layout_tensors - number of tensors. */
+size_t sl_layout_tensors(const sl_layout *layout);
+
+/** sl_layout_tensor - the i-th tensor (NULL when i is out of range). */
+const sl_tensor_desc *sl_layout_tensor(const sl_layout *layout, size_t i);
+
+/** sl_layout_params - total number of fp32 parameters. */
+uint64_t sl_layout_params(const sl_layout *layout);
+
+/**
+ * sl_layout_hash - stable 64-bit hash of names and shapes in order
+ * (FNV-1a 64 over the canonical bytes given in FORMAT.md). Two layouts
+ * with the same hash are treated as the same layout.
+ */
+uint64_t sl_layout_hash(const sl_layout *layout);
+
+/** sl_layout_equal - same tensors, names and shapes in the same order. */
+int sl_layout_equal(const sl_layout *a, const sl_layout *b);
+
+/* ------------------------------------------------------------------------ */
+/* Selection                                                                */
+/* ------------------------------------------------------------------------ */
+
+/** How a tensor's top-k elements by magnitude are chosen. */
+typedef enum sl_select_mode {
+    SL_SELECT_EXACT = 0,   /* exactly k, radix select on the magnitude bits, ties to lower index */
+    SL_SELECT_REDSYNC = 1, /* RedSync threshold binary search, count in [k, band_hi * k] */
+    SL_SELECT_DGC = 2      /* DGC sampled threshold, exact fallback on overshoot */
+} sl_select_mode;
+
+/** Tuning of the approximate selectors; sl_select_params_default() fills it. */
+typedef struct sl_select_params {
+    double band_hi;         /* RedSync: accept counts in [k, band_hi * k]; >= 1 (default 2) */
+    uint32_t max_iters;     /* RedSync: bisection steps before the exact fallback (default 20) */
+    double sample_fraction; /* DGC: fraction of elements sampled, (0, 1] (default 0.01) */
+    double overshoot;       /* DGC: exact fallback when count > overshoot * k (default 1.3) */
+} sl_select_params;
+
+/** sl_select_params_default - fill @p with the documented defaults. */
+void sl_select_params_default(sl_select_params *p);
+
+/**
+ * sl_select_capacity - how many indices sl_select() may return for (d, k):
+ * k for EXACT, floor(band_hi * k) for REDSYNC, floor(overshoot * k) for DGC,
+ * never more than d. Size the @idx buffer with it.
+ */
+size_t sl_select_capacity(sl_select_mode mode, const sl_select_params *p, size_t d, size_t k);
+
+/**
+ * sl_select - indices of large-magnitude elements of @x, ascending.
+ * @x: @d finite floats (NaN/Inf: SL_ENONFINITE). @k: 0..@d.
+ * @p: NULL for the defaults.
+ * @idx: room for sl_select_capacity() indices; receives the selection in
+ * increasing index order. @n: receives the count (exactly k for EXACT; for
+ * the approximate modes at least k and at most the capacity).
+ * Magnitude compares the absolute value's bit pattern, so -0.0 == 0.0 and
+ * denormals order correctly. Returns SL_OK, SL_EINVAL, SL_ENONFINITE,
+ * SL_ETOOBIG (d above SL_CODEC_MAX_TENSOR), SL_ENOMEM.
+ */
+int sl_select(sl_select_mode mode, const sl_select_params *p, const float *x, size_t d, size_t k,
+              uint32_t *idx, size_t *n);
+
+/* ------------------------------------------------------------------------ */
+/* Value quantizers                                                         */
+/* ------------------------------------------------------------------------ */
+
+/** How the selected values travel. */
+typedef enum sl_value_mode {
+    SL_VALUE_FP32 = 0,    /* lossless */
+    SL_VALUE_FP16 = 1,    /* IEEE half, round to nearest even (saturates at +-65504) */
+    SL_VALUE_BF16 = 2,    /* bfloat16, round to nearest even */
+    SL_VALUE_INT8 = 3,    /* q * scale, scale = max|v| / 127, stochastic rounding */
+    SL_VALUE_TERNARY = 4, /* +-mu, mu = mean |v| of the selected values */
+    SL_VALUE_SIGN = 5     /* +-scale, scale = mean |v| (one bit per value) */
+} sl_value_mode;
+
+/** sl_value_mode_name - "fp32", "fp16", ... ("?" for an unknown mode). */
+const char *sl_value_mode_name(sl_value_mode mode);
+
+/** sl_value_mode_parse - the inverse of sl_value_mode_name(); SL_EINVAL when unknown. */
+int sl_value_mode_parse(const char *name, sl_value_mode *out);
+
+/* ------------------------------------------------------------------------ */
+/* Frames                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** What a frame carries. */
+typedef enum sl_frame_kind {
+    SL_FRAME_UPDATE = 1,     /* sparse update of a model: per tensor positions + values */
+    SL_FRAME_MODEL = 2,      /* full model, lossless */
+    SL_FRAME_MODEL_DELTA = 3 /* lossless model, XOR of bit patterns against a base version */
+} sl_frame_kind;
+
+/** How positions are coded in an update frame (per tensor). */
+typedef enum sl_pos_mode {
+    SL_POS_AUTO = 0,   /* encoder picks the smallest exact size (never written to a frame) */
+    SL_POS_RICE = 1,   /* gaps between sorted indices, Golomb-Rice */
+    SL_POS_BITMAP = 2, /* one bit per element */
+    SL_POS_DENSE = 3   /* every element present, in order (k == d): no position bits */
+} sl_pos_mode;
+
+/** The fixed fields at the start of every frame. */
+typedef struct sl_frame_header {
+    uint8_t version;       /* format version (SL_FRAME_VERSION when encoding) */
+    uint8_t kind;          /* sl_frame_kind */
+    uint16_t flags;        /* reserved, 0 */
+    uint64_t layout_hash;  /* sl_layout_hash() of the layout the frame is for */
+    uint64_t base_version; /* model version the update or delta is relative to */
+    uint64_t round;        /* round id (0 for models) */
+} sl_frame_header;
+
+#define SL_FRAME_VERSION 1
+
+/**
+ * sl_frame_peek_header - read and check the header of @frame without
+ * decoding the body: magic, version, kind, sizes and the frame checksum.
+ * Returns SL_OK, SL_ETRUNCATED, SL_EMAGIC, SL_EVERSION, SL_ECORRUPT,
+ * SL_ECHECKSUM.
+ */
+int sl_frame_peek_header(const void *frame, size_t len, sl_frame_header *out);
+
+/* --- model frames -------------------------------------------------------- */
+
+/**
+ * sl_frame_encode_model - a lossless frame of the full parameter vector
+ * (@params, sl_layout_params() floats): byte-shuffled and compressed with
+ * Zstandard, or stored when that is not smaller, so the frame is never more
+ * than 64 bytes larger than the raw tensors. @version is written as the
+ * frame's base_version field (the version this model is).
+ * @out: receives a malloc'd frame; @out_len its size. NaN/Inf: SL_ENONFINITE.
+ */
+int sl_frame_encode_model(const sl_layout *layout, const float *params, uint64_t version,
+                          int zstd_level, void **out, size_t *out_len);
+
+/**
+ * sl_frame_encode_model_delta - a lossless frame holding XOR(params, base)
+ * of the bit patterns, byte-shuffled and compressed. Decoding needs the same
+ * @base; @base_version is recorded to check that.
+ */
+int sl_frame_encode_model_delta(const sl_layout *layout, const float *params, const float *base,
+                                uint64_t base_version, int zstd_level, void **out,
+                                size_t *out_len);
+
+/**
+ * sl_frame_decode_model - reconstruct the parameters from a MODEL frame
+ * (@base NULL) or a MODEL_DELTA frame (@base: the base version's parameters,
+ * whose version must equal the frame's base_version, given as
+ * @base_version). @params: room for sl_layout_params() floats; written only
+ * on success (decoding goes through a scratch buffer).
+ * Returns SL_OK or a decode error (see "Decode errors" below).
+ */
+int sl_frame_decode_model(const sl_layout *layout, const void *frame, size_t len,
+                          const float *base, uint64_t base_version, float *params);
+
+/* --- update frames ------------------------------------------------------- */
+
+/** Per-frame encoding settings. */
+typedef struct sl_encode_params {
+    sl_value_mode values;  /* value quantizer for every tensor */
+    sl_pos_mode positions; /* SL_POS_AUTO: smallest exact size per tensor */
+    int zstd_level;        /* for multi-byte values (default 3) */
+    uint64_t seed;         /* stochastic rounding (int8); the same seed gives the same frame */
+} sl_encode_params;
+
+/** sl_encode_params_default - fp32 values, AUTO positions, zstd level 3, seed 0. */
+void sl_encode_params_default(sl_encode_params *p);
+
+/** One tensor's sparse content: @n indices (ascending, < the tensor's count) and values. */
+typedef struct sl_sparse_tensor {
+    size_t n;
+    const uint32_t *idx;
+    const float *val;
+} sl_sparse_tensor;
+
+/**
+ * sl_frame_encode_update - encode a sparse update: for every tensor of
+ * @layout, in order, @tensors[i] gives its selected indices and values.
+ * Values are quantized with @p->values; elements that quantize to zero are
+ * still sent (the caller drops exact zeros before if it wishes).
+ * @recon: optional, one float array of @tensors[i].n per tensor (NULL to
+ * skip); receives exactly the values the receiver will reconstruct, for
+ * error feedback.
+ * @out, @out_len: a malloc'd frame. Errors: SL_EINVAL (unsorted or duplicate
+ * or out-of-range indices), SL_ENONFINITE, SL_ENOMEM, SL_ECOMPRESS.
+ */
+int sl_frame_encode_update(const sl_layout *layout, const sl_frame_header *hdr,
+                           const sl_sparse_tensor *tensors, const sl_encode_params *p,
+                           float *const *recon, void **out, size_t *out_len);
+
+/** Limits a decoder enforces before it allocates. */
+typedef struct sl_decode_limits {
+    uint64_t max_frame_bytes;  /* larger frames: SL_ETOOBIG (default 256 MiB) */
+    uint64_t max_output_bytes; /* decoded bytes in total: SL_ETOOBIG (default 4 GiB) */
+} sl_decode_limits;
+
+/** A decoded update: per tensor, ascending indices and reconstructed values. */
+typedef struct sl_update {
+    sl_frame_header header;
+    size_t tensors;
+    size_t *n;       /* [tensors] */
+    uint32_t **idx;  /* [tensors][n[i]] */
+    float **val;     /* [tensors][n[i]] */
+    sl_value_mode *modes;   /* [tensors] value mode of each tensor */
+    sl_pos_mode *pos_modes; /* [tensors] position coding of each tensor */
+} sl_update;
+
+/**
+ * sl_frame_decode_update - decode an UPDATE frame for @layout into a new
+ * sl_update (free with sl_update_free()). @limits NULL for the defaults.
+ */
+int sl_frame_decode_update(const sl_layout *layout, const void *frame, size_t len,
+                           const sl_decode_limits *limits, sl_update **out);
+
+/** sl_update_free - NULL is a no-op. */
+void sl_update_free(sl_update *u);
+
+/**
+ * sl_frame_accumulate_update - decode an UPDATE frame straight into a dense
+ * accumulator: @dst[offset + idx] += @weight * value, for every tensor,
+ * without materialising the dense update. @dst has sl_layout_params()
+ * floats. The frame is fully validated before @dst is touched, so a
+ * malformed frame leaves @dst unchanged.
+ */
+int sl_frame_accumulate_update(const sl_layout *layout, const void *frame, size_t len,
+                               const sl_decode_limits *limits, float weight, float *dst);
+
+/*
+ * Decode errors, shared by every decoder (a malformed frame is an error
+ * code, never a crash or an over-read):
+ *   SL_ETRUNCATED  the buffer ends inside a field or section
+ *   SL_EMAGIC      not a Starling frame
+ *   SL_EVERSION    a format version this build does not read
+ *   SL_ECHECKSUM   the frame checksum does not match
+ *   SL_ELAYOUT     layout hash, tensor count or kind does not fit @layout
+ *   SL_ECOUNT      a count or index is out of range, unsorted or duplicated
+ *   SL_ECORRUPT    any other inconsistency (trailing bytes, bad mode, lengths)
+ *   SL_ENONFINITE  a decoded value is NaN or infinite
+ *   SL_ETOOBIG     a limit of sl_decode_limits would be exceeded
+ *   SL_ECOMPRESS   the Zstandard stream is invalid or does not match its size
+ */
+
+/* ------------------------------------------------------------------------ */
+/* Error feedback                                                           */
+/* ------------------------------------------------------------------------ */
+
+/** Settings of the device-side compressor (selection + quantization + residual). */
+typedef struct sl_compress_params {
+    sl_select_mode select;
+    sl_select_params select_params;
+    sl_encode_params encode;
+    double density;          /* target fraction of elements sent per tensor, (0, 1] */
+    uint64_t min_k;          /* at least this many per tensor (capped at its size) */
+    uint32_t warmup_rounds;  /* density warm-up: rounds before reaching @density */
+    double warmup_density;   /* density of participation 0; decays geometrically */
+    double momentum;         /* DGC momentum correction, [0, 1); 0 = off */
+} sl_compress_params;
+
+/** sl_compress_params_default - exact top-k, fp32 values, 1% density, min_k 1, no warm-up. */
+void sl_compress_params_default(sl_compress_params *p);
+
+/**
+ * sl_compress_density - the density used at participation @step (0-based)
+ * of a warm-up schedule: warmup_density * (density / warmup_density)^(step /
+ * warmup_rounds) for step < warmup_rounds, then @density.
+ */
+double sl_compress_density(const sl_compress_params *p, uint32_t step);
+
+/**
+ * The compressor: residual (and momentum) state of one device. Each round:
+ * sl_compressor_prepare() makes a frame from residual + delta without
+ * changing the committed state; after the coordinator acknowledged the
+ * upload, sl_compressor_commit() subtracts exactly what the receiver
+ * reconstructs; when the round closed without it, sl_compressor_fold()
+ * keeps the whole update in the residual so no work is lost.
+ */
+typedef struct sl_compressor sl_compressor;
+
+/**
+ * sl_compressor_create - a compressor for @layout with a zero residual.
+ * @layout must outlive it. Caller frees with sl_compressor_free().
+ */
+int sl_compressor_create(const sl_layout *layout, const sl_compress_params *p,
+                         sl_compressor **out);
+
+/** sl_compressor_free - NULL is a no-op. */
+void sl_compressor_free(sl_compressor *c);
+
+/**
+ * sl_compressor_prepare - accumulate @delta (sl_layout_params() floats,
+ * local - global) into a pending copy of the residual, select, quantize and
+ * encode a frame for @hdr (kind UPDATE). The committed residual does not
+ * change. A second prepare before commit/fold replaces the pending one.
+ * @step: participation number for the density warm-up.
+ * @out, @out_len: a malloc'd frame the caller frees.
+ */
+int sl_compressor_prepare(sl_compressor *c, const float *delta, const sl_frame_header *hdr,
+                          uint32_t step, void **out, size_t *out_len);
+
+/** sl_compressor_commit - the pending frame was acknowledged: residual = pending - sent. */
+int sl_compressor_commit(sl_compressor *c);
+
+/** sl_compressor_fold - the pending frame was not accepted: residual = pending (all kept). */
+int sl_compressor_fold(sl_compressor *c);
+
+/**
+ * sl_compressor_state - the committed residual and momentum (NULL when
+ * momentum is off), sl_layout_params() floats each, for persisting.
+ * Pointers stay valid until the next call that changes the compressor.
+ */
+int sl_compressor_state(const sl_compressor *c, const float **residual, const float **momentum);
+
+/**
+ * sl_compressor_pending - the pending accumulated vector (residual + delta)
+ * and momentum; SL_ESTATE when nothing is pending.
+ */
+int sl_compressor_pending(const sl_compressor *c, const float **accumulated,
+                          const float **momentum);
+
+/**
+ * sl_compressor_restore - load persisted state after a restart: the
+ * committed @residual and @momentum (NULL when off), and optionally a pending
+ * upload (@accumulated, @pending_momentum and the @frame made from them) so
+ * that commit/fold work as if the process had never stopped. The frame is
+ * decoded and checked against the layout.
+ */
+int sl_compressor_restore(sl_compressor *c, const float *residual, const float *momentum,
+                          const float *accumulated, const float *pending_momentum,
+                          const void *frame, size_t frame_len);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* STARLING_CODEC_H */

@@ -1,0 +1,1 @@
+/* accumulate.c - being written (codecs, issue 3). */

@@ -1,0 +1,1 @@
+/* compressor.c - being written (codecs, issue 3). */

@@ -1,0 +1,1 @@
+/* frame.c - being written (codecs, issue 3). */

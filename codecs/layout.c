@@ -1,0 +1,1 @@
+/* layout.c - being written (codecs, issue 3). */

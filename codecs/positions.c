@@ -1,0 +1,1 @@
+/* positions.c - being written (codecs, issue 3). */

@@ -1,0 +1,1 @@
+/* select_avx2.c - being written (codecs, issue 3). */

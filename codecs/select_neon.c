@@ -1,0 +1,1 @@
+/* select_neon.c - being written (codecs, issue 3). */

@@ -1,0 +1,1 @@
+/* update.c - being written (codecs, issue 3). */

@@ -1,0 +1,1 @@
+/* values.c - being written (codecs, issue 3). */

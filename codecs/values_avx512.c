@@ -1,0 +1,1 @@
+/* values_avx512.c - being written (codecs, issue 3). */

@@ -1,0 +1,1 @@
+/* values_neon.c - being written (codecs, issue 3). */

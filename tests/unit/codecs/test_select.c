@@ -1,0 +1,1 @@
+/* being written */ int main(void) { return 1; }
