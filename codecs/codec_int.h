@@ -140,7 +140,8 @@ int sl__values_decode(sl_value_mode mode, const uint8_t *p, size_t len, size_t n
  * sl__pos_plan - choose the coding for @n strictly ascending indices < @d:
  * with @mode SL_POS_AUTO, the one of RICE, BITMAP, DENSE (only when n == d)
  * with the smallest exact size; otherwise @mode itself (SL_EINVAL when it
- * cannot code this set, such as DENSE with n < d).
+ * cannot code this set, such as DENSE with n < d). For ADAPTIVE the exact
+ * size is found by running the coder.
  * @param: receives the Rice parameter (0 for other codings).
  * @bytes: receives the exact section size in bytes.
  */
@@ -165,6 +166,30 @@ int sl__pos_encode(sl_pos_mode mode, uint8_t param, const uint32_t *idx, size_t 
  */
 int sl__pos_decode(sl_pos_mode mode, uint8_t param, const uint8_t *p, size_t len, size_t n,
                    uint64_t d, uint32_t *idx);
+
+/* ------------------------------------------------------------------------ */
+/* Frame envelope (frame.c)                                                 */
+/* ------------------------------------------------------------------------ */
+
+#define SL__FRAME_MAGIC     "SLFR"
+#define SL__FRAME_CRC_BYTES 4
+
+/** Append the frame header (magic, version, kind, flags, hash, base, round). */
+int sl__frame_begin(sl__buf *b, const sl_frame_header *h);
+
+/** Append the CRC-32 of everything in @b: the frame is complete. */
+int sl__frame_finish(sl__buf *b);
+
+/**
+ * sl__frame_open - check magic, version, flags, kind, the size limit and the
+ * CRC, parse the header into @h and set @body to the bytes between the
+ * header and the CRC.
+ */
+int sl__frame_open(const void *frame, size_t len, const sl_decode_limits *limits,
+                   sl_frame_header *h, sl__reader *body);
+
+/** The decode limits in force (@limits or the defaults). */
+void sl__limits(const sl_decode_limits *limits, sl_decode_limits *out);
 
 /* ------------------------------------------------------------------------ */
 /* Dense accumulation (accumulate.c)                                        */

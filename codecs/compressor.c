@@ -1,1 +1,324 @@
-/* compressor.c - being written (codecs, issue 3). */
+/* compressor.c - error feedback around selection and quantization, with a two-phase commit. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "codec_int.h"
+
+struct sl_compressor {
+    const sl_layout *layout;
+    sl_compress_params p;
+    size_t d;          /* parameters */
+    float *residual;   /* committed residual */
+    float *momentum;   /* committed momentum (DGC), NULL when off */
+    float *acc;        /* pending: residual + (momentum-corrected) delta */
+    float *pending_mu; /* pending momentum */
+    int pending;
+    /* what the pending frame sends: per tensor, indices and reconstructed values */
+    size_t *sent_n;
+    uint32_t **sent_idx;
+    float **sent_val;
+};
+
+void sl_compress_params_default(sl_compress_params *p)
+{
+    p->select = SL_SELECT_EXACT;
+    sl_select_params_default(&p->select_params);
+    sl_encode_params_default(&p->encode);
+    p->density = 0.01;
+    p->min_k = 1;
+    p->warmup_rounds = 0;
+    p->warmup_density = 0.25;
+    p->momentum = 0.0;
+}
+
+double sl_compress_density(const sl_compress_params *p, uint32_t step)
+{
+    if (p->warmup_rounds == 0 || step >= p->warmup_rounds || p->warmup_density <= p->density)
+        return p->density;
+    return p->warmup_density *
+           pow(p->density / p->warmup_density, (double)step / (double)p->warmup_rounds);
+}
+
+static int valid_params(const sl_compress_params *p)
+{
+    return (unsigned)p->select <= SL_SELECT_DGC && p->density > 0 && p->density <= 1 &&
+           p->momentum >= 0 && p->momentum < 1 && isfinite(p->warmup_density) &&
+           (p->warmup_rounds == 0 || (p->warmup_density > 0 && p->warmup_density <= 1)) &&
+           (unsigned)p->encode.values <= SL_VALUE_SIGN &&
+           (unsigned)p->encode.positions <= SL_POS_ADAPTIVE && p->select_params.band_hi >= 1 &&
+           p->select_params.overshoot >= 1 && p->select_params.sample_fraction > 0 &&
+           p->select_params.sample_fraction <= 1;
+}
+
+static void clear_sent(sl_compressor *c)
+{
+    size_t nt = sl_layout_tensors(c->layout);
+    for (size_t t = 0; t < nt; t++) {
+        free(c->sent_idx[t]);
+        free(c->sent_val[t]);
+        c->sent_idx[t] = NULL;
+        c->sent_val[t] = NULL;
+        c->sent_n[t] = 0;
+    }
+    c->pending = 0;
+}
+
+void sl_compressor_free(sl_compressor *c)
+{
+    if (c == NULL)
+        return;
+    if (c->sent_n != NULL)
+        clear_sent(c);
+    free(c->residual);
+    free(c->momentum);
+    free(c->acc);
+    free(c->pending_mu);
+    free(c->sent_n);
+    free(c->sent_idx);
+    free(c->sent_val);
+    free(c);
+}
+
+int sl_compressor_create(const sl_layout *layout, const sl_compress_params *p, sl_compressor **out)
+{
+    sl_compressor *c;
+    size_t nt;
+
+    if (layout == NULL || out == NULL)
+        return SL_EINVAL;
+    c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return SL_ENOMEM;
+    if (p == NULL)
+        sl_compress_params_default(&c->p);
+    else
+        c->p = *p;
+    if (!valid_params(&c->p)) {
+        free(c);
+        return SL_EINVAL;
+    }
+    c->layout = layout;
+    c->d = (size_t)sl_layout_params(layout);
+    nt = sl_layout_tensors(layout);
+    c->residual = calloc(c->d ? c->d : 1, sizeof(float));
+    c->acc = malloc((c->d ? c->d : 1) * sizeof(float));
+    c->sent_n = calloc(nt ? nt : 1, sizeof *c->sent_n);
+    c->sent_idx = calloc(nt ? nt : 1, sizeof *c->sent_idx);
+    c->sent_val = calloc(nt ? nt : 1, sizeof *c->sent_val);
+    if (c->p.momentum > 0) {
+        c->momentum = calloc(c->d ? c->d : 1, sizeof(float));
+        c->pending_mu = malloc((c->d ? c->d : 1) * sizeof(float));
+    }
+    if (!c->residual || !c->acc || !c->sent_n || !c->sent_idx || !c->sent_val ||
+        (c->p.momentum > 0 && (!c->momentum || !c->pending_mu))) {
+        sl_compressor_free(c);
+        return SL_ENOMEM;
+    }
+    *out = c;
+    return SL_OK;
+}
+
+static size_t tensor_k(const sl_compressor *c, double density, uint64_t count)
+{
+    double want = ceil(density * (double)count);
+    uint64_t k = want >= (double)count ? count : (uint64_t)want;
+    if (k < c->p.min_k)
+        k = c->p.min_k;
+    return (size_t)(k > count ? count : k);
+}
+
+int sl_compressor_prepare(sl_compressor *c, const float *delta, const sl_frame_header *hdr,
+                          uint32_t step, void **out, size_t *out_len)
+{
+    size_t nt, cap_max = 0;
+    double density;
+    sl_sparse_tensor *st = NULL;
+    float **recon = NULL;
+    uint32_t *sel = NULL;
+    int rc = SL_OK;
+
+    if (c == NULL || delta == NULL || hdr == NULL || out == NULL || out_len == NULL)
+        return SL_EINVAL;
+    if (!sl__all_finite(delta, c->d))
+        return SL_ENONFINITE;
+    clear_sent(c);
+    nt = sl_layout_tensors(c->layout);
+    density = sl_compress_density(&c->p, step);
+
+    /* acc = residual + u, with u = m * momentum + delta (DGC momentum correction) */
+    if (c->momentum != NULL) {
+        float m = (float)c->p.momentum;
+        for (size_t i = 0; i < c->d; i++) {
+            c->pending_mu[i] = m * c->momentum[i] + delta[i];
+            c->acc[i] = c->residual[i] + c->pending_mu[i];
+        }
+    } else {
+        for (size_t i = 0; i < c->d; i++)
+            c->acc[i] = c->residual[i] + delta[i];
+    }
+    if (!sl__all_finite(c->acc, c->d))
+        return SL_ENONFINITE;
+
+    for (size_t t = 0; t < nt; t++) {
+        const sl_tensor_desc *td = sl_layout_tensor(c->layout, t);
+        size_t cap = sl_select_capacity(c->p.select, &c->p.select_params, (size_t)td->count,
+                                        tensor_k(c, density, td->count));
+        if (cap > cap_max)
+            cap_max = cap;
+    }
+    st = calloc(nt ? nt : 1, sizeof *st);
+    recon = calloc(nt ? nt : 1, sizeof *recon);
+    sel = malloc((cap_max ? cap_max : 1) * sizeof *sel);
+    if (st == NULL || recon == NULL || sel == NULL) {
+        rc = SL_ENOMEM;
+        goto done;
+    }
+    for (size_t t = 0; t < nt && rc == SL_OK; t++) {
+        const sl_tensor_desc *td = sl_layout_tensor(c->layout, t);
+        const float *x = c->acc + td->offset;
+        size_t k = tensor_k(c, density, td->count), n = 0, kept = 0;
+        float *vals;
+
+        rc = sl_select(c->p.select, &c->p.select_params, x, (size_t)td->count, k, sel, &n);
+        if (rc != SL_OK)
+            break;
+        /* exact zeros carry nothing: not sent, the residual keeps them (as zero) */
+        c->sent_idx[t] = malloc((n ? n : 1) * sizeof(uint32_t));
+        vals = malloc((n ? n : 1) * sizeof(float));
+        c->sent_val[t] = malloc((n ? n : 1) * sizeof(float));
+        if (c->sent_idx[t] == NULL || vals == NULL || c->sent_val[t] == NULL) {
+            free(vals);
+            rc = SL_ENOMEM;
+            break;
+        }
+        for (size_t j = 0; j < n; j++) {
+            if (x[sel[j]] != 0.0f) {
+                c->sent_idx[t][kept] = sel[j];
+                vals[kept++] = x[sel[j]];
+            }
+        }
+        c->sent_n[t] = kept;
+        st[t].n = kept;
+        st[t].idx = c->sent_idx[t];
+        st[t].val = vals;
+        recon[t] = c->sent_val[t];
+    }
+    if (rc == SL_OK)
+        rc = sl_frame_encode_update(c->layout, hdr, st, &c->p.encode, recon, out, out_len);
+    if (rc == SL_OK)
+        c->pending = 1;
+done:
+    if (st != NULL)
+        for (size_t t = 0; t < nt; t++)
+            free((void *)st[t].val);
+    free(st);
+    free(recon);
+    free(sel);
+    if (rc != SL_OK)
+        clear_sent(c);
+    return rc;
+}
+
+int sl_compressor_commit(sl_compressor *c)
+{
+    size_t nt;
+    if (c == NULL)
+        return SL_EINVAL;
+    if (!c->pending)
+        return SL_ESTATE;
+    nt = sl_layout_tensors(c->layout);
+    memcpy(c->residual, c->acc, c->d * sizeof(float));
+    if (c->momentum != NULL)
+        memcpy(c->momentum, c->pending_mu, c->d * sizeof(float));
+    for (size_t t = 0; t < nt; t++) {
+        size_t off = (size_t)sl_layout_tensor(c->layout, t)->offset;
+        for (size_t j = 0; j < c->sent_n[t]; j++) {
+            size_t i = off + c->sent_idx[t][j];
+            c->residual[i] = c->acc[i] - c->sent_val[t][j];
+            if (c->momentum != NULL) /* DGC momentum factor masking */
+                c->momentum[i] = 0.0f;
+        }
+    }
+    clear_sent(c);
+    return SL_OK;
+}
+
+int sl_compressor_fold(sl_compressor *c)
+{
+    if (c == NULL)
+        return SL_EINVAL;
+    if (!c->pending)
+        return SL_ESTATE;
+    memcpy(c->residual, c->acc, c->d * sizeof(float));
+    if (c->momentum != NULL)
+        memcpy(c->momentum, c->pending_mu, c->d * sizeof(float));
+    clear_sent(c);
+    return SL_OK;
+}
+
+int sl_compressor_state(const sl_compressor *c, const float **residual, const float **momentum)
+{
+    if (c == NULL || residual == NULL)
+        return SL_EINVAL;
+    *residual = c->residual;
+    if (momentum != NULL)
+        *momentum = c->momentum;
+    return SL_OK;
+}
+
+int sl_compressor_pending(const sl_compressor *c, const float **accumulated, const float **momentum)
+{
+    if (c == NULL || accumulated == NULL)
+        return SL_EINVAL;
+    if (!c->pending)
+        return SL_ESTATE;
+    *accumulated = c->acc;
+    if (momentum != NULL)
+        *momentum = c->pending_mu;
+    return SL_OK;
+}
+
+int sl_compressor_restore(sl_compressor *c, const float *residual, const float *momentum,
+                          const float *accumulated, const float *pending_momentum,
+                          const void *frame, size_t frame_len)
+{
+    sl_update *u = NULL;
+    size_t nt;
+    int rc;
+
+    if (c == NULL || residual == NULL || (c->momentum != NULL) != (momentum != NULL))
+        return SL_EINVAL;
+    if (accumulated != NULL &&
+        (frame == NULL || (c->momentum != NULL) != (pending_momentum != NULL)))
+        return SL_EINVAL;
+    if (!sl__all_finite(residual, c->d) || (momentum && !sl__all_finite(momentum, c->d)) ||
+        (accumulated && !sl__all_finite(accumulated, c->d)) ||
+        (pending_momentum && !sl__all_finite(pending_momentum, c->d)))
+        return SL_ENONFINITE;
+    if (accumulated != NULL) {
+        rc = sl_frame_decode_update(c->layout, frame, frame_len, NULL, &u);
+        if (rc != SL_OK)
+            return rc;
+    }
+    clear_sent(c);
+    memcpy(c->residual, residual, c->d * sizeof(float));
+    if (momentum != NULL)
+        memcpy(c->momentum, momentum, c->d * sizeof(float));
+    if (u == NULL)
+        return SL_OK;
+    nt = sl_layout_tensors(c->layout);
+    memcpy(c->acc, accumulated, c->d * sizeof(float));
+    if (pending_momentum != NULL)
+        memcpy(c->pending_mu, pending_momentum, c->d * sizeof(float));
+    /* take over the decoded arrays: exactly what the receiver reconstructs */
+    for (size_t t = 0; t < nt; t++) {
+        c->sent_n[t] = u->n[t];
+        c->sent_idx[t] = u->idx[t];
+        c->sent_val[t] = u->val[t];
+        u->idx[t] = NULL;
+        u->val[t] = NULL;
+    }
+    sl_update_free(u);
+    c->pending = 1;
+    return SL_OK;
+}

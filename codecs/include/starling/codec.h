@@ -26,11 +26,11 @@ extern "C" {
 /* Limits                                                                   */
 /* ------------------------------------------------------------------------ */
 
-#define SL_CODEC_MAX_TENSORS 4096          /* tensors in one layout */
-#define SL_CODEC_MAX_NAME 127              /* bytes in a tensor name */
-#define SL_CODEC_MAX_DIMS 6                /* dimensions of one tensor */
-#define SL_CODEC_MAX_PARAMS (1ull << 31)   /* parameters in one layout (8 GiB of fp32) */
-#define SL_CODEC_MAX_TENSOR (0xffffffffull) /* elements in one tensor (indices are u32) */
+#define SL_CODEC_MAX_TENSORS 4096            /* tensors in one layout */
+#define SL_CODEC_MAX_NAME    127             /* bytes in a tensor name */
+#define SL_CODEC_MAX_DIMS    6               /* dimensions of one tensor */
+#define SL_CODEC_MAX_PARAMS  (1ull << 31)    /* parameters in one layout (8 GiB of fp32) */
+#define SL_CODEC_MAX_TENSOR  (0xffffffffull) /* elements in one tensor (indices are u32) */
 
 /* ------------------------------------------------------------------------ */
 /* Tensor layout                                                            */
@@ -173,10 +173,12 @@ typedef enum sl_frame_kind {
 
 /** How positions are coded in an update frame (per tensor). */
 typedef enum sl_pos_mode {
-    SL_POS_AUTO = 0,   /* encoder picks the smallest exact size (never written to a frame) */
-    SL_POS_RICE = 1,   /* gaps between sorted indices, Golomb-Rice */
-    SL_POS_BITMAP = 2, /* one bit per element */
-    SL_POS_DENSE = 3   /* every element present, in order (k == d): no position bits */
+    SL_POS_AUTO = 0,    /* encoder picks the smallest exact size (never written to a frame) */
+    SL_POS_RICE = 1,    /* gaps between sorted indices, Golomb-Rice */
+    SL_POS_BITMAP = 2,  /* one bit per element */
+    SL_POS_DENSE = 3,   /* every element present, in order (k == d): no position bits */
+    SL_POS_ADAPTIVE = 4 /* gaps, adaptive binary arithmetic coding (clustered positions);
+                           only when asked for: AUTO does not try it */
 } sl_pos_mode;
 
 /** The fixed fields at the start of every frame. */
@@ -218,8 +220,7 @@ int sl_frame_encode_model(const sl_layout *layout, const float *params, uint64_t
  * @base; @base_version is recorded to check that.
  */
 int sl_frame_encode_model_delta(const sl_layout *layout, const float *params, const float *base,
-                                uint64_t base_version, int zstd_level, void **out,
-                                size_t *out_len);
+                                uint64_t base_version, int zstd_level, void **out, size_t *out_len);
 
 /**
  * sl_frame_decode_model - reconstruct the parameters from a MODEL frame
@@ -229,8 +230,8 @@ int sl_frame_encode_model_delta(const sl_layout *layout, const float *params, co
  * on success (decoding goes through a scratch buffer).
  * Returns SL_OK or a decode error (see "Decode errors" below).
  */
-int sl_frame_decode_model(const sl_layout *layout, const void *frame, size_t len,
-                          const float *base, uint64_t base_version, float *params);
+int sl_frame_decode_model(const sl_layout *layout, const void *frame, size_t len, const float *base,
+                          uint64_t base_version, float *params);
 
 /* --- update frames ------------------------------------------------------- */
 
@@ -277,9 +278,9 @@ typedef struct sl_decode_limits {
 typedef struct sl_update {
     sl_frame_header header;
     size_t tensors;
-    size_t *n;       /* [tensors] */
-    uint32_t **idx;  /* [tensors][n[i]] */
-    float **val;     /* [tensors][n[i]] */
+    size_t *n;              /* [tensors] */
+    uint32_t **idx;         /* [tensors][n[i]] */
+    float **val;            /* [tensors][n[i]] */
     sl_value_mode *modes;   /* [tensors] value mode of each tensor */
     sl_pos_mode *pos_modes; /* [tensors] position coding of each tensor */
 } sl_update;
@@ -328,11 +329,11 @@ typedef struct sl_compress_params {
     sl_select_mode select;
     sl_select_params select_params;
     sl_encode_params encode;
-    double density;          /* target fraction of elements sent per tensor, (0, 1] */
-    uint64_t min_k;          /* at least this many per tensor (capped at its size) */
-    uint32_t warmup_rounds;  /* density warm-up: rounds before reaching @density */
-    double warmup_density;   /* density of participation 0; decays geometrically */
-    double momentum;         /* DGC momentum correction, [0, 1); 0 = off */
+    double density;         /* target fraction of elements sent per tensor, (0, 1] */
+    uint64_t min_k;         /* at least this many per tensor (capped at its size) */
+    uint32_t warmup_rounds; /* density warm-up: rounds before reaching @density */
+    double warmup_density;  /* density of participation 0; decays geometrically */
+    double momentum;        /* DGC momentum correction, [0, 1); 0 = off */
 } sl_compress_params;
 
 /** sl_compress_params_default - exact top-k, fp32 values, 1% density, min_k 1, no warm-up. */
@@ -359,8 +360,7 @@ typedef struct sl_compressor sl_compressor;
  * sl_compressor_create - a compressor for @layout with a zero residual.
  * @layout must outlive it. Caller frees with sl_compressor_free().
  */
-int sl_compressor_create(const sl_layout *layout, const sl_compress_params *p,
-                         sl_compressor **out);
+int sl_compressor_create(const sl_layout *layout, const sl_compress_params *p, sl_compressor **out);
 
 /** sl_compressor_free - NULL is a no-op. */
 void sl_compressor_free(sl_compressor *c);
