@@ -11,27 +11,6 @@ void sl_encode_params_default(sl_encode_params *p)
     p->seed = 0;
 }
 
-static const char *const value_names[] = {"fp32", "fp16", "bf16", "int8", "ternary", "sign"};
-
-const char *sl_value_mode_name(sl_value_mode mode)
-{
-    if ((unsigned)mode > SL_VALUE_SIGN)
-        return "?";
-    return value_names[mode];
-}
-
-int sl_value_mode_parse(const char *name, sl_value_mode *out)
-{
-    if (name == NULL || out == NULL)
-        return SL_EINVAL;
-    for (unsigned i = 0; i <= SL_VALUE_SIGN; i++)
-        if (strcmp(name, value_names[i]) == 0) {
-            *out = (sl_value_mode)i;
-            return SL_OK;
-        }
-    return SL_EINVAL;
-}
-
 /* Per-tensor entry of the frame's tensor table. */
 typedef struct tensor_entry {
     uint64_t n;
@@ -137,6 +116,8 @@ void sl_update_free(sl_update *u)
     free(u->val);
     free(u->modes);
     free(u->pos_modes);
+    free(u->pos_bytes);
+    free(u->val_bytes);
     free(u);
 }
 
@@ -178,9 +159,12 @@ static int read_table(const sl_layout *layout, sl__reader *body, const sl_decode
             (rc = sl__rd_varint(body, &e[t].val_bytes)) != SL_OK)
             goto fail;
         if (e[t].pos_mode < SL_POS_RICE || e[t].pos_mode > SL_POS_ADAPTIVE ||
-            e[t].value_mode > SL_VALUE_SIGN || e[t].pos_bytes > body->len ||
-            e[t].val_bytes > body->len) {
+            e[t].value_mode > SL_VALUE_SIGN) {
             rc = SL_ECORRUPT;
+            goto fail;
+        }
+        if (e[t].pos_bytes > body->len || e[t].val_bytes > body->len) {
+            rc = SL_ETRUNCATED; /* sections larger than the whole body */
             goto fail;
         }
         total += e[t].pos_bytes + e[t].val_bytes;
@@ -236,7 +220,10 @@ static int decode_all(const sl_layout *layout, const void *frame, size_t len,
     u->val = calloc(nt ? nt : 1, sizeof *u->val);
     u->modes = calloc(nt ? nt : 1, sizeof *u->modes);
     u->pos_modes = calloc(nt ? nt : 1, sizeof *u->pos_modes);
-    if (!u->n || !u->idx || !u->val || !u->modes || !u->pos_modes) {
+    u->pos_bytes = calloc(nt ? nt : 1, sizeof *u->pos_bytes);
+    u->val_bytes = calloc(nt ? nt : 1, sizeof *u->val_bytes);
+    if (!u->n || !u->idx || !u->val || !u->modes || !u->pos_modes || !u->pos_bytes ||
+        !u->val_bytes) {
         rc = SL_ENOMEM;
         goto fail;
     }
@@ -248,6 +235,8 @@ static int decode_all(const sl_layout *layout, const void *frame, size_t len,
         u->n[t] = n;
         u->modes[t] = (sl_value_mode)e[t].value_mode;
         u->pos_modes[t] = (sl_pos_mode)e[t].pos_mode;
+        u->pos_bytes[t] = (size_t)e[t].pos_bytes;
+        u->val_bytes[t] = (size_t)e[t].val_bytes;
         if (n == 0)
             continue;
         u->idx[t] = malloc(n * sizeof(uint32_t));

@@ -1,1 +1,648 @@
-/* values.c - being written (codecs, issue 3). */
+/*
+ * values.c - value sections: fp32, fp16, bf16, int8, ternary and sign
+ * quantizers (byte format in FORMAT.md, "Value sections"), the scalar
+ * reference kernels and the choice of SIMD variant.
+ *
+ * The encoder computes @recon by running the decoder's own kernel on the
+ * bytes it is about to write, so the error-feedback residual subtracts
+ * exactly what the receiver adds. Reductions whose result is stored (mean
+ * |v|) run in one fixed order in every variant; max |v| is order-free.
+ */
+#include <float.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "values_int.h"
+
+/* Below this many raw bytes the encoder stores without trying Zstandard: a
+ * zstd frame costs at least 13 bytes of headers and checksum. */
+#define ZSTD_MIN_BYTES 64
+
+#define TAG_RAW        0
+#define TAG_ZSTD       1
+
+/* ------------------------------------------------------------------------ */
+/* Scalar reference kernels                                                 */
+/* ------------------------------------------------------------------------ */
+
+uint32_t sl__vs_absmax_bits(const float *v, size_t n)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = sl__f32_bits(v[i]) & 0x7fffffffu;
+        m = a > m ? a : m;
+    }
+    return m;
+}
+
+void sl__vs_abssum(const float *v, size_t n, double acc[SL__LANES])
+{
+    size_t i = 0;
+    for (; i + SL__LANES <= n; i += SL__LANES) /* each sum still adds in order of i */
+        for (size_t j = 0; j < SL__LANES; j++)
+            acc[j] += (double)sl__bits_f32(sl__f32_bits(v[i + j]) & 0x7fffffffu);
+    for (; i < n; i++)
+        acc[i % SL__LANES] += (double)sl__bits_f32(sl__f32_bits(v[i]) & 0x7fffffffu);
+}
+
+void sl__vs_to_f16(const float *v, size_t n, uint16_t *h)
+{
+    for (size_t i = 0; i < n; i++)
+        h[i] = sl__f32_to_f16(v[i]);
+}
+
+int sl__vs_from_f16(const uint8_t *h, size_t n, float *out)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t x = (uint16_t)(h[2 * i] | (h[2 * i + 1] << 8));
+        bad |= (x & 0x7c00u) == 0x7c00u;
+        out[i] = sl__f16_to_f32(x);
+    }
+    return bad;
+}
+
+void sl__vs_to_bf16(const float *v, size_t n, uint16_t *h)
+{
+    for (size_t i = 0; i < n; i++)
+        h[i] = sl__f32_to_bf16(v[i]);
+}
+
+int sl__vs_from_bf16(const uint8_t *h, size_t n, float *out)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = (uint32_t)h[2 * i] | ((uint32_t)h[2 * i + 1] << 8);
+        bad |= (x & 0x7f80u) == 0x7f80u;
+        out[i] = sl__bits_f32(x << 16);
+    }
+    return bad;
+}
+
+void sl__vs_int8_quant(const float *v, size_t n, float scale, uint32_t key, int8_t *q)
+{
+    for (size_t i = 0; i < n; i++)
+        q[i] = sl__int8_round(v[i], scale, key, (uint32_t)i);
+}
+
+int sl__vs_int8_dequant(const int8_t *q, size_t n, float scale, float *out)
+{
+    int flags = 0;
+    for (size_t i = 0; i < n; i++) {
+        flags |= (q[i] == -128) | ((q[i] != 0) << 1);
+        out[i] = (float)q[i] * scale;
+    }
+    return flags;
+}
+
+void sl__vs_sign_pack(const float *v, size_t n, uint8_t *bits)
+{
+    for (size_t i = 0; i < n; i += 8) {
+        unsigned b = 0;
+        for (size_t j = 0; j < 8 && i + j < n; j++)
+            b |= (sl__f32_bits(v[i + j]) >> 31) << j;
+        bits[i >> 3] = (uint8_t)b;
+    }
+}
+
+size_t sl__vs_zero_pack(const float *v, size_t n, uint8_t *bits)
+{
+    size_t zeros = 0;
+    for (size_t i = 0; i < n; i += 8) {
+        unsigned b = 0;
+        for (size_t j = 0; j < 8 && i + j < n; j++) {
+            unsigned z = (sl__f32_bits(v[i + j]) & 0x7fffffffu) == 0;
+            b |= z << j;
+            zeros += z;
+        }
+        bits[i >> 3] = (uint8_t)b;
+    }
+    return zeros;
+}
+
+void sl__vs_bits_to_floats(const uint8_t *signs, const uint8_t *zeros, size_t n, float mag,
+                           float *out)
+{
+    uint32_t m = sl__f32_bits(mag);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s = (signs[i >> 3] >> (i & 7)) & 1u;
+        uint32_t z = zeros ? (zeros[i >> 3] >> (i & 7)) & 1u : 0;
+        out[i] = sl__bits_f32(z ? 0 : m | (s << 31));
+    }
+}
+
+size_t sl__vs_bits_compact(const uint8_t *src, const uint8_t *drop, size_t n, uint8_t *out)
+{
+    sl__bitw w = {out, 0, 0};
+    size_t kept = 0;
+    for (size_t bit = 0; bit < n; bit += 64) {
+        uint64_t valid = sl__bitmap_valid(n, bit), keep = ~sl__bitmap_word(drop, n, bit) & valid;
+        uint64_t s = sl__bitmap_word(src, n, bit), r = 0;
+        unsigned c = (unsigned)__builtin_popcountll(keep), k = 0;
+        if (keep == valid) {
+            r = s & valid;
+        } else {
+            for (; keep; keep &= keep - 1, k++) /* software pext */
+                r |= ((s & keep & (0 - keep)) != 0 ? UINT64_C(1) : 0) << k;
+        }
+        sl__bitw_put(&w, r, c);
+        kept += c;
+    }
+    sl__bitw_flush(&w);
+    return kept;
+}
+
+void sl__vs_bits_expand(const uint8_t *src, size_t src_bytes, const uint8_t *drop, size_t n,
+                        uint8_t *out)
+{
+    size_t pos = 0;
+    for (size_t bit = 0; bit < n; bit += 64) {
+        uint64_t keep = ~sl__bitmap_word(drop, n, bit) & sl__bitmap_valid(n, bit), r = 0;
+        unsigned c = (unsigned)__builtin_popcountll(keep);
+        uint64_t s = sl__bits_at(src, src_bytes, pos, c);
+        for (; keep; keep &= keep - 1, s >>= 1) /* software pdep */
+            r |= (s & 1) ? keep & (0 - keep) : 0;
+        memcpy(out + bit / 8, &r, 8);
+        pos += c;
+    }
+}
+
+/* clang-format off */
+const sl__values_kernels sl__values_scalar = {
+    "scalar", sl__vs_absmax_bits, sl__vs_abssum, sl__vs_to_f16, sl__vs_from_f16, sl__vs_to_bf16,
+    sl__vs_from_bf16, sl__vs_int8_quant, sl__vs_int8_dequant, sl__vs_sign_pack, sl__vs_zero_pack,
+    sl__vs_bits_to_floats, sl__vs_bits_compact, sl__vs_bits_expand,
+};
+/* clang-format on */
+
+/* ------------------------------------------------------------------------ */
+/* Variant choice                                                           */
+/* ------------------------------------------------------------------------ */
+
+static _Atomic(const sl__values_kernels *) active_kernels;
+
+static const sl__values_kernels *variant_for(unsigned features)
+{
+#if defined(SL_X86_SIMD)
+    if (features & SL_CPU_AVX512)
+        return &sl__values_avx512;
+    if (features & SL_CPU_AVX2)
+        return &sl__values_avx2;
+#endif
+#if defined(SL_NEON)
+    if (features & SL_CPU_NEON)
+        return &sl__values_neon;
+#endif
+    (void)features;
+    return &sl__values_scalar;
+}
+
+const sl__values_kernels *sl__values_kernels_get(void)
+{
+    const sl__values_kernels *k = atomic_load_explicit(&active_kernels, memory_order_acquire);
+    if (k == NULL) { /* racing first calls all store the same table */
+        k = variant_for(sl_cpu_features());
+        atomic_store_explicit(&active_kernels, k, memory_order_release);
+    }
+    return k;
+}
+
+int sl__values_use(unsigned features)
+{
+    unsigned want = features & SL_CPU_AVX512 ? SL_CPU_AVX512
+                    : features & SL_CPU_AVX2 ? SL_CPU_AVX2
+                    : features & SL_CPU_NEON ? SL_CPU_NEON
+                                             : 0;
+    const sl__values_kernels *k = variant_for(want);
+
+    if (want != 0 && (!(sl_cpu_features() & want) || k == &sl__values_scalar))
+        return SL_EUNSUPPORTED;
+    atomic_store_explicit(&active_kernels, k, memory_order_release);
+    return SL_OK;
+}
+
+const char *sl__values_variant(void)
+{
+    return sl__values_kernels_get()->name;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Modes                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static const char *const mode_names[] = {"fp32", "fp16", "bf16", "int8", "ternary", "sign"};
+#define MODE_COUNT (sizeof mode_names / sizeof mode_names[0])
+
+const char *sl_value_mode_name(sl_value_mode mode)
+{
+    return (unsigned)mode < MODE_COUNT ? mode_names[mode] : "?";
+}
+
+int sl_value_mode_parse(const char *name, sl_value_mode *out)
+{
+    if (name == NULL || out == NULL)
+        return SL_EINVAL;
+    for (unsigned i = 0; i < MODE_COUNT; i++) {
+        if (strcmp(name, mode_names[i]) == 0) {
+            *out = (sl_value_mode)i;
+            return SL_OK;
+        }
+    }
+    return SL_EINVAL;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z += UINT64_C(0x9e3779b97f4a7c15); /* splitmix64 */
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+uint32_t sl__values_int8_key(uint64_t seed, uint32_t tensor_index)
+{
+    return (uint32_t)(mix64(mix64(seed) ^ tensor_index) >> 32);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Encoder                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int is_finite_f32(float f)
+{
+    return (sl__f32_bits(f) & 0x7f800000u) != 0x7f800000u;
+}
+
+/* mean |v| in double, summed in the fixed order of abssum then a pairwise
+ * tree; SL_ENONFINITE when some v is NaN or Inf (a sum of finite floats
+ * cannot overflow a double) */
+static int mean_abs(const sl__values_kernels *k, const float *v, size_t n, float *mean)
+{
+    double acc[SL__LANES] = {0}, sum, m;
+    k->abssum(v, n, acc);
+    for (unsigned w = SL__LANES / 2; w > 0; w /= 2)
+        for (unsigned j = 0; j < w; j++)
+            acc[j] += acc[j + w];
+    sum = acc[0];
+    if (!(sum <= DBL_MAX))
+        return SL_ENONFINITE;
+    m = sum / (double)n;
+    *mean = m > FLT_MAX ? FLT_MAX : (float)m;
+    return SL_OK;
+}
+
+/* tag, then @raw stored or its byte planes through Zstandard, whichever is smaller */
+static int put_coded(const void *raw, size_t len, size_t size, int level, sl__buf *out)
+{
+    size_t tag_at = out->len;
+    int rc;
+
+    if (len >= ZSTD_MIN_BYTES) {
+        uint8_t *planes = NULL;
+        const void *src = raw;
+        if (size > 1) {
+            planes = malloc(len);
+            if (planes == NULL)
+                return SL_ENOMEM;
+            sl__shuffle(raw, len / size, size, planes);
+            src = planes;
+        }
+        rc = sl__buf_put_u8(out, TAG_ZSTD);
+        if (rc == SL_OK)
+            rc = sl__zstd_append(src, len, level, out);
+        free(planes);
+        if (rc != SL_OK || out->len - tag_at - 1 < len)
+            return rc;
+        out->len = tag_at; /* not smaller: store */
+    }
+    rc = sl__buf_put_u8(out, TAG_RAW);
+    return rc != SL_OK ? rc : sl__buf_append(out, raw, len);
+}
+
+static int encode_fp32(const sl__values_kernels *k, const float *v, size_t n, int level,
+                       sl__buf *out, float *recon)
+{
+    int rc;
+    if (k->absmax_bits(v, n) >= 0x7f800000u)
+        return SL_ENONFINITE;
+    rc = put_coded(v, n * 4, 4, level, out);
+    if (rc == SL_OK && recon != NULL && recon != v)
+        memcpy(recon, v, n * 4);
+    return rc;
+}
+
+static int encode_half(const sl__values_kernels *k, sl_value_mode mode, const float *v, size_t n,
+                       int level, sl__buf *out, float *recon)
+{
+    uint16_t *h;
+    int rc;
+
+    if (k->absmax_bits(v, n) >= 0x7f800000u)
+        return SL_ENONFINITE;
+    h = malloc(n * 2);
+    if (h == NULL)
+        return SL_ENOMEM;
+    (mode == SL_VALUE_FP16 ? k->to_f16 : k->to_bf16)(v, n, h);
+    rc = put_coded(h, n * 2, 2, level, out);
+    if (rc == SL_OK && recon != NULL)
+        (void)(mode == SL_VALUE_FP16 ? k->from_f16 : k->from_bf16)((const uint8_t *)h, n, recon);
+    free(h);
+    return rc;
+}
+
+/*
+ * scale = max|v| / 127, nudged by an ulp so that 127 * scale >= max|v| (no
+ * clamping error beyond one step) yet finite (no decoded value overflows).
+ */
+static float int8_scale(float amax)
+{
+    float scale = amax / 127.0f;
+    if (amax == 0.0f)
+        return 0.0f;
+    if (scale * 127.0f < amax)
+        scale = sl__bits_f32(sl__f32_bits(scale) + 1);
+    while (!is_finite_f32(scale * 127.0f))
+        scale = sl__bits_f32(sl__f32_bits(scale) - 1);
+    return scale;
+}
+
+static int encode_int8(const sl__values_kernels *k, const float *v, size_t n, int level,
+                       uint64_t seed, uint32_t tensor_index, sl__buf *out, float *recon)
+{
+    uint32_t amax = k->absmax_bits(v, n);
+    float scale;
+    int8_t *q;
+    int rc;
+
+    if (amax >= 0x7f800000u)
+        return SL_ENONFINITE;
+    scale = int8_scale(sl__bits_f32(amax));
+    q = malloc(n);
+    if (q == NULL)
+        return SL_ENOMEM;
+    if (scale == 0.0f)
+        memset(q, 0, n);
+    else
+        k->int8_quant(v, n, scale, sl__values_int8_key(seed, tensor_index), q);
+    rc = sl__buf_put_f32(out, scale);
+    if (rc == SL_OK)
+        rc = put_coded(q, n, 1, level, out);
+    if (rc == SL_OK && recon != NULL)
+        (void)k->int8_dequant(q, n, scale, recon);
+    free(q);
+    return rc;
+}
+
+static int encode_bits(const sl__values_kernels *k, sl_value_mode mode, const float *v, size_t n,
+                       sl__buf *out, float *recon)
+{
+    size_t bytes = (n + 7) / 8, at, zeros = 0;
+    uint8_t *signs = NULL;
+    float mag;
+    int rc = mean_abs(k, v, n, &mag);
+
+    if (rc == SL_OK)
+        rc = sl__buf_reserve(out, 5 + 2 * bytes + 8);
+    if (rc == SL_OK)
+        rc = sl__buf_put_f32(out, mag);
+    if (rc != SL_OK)
+        return rc;
+    if (mode == SL_VALUE_TERNARY) {
+        out->data[out->len++] = 0; /* the zeros flag, set below */
+        zeros = k->zero_pack(v, n, out->data + out->len);
+    }
+    at = out->len;
+    if (zeros == 0) {
+        k->sign_pack(v, n, out->data + at);
+        out->len = at + bytes;
+        if (recon != NULL)
+            k->bits_to_floats(out->data + at, NULL, n, mag, recon);
+        return SL_OK;
+    }
+    signs = malloc(bytes);
+    if (signs == NULL)
+        return SL_ENOMEM;
+    k->sign_pack(v, n, signs);
+    out->data[at - 1] = 1;
+    out->len =
+        at + bytes + (k->bits_compact(signs, out->data + at, n, out->data + at + bytes) + 7) / 8;
+    if (recon != NULL)
+        k->bits_to_floats(signs, out->data + at, n, mag, recon);
+    free(signs);
+    return SL_OK;
+}
+
+int sl__values_encode(sl_value_mode mode, const float *v, size_t n, int zstd_level, uint64_t seed,
+                      uint32_t tensor_index, sl__buf *out, float *recon)
+{
+    const sl__values_kernels *k = sl__values_kernels_get();
+    size_t start;
+    int rc;
+
+    if ((unsigned)mode >= MODE_COUNT || out == NULL || (n > 0 && v == NULL))
+        return SL_EINVAL;
+    start = out->len;
+    if (n == 0) /* an empty section in every mode */
+        return SL_OK;
+    if (n > SIZE_MAX / 8)
+        return SL_ETOOBIG;
+    switch (mode) {
+    case SL_VALUE_FP32:
+        rc = encode_fp32(k, v, n, zstd_level, out, recon);
+        break;
+    case SL_VALUE_FP16:
+    case SL_VALUE_BF16:
+        rc = encode_half(k, mode, v, n, zstd_level, out, recon);
+        break;
+    case SL_VALUE_INT8:
+        rc = encode_int8(k, v, n, zstd_level, seed, tensor_index, out, recon);
+        break;
+    default:
+        rc = encode_bits(k, mode, v, n, out, recon);
+        break;
+    }
+    if (rc != SL_OK)
+        out->len = start;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decoder                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* the rest of the section must be exactly @need bytes */
+static int take_rest(sl__reader *r, size_t need, const uint8_t **p)
+{
+    size_t rest = r->len - r->pos;
+    if (rest < need)
+        return SL_ETRUNCATED;
+    if (rest > need)
+        return SL_ECORRUPT;
+    *p = r->p + r->pos;
+    r->pos = r->len;
+    return SL_OK;
+}
+
+/* a scale or mu: finite (else SL_ENONFINITE) and not negative, -0 included */
+static int check_magnitude(float f)
+{
+    if (!is_finite_f32(f))
+        return SL_ENONFINITE;
+    return (sl__f32_bits(f) >> 31) ? SL_ECORRUPT : SL_OK;
+}
+
+/*
+ * The coded part (tag + stored or zstd bytes) of @len raw bytes of @size-byte
+ * elements. *@raw points into the section, or at the unshuffled bytes: in
+ * @dst when given (@len bytes), else in *@scratch (caller frees). Scratch is
+ * at most 2 * @len bytes without @dst, @len with it: never above 4n.
+ */
+static int get_coded(sl__reader *r, size_t len, size_t size, uint8_t *dst, const uint8_t **raw,
+                     uint8_t **scratch)
+{
+    uint8_t tag, *buf, *planes;
+    int rc = sl__rd_u8(r, &tag);
+
+    if (rc != SL_OK)
+        return rc;
+    if (tag == TAG_RAW)
+        return take_rest(r, len, raw);
+    if (tag != TAG_ZSTD)
+        return SL_ECORRUPT;
+    if (r->pos == r->len)
+        return SL_ETRUNCATED;
+    buf = malloc(size > 1 && dst == NULL ? 2 * len : len);
+    if (buf == NULL)
+        return SL_ENOMEM;
+    rc = sl__zstd_decode_exact(r->p + r->pos, r->len - r->pos, buf, len);
+    if (rc != SL_OK) {
+        free(buf);
+        return rc;
+    }
+    r->pos = r->len;
+    planes = buf;
+    if (size > 1) {
+        planes = dst != NULL ? dst : buf + len;
+        sl__unshuffle(buf, len / size, size, planes);
+    }
+    *raw = planes;
+    *scratch = buf;
+    return SL_OK;
+}
+
+static int check_padding(const uint8_t *bits, size_t n)
+{
+    return (n & 7) && (bits[n / 8] >> (n & 7)) ? SL_ECORRUPT : SL_OK;
+}
+
+static size_t popcount_bits(const uint8_t *bits, size_t n)
+{
+    size_t c = 0;
+    for (size_t bit = 0; bit < n; bit += 64)
+        c += (size_t)__builtin_popcountll(sl__bitmap_word(bits, n, bit));
+    return c;
+}
+
+static int decode_bits(const sl__values_kernels *k, sl_value_mode mode, sl__reader *r, size_t n,
+                       float *out)
+{
+    size_t bytes = (n + 7) / 8, zeros, kept;
+    const uint8_t *zmap = NULL, *signs;
+    uint8_t flag = 0, *expanded;
+    float mag;
+    int rc = sl__rd_f32(r, &mag);
+
+    if (rc == SL_OK)
+        rc = check_magnitude(mag);
+    if (rc == SL_OK && mode == SL_VALUE_TERNARY)
+        rc = sl__rd_u8(r, &flag);
+    if (rc == SL_OK && flag > 1)
+        rc = SL_ECORRUPT;
+    if (rc != SL_OK)
+        return rc;
+    if (flag == 0) {
+        rc = take_rest(r, bytes, &signs);
+        if (rc == SL_OK)
+            rc = check_padding(signs, n);
+        if (rc == SL_OK)
+            k->bits_to_floats(signs, NULL, n, mag, out);
+        return rc;
+    }
+    rc = sl__rd_bytes(r, bytes, &zmap);
+    if (rc == SL_OK)
+        rc = check_padding(zmap, n);
+    if (rc != SL_OK)
+        return rc;
+    zeros = popcount_bits(zmap, n);
+    if (zeros == 0) /* the flag says there are zeros: the encoder never writes this */
+        return SL_ECORRUPT;
+    kept = n - zeros;
+    rc = take_rest(r, (kept + 7) / 8, &signs);
+    if (rc == SL_OK)
+        rc = kept ? check_padding(signs, kept) : SL_OK;
+    if (rc != SL_OK)
+        return rc;
+    expanded = malloc((n + 63) / 64 * 8);
+    if (expanded == NULL)
+        return SL_ENOMEM;
+    k->bits_expand(signs, (kept + 7) / 8, zmap, n, expanded);
+    k->bits_to_floats(expanded, zmap, n, mag, out);
+    free(expanded);
+    return SL_OK;
+}
+
+/* On failure @out may hold part of the values: callers decode into memory of their own
+ * (sl_update arrays, a scratch buffer before accumulating) and drop it on error. */
+int sl__values_decode(sl_value_mode mode, const uint8_t *p, size_t len, size_t n, float *out)
+{
+    const sl__values_kernels *k = sl__values_kernels_get();
+    sl__reader r = {p, len, 0};
+    const uint8_t *raw = NULL;
+    uint8_t *scratch = NULL;
+    float scale = 0.0f;
+    int rc = SL_OK, flags;
+
+    if ((unsigned)mode >= MODE_COUNT)
+        return SL_ECORRUPT;
+    if (n == 0)
+        return len == 0 ? SL_OK : SL_ECORRUPT;
+    if (out == NULL || (p == NULL && len > 0))
+        return SL_EINVAL;
+    if (n > SIZE_MAX / 8)
+        return SL_ETOOBIG;
+    switch (mode) {
+    case SL_VALUE_FP32:
+        rc = get_coded(&r, n * 4, 4, (uint8_t *)out, &raw, &scratch);
+        if (rc == SL_OK) {
+            if (raw != (const uint8_t *)out)
+                memcpy(out, raw, n * 4);
+            rc = k->absmax_bits(out, n) >= 0x7f800000u ? SL_ENONFINITE : SL_OK;
+        }
+        break;
+    case SL_VALUE_FP16:
+    case SL_VALUE_BF16:
+        rc = get_coded(&r, n * 2, 2, NULL, &raw, &scratch);
+        if (rc == SL_OK && (mode == SL_VALUE_FP16 ? k->from_f16 : k->from_bf16)(raw, n, out))
+            rc = SL_ENONFINITE;
+        break;
+    case SL_VALUE_INT8:
+        rc = sl__rd_f32(&r, &scale);
+        if (rc == SL_OK)
+            rc = check_magnitude(scale);
+        if (rc == SL_OK && !is_finite_f32(scale * 127.0f))
+            rc = SL_ENONFINITE; /* +-127 would decode to Inf; never written */
+        if (rc == SL_OK)
+            rc = get_coded(&r, n, 1, NULL, &raw, &scratch);
+        if (rc == SL_OK) {
+            flags = k->int8_dequant((const int8_t *)raw, n, scale, out);
+            if ((flags & 1) || (scale == 0.0f && (flags & 2)))
+                rc = SL_ECORRUPT;
+        }
+        break;
+    default:
+        rc = decode_bits(k, mode, &r, n, out);
+        break;
+    }
+    free(scratch);
+    return rc;
+}

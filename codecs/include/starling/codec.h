@@ -283,6 +283,8 @@ typedef struct sl_update {
     float **val;            /* [tensors][n[i]] */
     sl_value_mode *modes;   /* [tensors] value mode of each tensor */
     sl_pos_mode *pos_modes; /* [tensors] position coding of each tensor */
+    size_t *pos_bytes;      /* [tensors] size of the position section */
+    size_t *val_bytes;      /* [tensors] size of the value section */
 } sl_update;
 
 /**

@@ -1,0 +1,85 @@
+/*
+ * Holds the code to codecs/FORMAT.md: the worked example's hex bytes, read
+ * from the document itself, must decode to the values the document states,
+ * and encoding those values must give the same bytes.
+ */
+#include <ctype.h>
+
+#include "../../support/sl_codec_test.h"
+
+#ifndef SL_SOURCE_DIR
+#error "SL_SOURCE_DIR must name the source tree"
+#endif
+
+/* The example in FORMAT.md: layout "w 2 5", "b 3"; base 1, round 2. */
+static const uint32_t example_idx[3] = {1, 4, 9};
+static const float example_val[3] = {0.5f, -0.25f, 1.0f};
+
+/* Parse the first ```hex block after "## Worked example" into @out. */
+static size_t read_example(uint8_t *out, size_t cap)
+{
+    void *doc;
+    size_t len, n = 0;
+    const char *p, *end;
+    assert_int_equal(sl_fs_read_file(SL_SOURCE_DIR "/codecs/FORMAT.md", 1 << 20, &doc, &len),
+                     SL_OK);
+    p = strstr(doc, "\n## Worked example\n");
+    assert_non_null(p);
+    p = strstr(p, "```hex\n");
+    assert_non_null(p);
+    p += 7;
+    end = strstr(p, "```");
+    assert_non_null(end);
+    while (p < end) {
+        if (isxdigit((unsigned char)p[0]) && isxdigit((unsigned char)p[1])) {
+            unsigned v;
+            assert_int_equal(sscanf(p, "%2x", &v), 1);
+            assert_true(n < cap);
+            out[n++] = (uint8_t)v;
+            p += 2;
+        } else if (*p == '#') { /* comment to end of line */
+            while (p < end && *p != '\n')
+                p++;
+        } else {
+            p++;
+        }
+    }
+    free(doc);
+    return n;
+}
+
+static void test_worked_example(void **state)
+{
+    uint8_t bytes[512];
+    size_t n = read_example(bytes, sizeof bytes), len;
+    sl_layout *l = NULL;
+    sl_update *u = NULL;
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
+    sl_sparse_tensor st[2] = {{3, example_idx, example_val}, {0, NULL, NULL}};
+    void *frame;
+    (void)state;
+    assert_int_equal(sl_layout_parse("w 2 5\nb 3\n", 10, &l), SL_OK);
+    assert_true(n > 20);
+    assert_int_equal(sl_frame_decode_update(l, bytes, n, NULL, &u), SL_OK);
+    assert_int_equal(u->header.base_version, 1);
+    assert_int_equal(u->header.round, 2);
+    assert_int_equal(u->n[0], 3);
+    assert_int_equal(u->n[1], 0);
+    assert_memory_equal(u->idx[0], example_idx, sizeof example_idx);
+    assert_memory_equal(u->val[0], example_val, sizeof example_val);
+    sl_update_free(u);
+    /* the encoder writes exactly the documented bytes */
+    assert_int_equal(sl_frame_encode_update(l, &h, st, NULL, NULL, &frame, &len), SL_OK);
+    assert_int_equal(len, n);
+    assert_memory_equal(frame, bytes, n);
+    free(frame);
+    sl_layout_free(l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_worked_example),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

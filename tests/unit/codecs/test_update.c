@@ -1,0 +1,290 @@
+/* Update frames: round trips for every value and position mode, decode-accumulate, rejections. */
+#include "../../support/sl_codec_test.h"
+
+typedef struct sparse_set {
+    size_t nt;
+    sl_sparse_tensor *st;
+    uint32_t **idx;
+    float **val;
+    float **recon;
+} sparse_set;
+
+/* Random sparse content: density per tensor, or all elements when dense. */
+static sparse_set make_sparse(const sl_layout *l, double density, uint64_t seed)
+{
+    sparse_set s;
+    s.nt = sl_layout_tensors(l);
+    s.st = calloc(s.nt, sizeof *s.st);
+    s.idx = calloc(s.nt, sizeof *s.idx);
+    s.val = calloc(s.nt, sizeof *s.val);
+    s.recon = calloc(s.nt, sizeof *s.recon);
+    for (size_t t = 0; t < s.nt; t++) {
+        const sl_tensor_desc *td = sl_layout_tensor(l, t);
+        size_t n = 0, d = (size_t)td->count;
+        s.idx[t] = malloc(d * sizeof(uint32_t));
+        s.val[t] = malloc(d * sizeof(float));
+        s.recon[t] = malloc(d * sizeof(float));
+        for (size_t i = 0; i < d; i++) {
+            double u = (double)(sl_test_rand(&seed) >> 11) / 9007199254740992.0;
+            if (density >= 1.0 || u < density)
+                s.idx[t][n++] = (uint32_t)i;
+        }
+        sl_test_gauss(s.val[t], n, seed + t, 0.01f);
+        for (size_t i = 0; i < n; i++)
+            if (s.val[t][i] == 0.0f)
+                s.val[t][i] = 1e-7f;
+        s.st[t].n = n;
+        s.st[t].idx = s.idx[t];
+        s.st[t].val = s.val[t];
+    }
+    return s;
+}
+
+static void free_sparse(sparse_set *s)
+{
+    for (size_t t = 0; t < s->nt; t++) {
+        free(s->idx[t]);
+        free(s->val[t]);
+        free(s->recon[t]);
+    }
+    free(s->st);
+    free(s->idx);
+    free(s->val);
+    free(s->recon);
+}
+
+static void roundtrip(const sl_layout *l, sparse_set *s, sl_value_mode vm, sl_pos_mode pm)
+{
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 17, 3};
+    sl_encode_params p;
+    sl_update *u = NULL;
+    void *frame;
+    size_t len;
+    float *dst, *expect;
+    size_t d = (size_t)sl_layout_params(l);
+
+    sl_encode_params_default(&p);
+    p.values = vm;
+    p.positions = pm;
+    p.seed = 1234;
+    assert_int_equal(sl_frame_encode_update(l, &h, s->st, &p, s->recon, &frame, &len), SL_OK);
+    assert_int_equal(sl_frame_decode_update(l, frame, len, NULL, &u), SL_OK);
+    assert_int_equal(u->header.base_version, 17);
+    assert_int_equal(u->header.round, 3);
+    assert_true(u->header.layout_hash == sl_layout_hash(l));
+    assert_int_equal(u->tensors, s->nt);
+    for (size_t t = 0; t < s->nt; t++) {
+        assert_int_equal(u->n[t], s->st[t].n);
+        if (u->n[t] == 0)
+            continue;
+        assert_memory_equal(u->idx[t], s->idx[t], u->n[t] * sizeof(uint32_t));
+        /* recon is exactly what the decoder gives */
+        assert_memory_equal(u->val[t], s->recon[t], u->n[t] * sizeof(float));
+        if (vm == SL_VALUE_FP32)
+            assert_memory_equal(u->val[t], s->val[t], u->n[t] * sizeof(float));
+        assert_int_equal(u->modes[t], vm);
+        if (pm != SL_POS_AUTO)
+            assert_int_equal(u->pos_modes[t], pm);
+    }
+    /* decode-accumulate == decode + the same float arithmetic by hand */
+    dst = malloc(d * sizeof *dst);
+    expect = malloc(d * sizeof *expect);
+    sl_test_gauss(dst, d, 77, 1.0f);
+    memcpy(expect, dst, d * sizeof *dst);
+    for (size_t t = 0; t < s->nt; t++) {
+        size_t off = (size_t)sl_layout_tensor(l, t)->offset;
+        for (size_t j = 0; j < u->n[t]; j++)
+            expect[off + u->idx[t][j]] += 0.25f * u->val[t][j];
+    }
+    assert_int_equal(sl_frame_accumulate_update(l, frame, len, NULL, 0.25f, dst), SL_OK);
+    assert_memory_equal(dst, expect, d * sizeof *dst);
+    sl_update_free(u);
+    free(dst);
+    free(expect);
+    free(frame);
+}
+
+static void test_roundtrip_all_modes(void **state)
+{
+    sl_layout *l = sl_test_layout();
+    static const double densities[] = {0.001, 0.01, 0.1, 0.6};
+    (void)state;
+    for (size_t di = 0; di < 4; di++) {
+        sparse_set s = make_sparse(l, densities[di], 100 + di);
+        for (int vm = SL_VALUE_FP32; vm <= SL_VALUE_SIGN; vm++) {
+            roundtrip(l, &s, (sl_value_mode)vm, SL_POS_AUTO);
+            roundtrip(l, &s, (sl_value_mode)vm, SL_POS_RICE);
+            roundtrip(l, &s, (sl_value_mode)vm, SL_POS_BITMAP);
+            roundtrip(l, &s, (sl_value_mode)vm, SL_POS_ADAPTIVE);
+        }
+        free_sparse(&s);
+    }
+    {
+        sparse_set s = make_sparse(l, 1.0, 9); /* every element: DENSE positions */
+        roundtrip(l, &s, SL_VALUE_FP32, SL_POS_DENSE);
+        roundtrip(l, &s, SL_VALUE_INT8, SL_POS_AUTO);
+        free_sparse(&s);
+    }
+    sl_layout_free(l);
+}
+
+static void test_empty_update(void **state)
+{
+    sl_layout *l = sl_test_layout();
+    sparse_set s = make_sparse(l, 0.0, 1);
+    (void)state;
+    for (size_t t = 0; t < s.nt; t++)
+        s.st[t].n = 0;
+    roundtrip(l, &s, SL_VALUE_TERNARY, SL_POS_AUTO);
+    free_sparse(&s);
+    sl_layout_free(l);
+}
+
+static void test_encoder_rejections(void **state)
+{
+    sl_layout *l = sl_test_layout();
+    sparse_set s = make_sparse(l, 0.05, 3);
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 0, 0};
+    void *frame = (void *)0x1;
+    size_t len = 5;
+    uint32_t saved;
+    (void)state;
+    /* unsorted indices */
+    saved = s.idx[10][1];
+    s.idx[10][1] = s.idx[10][0];
+    assert_int_equal(sl_frame_encode_update(l, &h, s.st, NULL, NULL, &frame, &len), SL_EINVAL);
+    s.idx[10][1] = saved;
+    /* index out of range */
+    saved = s.idx[1][s.st[1].n - 1];
+    s.idx[1][s.st[1].n - 1] = 6;
+    assert_int_equal(sl_frame_encode_update(l, &h, s.st, NULL, NULL, &frame, &len), SL_EINVAL);
+    s.idx[1][s.st[1].n - 1] = saved;
+    /* non-finite value */
+    s.val[10][3] = INFINITY;
+    assert_int_equal(sl_frame_encode_update(l, &h, s.st, NULL, NULL, &frame, &len), SL_ENONFINITE);
+    assert_ptr_equal(frame, (void *)0x1);
+    assert_int_equal(len, 5);
+    free_sparse(&s);
+    sl_layout_free(l);
+}
+
+static uint8_t *encode(const sl_layout *l, sparse_set *s, sl_value_mode vm, size_t *len)
+{
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
+    sl_encode_params p;
+    void *frame;
+    sl_encode_params_default(&p);
+    p.values = vm;
+    assert_int_equal(sl_frame_encode_update(l, &h, s->st, &p, NULL, &frame, len), SL_OK);
+    return frame;
+}
+
+/* Whatever the bytes, decoding returns a status, and dst changes only on success. */
+static void test_hostile_frames(void **state)
+{
+    sl_layout *l = sl_test_layout(), *other = NULL;
+    sparse_set s = make_sparse(l, 0.02, 4);
+    size_t d = (size_t)sl_layout_params(l), len;
+    float *dst = calloc(d, sizeof *dst);
+    uint64_t seed = 2024;
+    (void)state;
+    assert_int_equal(sl_layout_parse("w 10\n", 5, &other), SL_OK);
+    for (int vm = SL_VALUE_FP32; vm <= SL_VALUE_SIGN; vm++) {
+        uint8_t *frame = encode(l, &s, (sl_value_mode)vm, &len);
+        uint8_t *copy = malloc(len + 1);
+        sl_update *u;
+        /* every truncation */
+        for (size_t cut = 0; cut < len; cut++)
+            assert_int_not_equal(sl_frame_accumulate_update(l, frame, cut, NULL, 1.0f, dst), SL_OK);
+        /* a trailing byte breaks the CRC position; with the CRC redone it is extra data */
+        memcpy(copy, frame, len);
+        copy[len] = 0;
+        assert_int_not_equal(sl_frame_decode_update(l, copy, len + 1, NULL, &u), SL_OK);
+        /* random corruption with a valid CRC: never a crash, dst untouched on error */
+        for (int trial = 0; trial < 300; trial++) {
+            size_t pos = 12 + sl_test_rand(&seed) % (len - 16);
+            int rc;
+            memcpy(copy, frame, len);
+            copy[pos] ^= (uint8_t)(1 + sl_test_rand(&seed) % 255);
+            sl_test_fix_crc(copy, len);
+            rc = sl_frame_accumulate_update(l, copy, len, NULL, 1.0f, dst);
+            if (rc != SL_OK) {
+                for (size_t i = 0; i < d; i += 97)
+                    assert_true(dst[i] == 0.0f);
+            } else {
+                memset(dst, 0, d * sizeof *dst); /* a value byte changed: still valid */
+            }
+        }
+        assert_int_equal(sl_frame_decode_update(other, frame, len, NULL, &u), SL_ELAYOUT);
+        {
+            sl_decode_limits small = {len - 1, 0}, out_small = {0, 64};
+            assert_int_equal(sl_frame_decode_update(l, frame, len, &small, &u), SL_ETOOBIG);
+            assert_int_equal(sl_frame_decode_update(l, frame, len, &out_small, &u), SL_ETOOBIG);
+        }
+        free(copy);
+        free(frame);
+    }
+    free(dst);
+    free_sparse(&s);
+    sl_layout_free(l);
+    sl_layout_free(other);
+}
+
+/*
+ * Targeted edits of the tensor table (CRC recomputed): the header is
+ * 4+1+1+2+8 bytes, then varints base (1) and round (2: one byte each here),
+ * then the tensor count and the first tensor's entry.
+ */
+static void test_table_rejections(void **state)
+{
+    sl_layout *l = NULL;
+    float v[3] = {0.5f, -0.25f, 1.0f};
+    uint32_t idx[3] = {1, 4, 9};
+    sl_sparse_tensor st = {3, idx, v};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
+    sl_update *u;
+    uint8_t *frame, *copy;
+    size_t len;
+    const size_t table = 18; /* offset of the tensor count */
+    (void)state;
+    assert_int_equal(sl_layout_parse("w 10\n", 5, &l), SL_OK);
+    assert_int_equal(sl_frame_encode_update(l, &h, &st, NULL, NULL, (void **)&frame, &len), SL_OK);
+    assert_int_equal(frame[table], 1);     /* one tensor */
+    assert_int_equal(frame[table + 1], 3); /* n = 3 */
+    copy = malloc(len + 8);
+#define EDIT(off, value, expect)                                                  \
+    do {                                                                          \
+        memcpy(copy, frame, len);                                                 \
+        copy[off] = (uint8_t)(value);                                             \
+        sl_test_fix_crc(copy, len);                                               \
+        assert_int_equal(sl_frame_decode_update(l, copy, len, NULL, &u), expect); \
+    } while (0)
+    EDIT(table, 2, SL_ELAYOUT);          /* tensor count */
+    EDIT(table + 1, 11, SL_ECOUNT);      /* n > tensor size */
+    EDIT(table + 2, 0, SL_ECORRUPT);     /* position mode 0 (AUTO) is never written */
+    EDIT(table + 2, 9, SL_ECORRUPT);     /* unknown position mode */
+    EDIT(table + 4, 6, SL_ECORRUPT);     /* unknown value mode */
+    EDIT(table + 5, 120, SL_ETRUNCATED); /* position section larger than the body */
+    EDIT(6, 1, SL_ECORRUPT);             /* reserved flags */
+    EDIT(5, SL_FRAME_MODEL, SL_ELAYOUT); /* a model frame is not an update */
+#undef EDIT
+    /* sections shorter than the body: trailing garbage before the CRC */
+    memcpy(copy, frame, len - 4);
+    copy[len - 4] = 0xAA;
+    memcpy(copy + len - 3, frame + len - 4, 4);
+    sl_test_fix_crc(copy, len + 1);
+    assert_int_equal(sl_frame_decode_update(l, copy, len + 1, NULL, &u), SL_ECORRUPT);
+    free(copy);
+    free(frame);
+    sl_layout_free(l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip_all_modes), cmocka_unit_test(test_empty_update),
+        cmocka_unit_test(test_encoder_rejections),  cmocka_unit_test(test_hostile_frames),
+        cmocka_unit_test(test_table_rejections),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
