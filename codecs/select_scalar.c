@@ -13,7 +13,6 @@
 /* Scalar reference kernels                                                 */
 /* ------------------------------------------------------------------------ */
 
-
 size_t sl__select_count_ge_scalar(const float *x, size_t n, uint32_t lo, uint32_t *max_key)
 {
     size_t c = 0;
