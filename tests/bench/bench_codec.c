@@ -376,16 +376,18 @@ int sl_bench_codec(int argc, char **argv)
         void *data;
         size_t len;
         sl_layout *l = NULL;
-        int rc = sl_fs_read_file(o.input, (size_t)1 << 34, &data, &len);
+        int rc = sl_fs_read_file(o.input, SIZE_MAX / 2, &data, &len);
         if (rc != SL_OK || len % 4 != 0 || len == 0) {
             fprintf(stderr, "bench codec: %s: %s\n", o.input,
                     rc != SL_OK ? sl_strerror(rc) : "not a whole number of fp32 values");
             return 1;
         }
-        if (!(len / 4 <= SL_CODEC_MAX_TENSOR)) {
+#if SIZE_MAX > 0xffffffffu
+        if (len / 4 > SL_CODEC_MAX_TENSOR) {
             fprintf(stderr, "bench codec: %s: too large\n", o.input);
             return 1;
         }
+#endif
         if (o.layout != NULL) {
             void *text;
             size_t tlen;
