@@ -139,7 +139,8 @@ int sl__values_decode(sl_value_mode mode, const uint8_t *p, size_t len, size_t n
 /**
  * sl__pos_plan - choose the coding for @n strictly ascending indices < @d:
  * with @mode SL_POS_AUTO, the one of RICE, BITMAP, DENSE (only when n == d)
- * with the smallest exact size; otherwise @mode itself (SL_EINVAL when it
+ * and, when a one-pass estimate says the gaps are clustered, ADAPTIVE, with
+ * the smallest exact size; otherwise @mode itself (SL_EINVAL when it
  * cannot code this set, such as DENSE with n < d). For ADAPTIVE the exact
  * size is found by running the coder.
  * @param: receives the Rice parameter (0 for other codings).
@@ -155,6 +156,15 @@ int sl__pos_plan(sl_pos_mode mode, const uint32_t *idx, size_t n, uint64_t d, sl
  */
 int sl__pos_encode(sl_pos_mode mode, uint8_t param, const uint32_t *idx, size_t n, uint64_t d,
                    sl__buf *out);
+
+/**
+ * sl__pos_write - plan and append in one step, with the choice of
+ * sl__pos_plan(): the result is what sl__pos_plan() + sl__pos_encode() give,
+ * but the ADAPTIVE coder, whose size is only known by running it, runs once.
+ * On error @out keeps its old length.
+ */
+int sl__pos_write(sl_pos_mode mode, const uint32_t *idx, size_t n, uint64_t d, sl_pos_mode *chosen,
+                  uint8_t *param, sl__buf *out);
 
 /**
  * sl__pos_decode - decode @n indices < @d from a section of exactly @len

@@ -7,12 +7,14 @@
  *   DENSE     every element (n == d): no bytes at all
  *   ADAPTIVE  gaps, Elias-gamma-like binarisation coded with an adaptive
  *             binary range coder (LZMA's rc), for clustered selections
+ *             (AUTO tries it when the gap histogram says they are clustered)
  *
  * Every decoder treats its input as hostile: it never reads past @len,
  * accepts only the one canonical encoding of a set (exact size, zero
  * padding), checks every index against @d in 64-bit arithmetic, and runs in
  * time bounded by O(len * 8 + n).
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "positions_int.h"
@@ -329,6 +331,31 @@ static int dense_decode(size_t len, size_t n, uint64_t d, uint32_t *idx)
 /* Entry points                                                             */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * An estimate of what an order-0 model of the gaps' Elias-gamma buckets
+ * would cost: n * H(bucket) plus the raw mantissa bits. On uniform
+ * (geometric) gaps it lies above Rice's size; well below it, the gaps are
+ * clustered and the ADAPTIVE coder, which also models runs, usually wins.
+ * One pass and a 33-entry histogram: cheap next to coding.
+ */
+static double gamma_entropy_bits(const uint32_t *idx, size_t n)
+{
+    uint64_t hist[33] = {0}, mant = 0;
+    double bits = 0;
+    uint32_t prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = (uint64_t)idx[i] - (i ? (uint64_t)prev + 1 : 0) + 1; /* gap + 1 >= 1 */
+        unsigned k = ilog2_64(v);
+        hist[k]++;
+        mant += k;
+        prev = idx[i];
+    }
+    for (unsigned k = 0; k < 33; k++)
+        if (hist[k] > 0)
+            bits += (double)hist[k] * log2((double)n / (double)hist[k]);
+    return bits + (double)mant;
+}
+
 int sl__pos_plan(sl_pos_mode mode, const uint32_t *idx, size_t n, uint64_t d, sl_pos_mode *chosen,
                  uint8_t *param, size_t *bytes)
 {
@@ -363,6 +390,17 @@ int sl__pos_plan(sl_pos_mode mode, const uint32_t *idx, size_t n, uint64_t d, sl
             best_mode = SL_POS_DENSE;
             best_param = 0;
             best_bytes = 0;
+        } else if (n > 0 && gamma_entropy_bits(idx, n) < (double)best_bytes * 8.0 * 0.97) {
+            /* clustered gaps: the adaptive coder is worth its cost; keep it if smaller */
+            size_t ad;
+            rc = sl__pos_adaptive_encode(idx, n, d, NULL, &ad);
+            if (rc != SL_OK)
+                return rc;
+            if (ad < best_bytes) {
+                best_mode = SL_POS_ADAPTIVE;
+                best_param = 0;
+                best_bytes = ad;
+            }
         }
         break;
     case SL_POS_RICE:
@@ -426,6 +464,65 @@ int sl__pos_encode(sl_pos_mode mode, uint8_t param, const uint32_t *idx, size_t 
     default:
         return SL_EINVAL;
     }
+}
+
+int sl__pos_write(sl_pos_mode mode, const uint32_t *idx, size_t n, uint64_t d, sl_pos_mode *chosen,
+                  uint8_t *param, sl__buf *out)
+{
+    sl_pos_mode m = SL_POS_RICE;
+    uint8_t b = 0;
+    size_t bytes = 0, ad_bytes, mark;
+    int rc;
+
+    if (out == NULL || chosen == NULL || param == NULL)
+        return SL_EINVAL;
+    if (mode == SL_POS_ADAPTIVE || (mode == SL_POS_AUTO && n > 0 && n < d)) {
+        /* ADAPTIVE's size is only known by running it: run it once, into @out */
+        rc = check_indices(idx, n, d);
+        if (rc != SL_OK)
+            return rc;
+        if (mode == SL_POS_AUTO) {
+            uint64_t bits;
+            size_t rice;
+            unsigned rb = rice_best(idx, n, &bits);
+            rc = bits_to_bytes(bits, &rice);
+            if (rc != SL_OK)
+                return rc;
+            m = SL_POS_RICE;
+            b = (uint8_t)rb;
+            bytes = rice;
+            if ((d + 7) / 8 < bytes) {
+                m = SL_POS_BITMAP;
+                b = 0;
+                bytes = (size_t)((d + 7) / 8);
+            }
+            if (!(gamma_entropy_bits(idx, n) < (double)bytes * 8.0 * 0.97))
+                goto write_plain;
+        }
+        mark = out->len;
+        rc = sl__pos_adaptive_encode(idx, n, d, out, &ad_bytes);
+        if (rc != SL_OK) {
+            out->len = mark;
+            return rc;
+        }
+        if (mode == SL_POS_ADAPTIVE || ad_bytes < bytes) {
+            *chosen = SL_POS_ADAPTIVE;
+            *param = 0;
+            return SL_OK;
+        }
+        out->len = mark; /* not smaller after all: drop it */
+        goto write_plain;
+    }
+    rc = sl__pos_plan(mode, idx, n, d, &m, &b, &bytes);
+    if (rc != SL_OK)
+        return rc;
+write_plain:
+    rc = sl__pos_encode(m, b, idx, n, d, out);
+    if (rc != SL_OK)
+        return rc;
+    *chosen = m;
+    *param = b;
+    return SL_OK;
 }
 
 int sl__pos_decode(sl_pos_mode mode, uint8_t param, const uint8_t *p, size_t len, size_t n,

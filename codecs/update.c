@@ -45,7 +45,7 @@ int sl_frame_encode_update(const sl_layout *layout, const sl_frame_header *hdr,
         const sl_tensor_desc *td = sl_layout_tensor(layout, t);
         const sl_sparse_tensor *st = &tensors[t];
         sl_pos_mode chosen;
-        size_t pos_bytes, before;
+        size_t before;
 
         if (st->n > td->count || (st->n > 0 && (st->idx == NULL || st->val == NULL))) {
             rc = SL_EINVAL;
@@ -54,17 +54,14 @@ int sl_frame_encode_update(const sl_layout *layout, const sl_frame_header *hdr,
         e[t].n = st->n;
         if (st->n == 0)
             continue;
-        /* plan validates the indices: ascending, unique, < count */
-        rc = sl__pos_plan(p->positions, st->idx, st->n, td->count, &chosen, &e[t].pos_param,
-                          &pos_bytes);
+        /* this validates the indices too: ascending, unique, < count */
+        before = sections.len;
+        rc = sl__pos_write(p->positions, st->idx, st->n, td->count, &chosen, &e[t].pos_param,
+                           &sections);
         if (rc != SL_OK)
             break;
         e[t].pos_mode = (uint8_t)chosen;
         e[t].value_mode = (uint8_t)p->values;
-        before = sections.len;
-        rc = sl__pos_encode(chosen, e[t].pos_param, st->idx, st->n, td->count, &sections);
-        if (rc != SL_OK)
-            break;
         e[t].pos_bytes = sections.len - before;
         before = sections.len;
         rc = sl__values_encode(p->values, st->val, st->n, p->zstd_level, p->seed, (uint32_t)t,

@@ -178,7 +178,7 @@ typedef enum sl_pos_mode {
     SL_POS_BITMAP = 2,  /* one bit per element */
     SL_POS_DENSE = 3,   /* every element present, in order (k == d): no position bits */
     SL_POS_ADAPTIVE = 4 /* gaps, adaptive binary arithmetic coding (clustered positions);
-                           only when asked for: AUTO does not try it */
+                           AUTO tries it only when the gaps look clustered */
 } sl_pos_mode;
 
 /** The fixed fields at the start of every frame. */
