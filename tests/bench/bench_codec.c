@@ -314,8 +314,8 @@ static void bench_vector(const options *o, const char *dist, const float *x, siz
                 r.k = r.pos_bytes = r.val_bytes = 0;
                 r.bound_bits = 0;
                 for (size_t t = 0; t < u->tensors; t++) {
-                    r.bound_bits += log2_binom((double)sl_layout_tensor(l, t)->count,
-                                               (double)u->n[t]);
+                    r.bound_bits +=
+                        log2_binom((double)sl_layout_tensor(l, t)->count, (double)u->n[t]);
                     r.k += u->n[t];
                     r.pos_bytes += u->pos_bytes[t];
                     r.val_bytes += u->val_bytes[t];
