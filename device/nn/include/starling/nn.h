@@ -1,12 +1,200 @@
 /*
- * starling/nn.h - tensors, layers, models, optimisers and SIMD kernels for on-device training.
+ * starling/nn.h - the on-device training engine: SGEMM and element-wise
+ * kernels, layers, the model registry, SGD/FedProx and a training loop.
  *
- * Not implemented yet (issue 4). This header declares nothing, so that no
- * caller can link against behaviour that does not exist.
+ * Parameters of a model are one flat fp32 vector described by a codecs
+ * layout (PyTorch's parameter order and shapes), so updates and models map
+ * one to one onto frames, and an exported model loads into PyTorch as is.
+ * Activations are batch-major, images NCHW.
+ *
+ * Kernels: a scalar reference is always built; on x86-64 AVX2+FMA and
+ * AVX-512 variants are chosen at run time (sl_cpu_features()), on arm NEON
+ * at compile time; SL_FORCE_SCALAR=1 forces the reference. Single-threaded
+ * unless sl_nn_set_threads() says otherwise.
+ *
+ * Conventions: SL_OK or a negative sl_status; outputs untouched on error.
+ * A model object holds scratch memory: one model per thread.
  */
 #ifndef STARLING_NN_H
 #define STARLING_NN_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include "starling/codec.h"
 #include "starling/common.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** Whether a GEMM operand is used as stored or transposed. */
+typedef enum sl_nn_trans { SL_NN_NO_TRANS = 0, SL_NN_TRANS = 1 } sl_nn_trans;
+
+/**
+ * sl_nn_sgemm - C = alpha * op(A) * op(B) + beta * C, row-major (as
+ * cblas_sgemm with CblasRowMajor).
+ * @m, @n, @k: op(A) is m x k, op(B) is k x n, C is m x n; any may be 0.
+ * @a, @lda: A is stored m x k (lda >= k) or, transposed, k x m (lda >= m).
+ * @b, @ldb: B is stored k x n (ldb >= n) or, transposed, n x k (ldb >= k).
+ * @c, @ldc: ldc >= n. With beta == 0, C is not read (NaN in C is ignored).
+ * Returns SL_OK, SL_EINVAL (a leading dimension too small, NULL with a
+ * non-empty operand), SL_ENOMEM (packing buffers). Thread-safe.
+ */
+int sl_nn_sgemm(sl_nn_trans trans_a, sl_nn_trans trans_b, size_t m, size_t n, size_t k, float alpha,
+                const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c,
+                size_t ldc);
+
+/**
+ * sl_nn_set_threads - threads sl_nn_sgemm() may use (1 = single-threaded,
+ * the default; 0 = one per online CPU). Process-wide.
+ */
+void sl_nn_set_threads(unsigned threads);
+
+/** sl_nn_kernel_variant - "avx512", "avx2", "neon" or "scalar": the GEMM in use. */
+const char *sl_nn_kernel_variant(void);
+
+/* ------------------------------------------------------------------------ */
+/* Models                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** A model of the registry with its scratch space. Opaque. */
+typedef struct sl_model sl_model;
+
+/**
+ * sl_model_create - instantiate a registry model:
+ *   "logreg"  784 -> 10                                            (7,850)
+ *   "mlp"     784-200-200-10, ReLU                                 (199,210)
+ *   "lenet5"  conv 6@5x5 valid, pool, conv 16@5x5 valid, pool,
+ *             FC 120, 84, 10, ReLU                                 (44,426)
+ *   "cnn"     conv 32@5x5 same, pool, conv 64@5x5 same, pool,
+ *             FC 512, 10, ReLU                                     (1,663,370)
+ * Inputs are 1x28x28 images (784 floats), 10 classes.
+ * Returns SL_OK, SL_ENOENT (unknown name), SL_ENOMEM.
+ */
+int sl_model_create(const char *name, sl_model **out);
+
+/** sl_model_free - NULL is a no-op. */
+void sl_model_free(sl_model *model);
+
+/** sl_model_names - NULL-terminated list of the registry's names. */
+const char *const *sl_model_names(void);
+
+/** sl_model_name - the registry name. */
+const char *sl_model_name(const sl_model *model);
+
+/** sl_model_layout - the parameter layout (owned by the model). */
+const sl_layout *sl_model_layout(const sl_model *model);
+
+/** sl_model_params - number of fp32 parameters. */
+size_t sl_model_params(const sl_model *model);
+
+/** sl_model_input_size - floats per sample (784). */
+size_t sl_model_input_size(const sl_model *model);
+
+/** sl_model_classes - number of output classes (10). */
+size_t sl_model_classes(const sl_model *model);
+
+/**
+ * sl_model_init - PyTorch's default initialisation, deterministic by @seed:
+ * every weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform
+ * with a = sqrt(5) for weights, as nn.Linear / nn.Conv2d reset_parameters).
+ */
+int sl_model_init(const sl_model *model, float *params, uint64_t seed);
+
+/**
+ * sl_model_forward - logits for a batch. @x: @batch x 784 floats;
+ * @logits: @batch x 10. Returns SL_OK, SL_EINVAL, SL_ENOMEM.
+ */
+int sl_model_forward(sl_model *model, const float *params, const float *x, size_t batch,
+                     float *logits);
+
+/**
+ * sl_model_loss_grad - forward and backward pass: the mean softmax
+ * cross-entropy over the batch and its gradient with respect to every
+ * parameter. @labels: @batch ints in [0, 10) (SL_EINVAL otherwise).
+ * @grad: sl_model_params() floats, overwritten. @loss: may be NULL.
+ * @logits: optional (@batch x 10), the forward result.
+ */
+int sl_model_loss_grad(sl_model *model, const float *params, const float *x,
+                       const int32_t *labels, size_t batch, float *loss, float *grad,
+                       float *logits);
+
+/* ------------------------------------------------------------------------ */
+/* Optimiser                                                                */
+/* ------------------------------------------------------------------------ */
+
+/** SGD settings (PyTorch's torch.optim.SGD semantics, plus FedProx). */
+typedef struct sl_sgd_params {
+    float lr;           /* base learning rate, > 0 */
+    float momentum;     /* [0, 1) */
+    float weight_decay; /* L2, added to the gradient: g += wd * w */
+    float prox_mu;      /* FedProx: g += mu * (w - w_global); 0 = off */
+    /* Learning-rate schedule hook: the rate for @epoch / @step (both
+     * 0-based) given the base rate; NULL keeps it constant. */
+    float (*schedule)(void *ctx, uint32_t epoch, uint64_t step, float base_lr);
+    void *schedule_ctx;
+} sl_sgd_params;
+
+/** An optimiser's state (momentum buffer). Opaque. */
+typedef struct sl_sgd sl_sgd;
+
+/** sl_sgd_create - state for @n parameters; SL_EINVAL for bad settings. */
+int sl_sgd_create(size_t n, const sl_sgd_params *p, sl_sgd **out);
+
+/** sl_sgd_free - NULL is a no-op. */
+void sl_sgd_free(sl_sgd *sgd);
+
+/**
+ * sl_sgd_step - one update of @params (n floats) with gradient @grad:
+ *   g = grad + wd * w + mu * (w - global)      (global: NULL unless FedProx)
+ *   buf = momentum * buf + g   (buf = g on the first step)
+ *   w -= lr(epoch, step) * buf
+ */
+int sl_sgd_step(sl_sgd *sgd, float *params, const float *grad, const float *global,
+                uint32_t epoch);
+
+/** sl_sgd_reset - forget the momentum buffer (a new round starts). */
+void sl_sgd_reset(sl_sgd *sgd);
+
+/* ------------------------------------------------------------------------ */
+/* Training and evaluation loops                                            */
+/* ------------------------------------------------------------------------ */
+
+/** Settings of sl_train(). */
+typedef struct sl_train_opts {
+    size_t batch;    /* samples per step (the last batch of an epoch may be smaller) */
+    uint32_t epochs; /* passes over the samples */
+    uint64_t seed;   /* the sample order of epoch e is a Fisher-Yates shuffle seeded by (seed, e) */
+    /* Called after every step (may be NULL): epoch, samples done in this
+     * epoch, samples per epoch, running mean loss of the epoch. */
+    void (*progress)(void *ctx, uint32_t epoch, size_t done, size_t total, float loss);
+    void *progress_ctx;
+} sl_train_opts;
+
+/**
+ * sl_train - train @params in place on the samples @indices[0..n) of the
+ * data set (@x: 784 floats per sample, @y: labels), @opts->epochs epochs of
+ * shuffled mini-batches with @sgd. @global: the round's global weights for
+ * FedProx (NULL when prox_mu is 0). @mean_loss: mean loss of the last epoch
+ * (may be NULL). @indices NULL means 0..n-1. Deterministic for a seed.
+ */
+int sl_train(sl_model *model, float *params, sl_sgd *sgd, const float *global, const float *x,
+             const int32_t *y, const uint32_t *indices, size_t n, const sl_train_opts *opts,
+             float *mean_loss);
+
+/**
+ * sl_evaluate - accuracy (fraction correct) and mean loss of @params on the
+ * samples @indices[0..n) (NULL: 0..n-1), in batches of @batch.
+ */
+int sl_evaluate(sl_model *model, const float *params, const float *x, const int32_t *y,
+                const uint32_t *indices, size_t n, size_t batch, double *accuracy, double *loss);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* STARLING_NN_H */
