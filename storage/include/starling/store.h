@@ -1,12 +1,386 @@
 /*
- * starling/store.h - crash-safe SQLite store for models, rounds, devices and updates.
+ * starling/store.h - the coordinator's crash-safe store (SQLite).
  *
- * Not implemented yet (issue 5). This header declares nothing, so that no
- * caller can link against behaviour that does not exist.
+ * One database file holds tasks, model versions, rounds, participants,
+ * devices, acknowledged updates, resumable upload sessions and an audit
+ * log. No SQL exists outside storage/: callers use these typed functions.
+ *
+ * Durability: every write goes through one writer thread that commits in
+ * WAL mode with synchronous=FULL. Callers block until the transaction that
+ * holds their write is durable (or their timeout passes): many concurrent
+ * writes share one fsync (group commit). A function that returns SL_OK for
+ * a write has made it durable; no other return value means durable, but a
+ * write whose caller timed out (SL_ETIMEDOUT) or saw an I/O error may still
+ * have committed: every write is idempotent, so the caller retries.
+ * Reads use their own connections and never wait for the writer.
+ *
+ * Thread safety: every function may be called from any thread. Functions
+ * that write block (on the writer and on disk); reads block on disk only.
+ * Errors: SL_EIO, SL_ENOSPC (disk full), SL_ECORRUPT (a damaged database),
+ * SL_EBUSY (locked by another process beyond the busy timeout),
+ * SL_ETIMEDOUT, SL_ENOENT (no such row), SL_EINVAL, SL_ENOMEM; others as
+ * noted. Outputs are untouched on error.
  */
 #ifndef STARLING_STORE_H
 #define STARLING_STORE_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "starling/common.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The schema version this build writes. Older databases are migrated. */
+#define SL_STORE_SCHEMA_VERSION 2
+
+/** What to verify when opening. */
+typedef enum sl_store_check {
+    SL_STORE_CHECK_NONE = 0,
+    SL_STORE_CHECK_QUICK = 1, /* PRAGMA quick_check (default) */
+    SL_STORE_CHECK_FULL = 2   /* PRAGMA integrity_check */
+} sl_store_check;
+
+/** Options of sl_store_open(); sl_store_options_default() fills them. */
+typedef struct sl_store_options {
+    const char *path;          /* the database file (created when missing) */
+    sl_store_check check;      /* at open */
+    int64_t busy_timeout_ms;   /* waiting for another process's lock (default 5000) */
+    uint32_t max_batch;        /* group commit: most writes per transaction (default 512) */
+    uint32_t readers;          /* reader connections (default 4) */
+    uint32_t checkpoint_pages; /* WAL size that triggers a checkpoint (default 1000) */
+    const sl_clock *clock;     /* for timestamps; NULL: the system clock */
+    const char *vfs;           /* SQLite VFS name; NULL: the default (tests inject faults) */
+} sl_store_options;
+
+/** sl_store_options_default - the defaults above, @path NULL. */
+void sl_store_options_default(sl_store_options *o);
+
+/** An open store. Opaque. */
+typedef struct sl_store sl_store;
+
+/**
+ * sl_store_open - open or create the database at @o->path: check it, enable
+ * WAL, foreign keys and the busy timeout, migrate an older schema in one
+ * transaction per step, start the writer thread. A database written by a
+ * newer build is refused (SL_EVERSION); a file that is not a database or
+ * fails its check gives SL_ECORRUPT. @err receives a one-line reason.
+ */
+int sl_store_open(const sl_store_options *o, sl_store **out, char *err, size_t errcap);
+
+/**
+ * sl_store_close - finish queued writes, stop the writer, checkpoint the WAL
+ * and close every connection. NULL is a no-op.
+ */
+void sl_store_close(sl_store *s);
+
+/** sl_store_schema_version - the database's schema version (after migration). */
+int sl_store_schema_version(sl_store *s, int *version);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define SL_STORE_MAX_KEY  160  /* bytes of a device public key (DER or raw point) */
+#define SL_STORE_MAX_TEXT 4096 /* bytes of a capabilities / metrics / config text field */
+
+/** A device as the store knows it. */
+typedef struct sl_device_record {
+    int64_t id;
+    uint8_t public_key[SL_STORE_MAX_KEY];
+    size_t key_len;
+    int64_t enrolled_at_ms;
+    int64_t last_seen_ms;
+    char capabilities[SL_STORE_MAX_TEXT]; /* JSON, as given at enrolment */
+} sl_device_record;
+
+/**
+ * sl_store_enrol_device - record a device by its public key; enrolling the
+ * same key again returns the same id (idempotent). @capabilities: JSON text
+ * (at most SL_STORE_MAX_TEXT - 1 bytes). Durable on SL_OK.
+ */
+int sl_store_enrol_device(sl_store *s, const uint8_t *key, size_t key_len, const char *capabilities,
+                          int64_t *device_id);
+
+/** sl_store_get_device - read a device; SL_ENOENT when unknown. */
+int sl_store_get_device(sl_store *s, int64_t device_id, sl_device_record *out);
+
+/** sl_store_touch_device - set last_seen to now. */
+int sl_store_touch_device(sl_store *s, int64_t device_id);
+
+/* ------------------------------------------------------------------------ */
+/* Tasks and model versions                                                 */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * sl_store_create_task - a task with its configuration (JSON) and parameter
+ * layout (text form of codecs/FORMAT.md). Names are unique: creating an
+ * existing name with the same config and layout returns its id; with a
+ * different one SL_ECONFLICT.
+ */
+int sl_store_create_task(sl_store *s, const char *name, const char *config_json,
+                         const char *layout_text, int64_t *task_id);
+
+/** A task (strings owned by the record; free with sl_store_task_free()). */
+typedef struct sl_task_record {
+    int64_t id;
+    char *name;
+    char *config_json;
+    char *layout_text;
+    int64_t created_at_ms;
+} sl_task_record;
+
+/** sl_store_get_task - read a task; SL_ENOENT when unknown. */
+int sl_store_get_task(sl_store *s, int64_t task_id, sl_task_record *out);
+
+/** sl_store_task_free - release the strings of a record filled by sl_store_get_task(). */
+void sl_store_task_free(sl_task_record *t);
+
+/** A model version to store. */
+typedef struct sl_model_put {
+    int64_t task_id;
+    int64_t version;   /* > 0, unique per task */
+    int64_t parent;    /* version it came from, 0 for the initial model */
+    const void *frame; /* the full-model frame (codecs), as stored */
+    size_t frame_len;
+    const uint8_t *sha256; /* 32 bytes: digest of the frame (the ETag) */
+    const char *metrics;   /* JSON or NULL */
+    const void *opt_state; /* server optimiser state (opaque) or NULL */
+    size_t opt_state_len;
+} sl_model_put;
+
+/**
+ * sl_store_put_model - store a model version. Putting the same version with
+ * the same digest again is a no-op (SL_OK); with another digest SL_ECONFLICT.
+ */
+int sl_store_put_model(sl_store *s, const sl_model_put *m);
+
+/** A stored model version (buffers malloc'd; free with sl_store_model_free()). */
+typedef struct sl_model_record {
+    int64_t task_id, version, parent, created_at_ms;
+    void *frame;
+    size_t frame_len;
+    uint8_t sha256[32];
+    char *metrics;   /* JSON or NULL */
+    void *opt_state; /* or NULL */
+    size_t opt_state_len;
+} sl_model_record;
+
+/** sl_store_get_model - read a version (@version 0: the latest). SL_ENOENT when absent. */
+int sl_store_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_record *out);
+
+/** sl_store_model_free - release the buffers of a record. */
+void sl_store_model_free(sl_model_record *m);
+
+/** sl_store_set_model_metrics - replace a version's metrics JSON (evaluator reports). */
+int sl_store_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, const char *metrics);
+
+/**
+ * sl_store_retain_models - delete model versions of @task_id except the
+ * latest @keep_last and every version divisible by @keep_every (0: none
+ * kept that way); version 1 (the initial model) and any version a round
+ * still refers to as its base are kept. @deleted: how many went (may be NULL).
+ */
+int sl_store_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
+                           uint32_t *deleted);
+
+/* ------------------------------------------------------------------------ */
+/* Rounds and participants                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** Round states; a round ends CLOSED or ABANDONED. */
+typedef enum sl_round_state {
+    SL_ROUND_SELECTING = 0,
+    SL_ROUND_TRAINING = 1,
+    SL_ROUND_AGGREGATING = 2,
+    SL_ROUND_CLOSED = 3,
+    SL_ROUND_ABANDONED = 4
+} sl_round_state;
+
+/** A round's persisted record. */
+typedef struct sl_round_record {
+    int64_t id; /* assigned by sl_store_create_round() */
+    int64_t task_id;
+    int64_t round_no; /* 1, 2, ... within the task */
+    int64_t base_version;
+    sl_round_state state;
+    uint32_t target, quorum;
+    int64_t opened_at_ms, select_deadline_ms, report_deadline_ms, closed_at_ms;
+    uint32_t selected, reported, dropped, late, rejected;
+    int64_t bytes_up, bytes_down;
+    char error[256];
+} sl_round_record;
+
+/** sl_store_create_round - insert a round (its id is written back into @r). */
+int sl_store_create_round(sl_store *s, sl_round_record *r);
+
+/** sl_store_update_round - write a round's state, deadlines, counters (by id). */
+int sl_store_update_round(sl_store *s, const sl_round_record *r);
+
+/** sl_store_get_round - read a round; SL_ENOENT when unknown. */
+int sl_store_get_round(sl_store *s, int64_t round_id, sl_round_record *out);
+
+/**
+ * sl_store_list_rounds - rounds of @task_id, newest first, skipping
+ * @offset; calls @fn for each of at most @limit; stops when @fn returns
+ * non-zero (and returns that value).
+ */
+int sl_store_list_rounds(sl_store *s, int64_t task_id, uint32_t offset, uint32_t limit,
+                         int (*fn)(void *ctx, const sl_round_record *r), void *ctx);
+
+/** sl_store_unfinished_rounds - rounds not CLOSED or ABANDONED (for recovery), oldest first. */
+int sl_store_unfinished_rounds(sl_store *s, int (*fn)(void *ctx, const sl_round_record *r),
+                               void *ctx);
+
+/**
+ * sl_store_close_round - in ONE transaction: write @r (its final state) and,
+ * when @m is not NULL, the new model version: a reader sees both or neither.
+ */
+int sl_store_close_round(sl_store *s, const sl_round_record *r, const sl_model_put *m);
+
+/** A device's part in a round. */
+typedef enum sl_participant_state {
+    SL_PART_SELECTED = 0,
+    SL_PART_DOWNLOADING = 1,
+    SL_PART_TRAINING = 2,
+    SL_PART_REPORTED = 3,
+    SL_PART_DROPPED = 4,
+    SL_PART_LATE = 5,
+    SL_PART_REJECTED = 6
+} sl_participant_state;
+
+/** sl_store_set_participant - insert or update (round, device) with a state and reason. */
+int sl_store_set_participant(sl_store *s, int64_t round_id, int64_t device_id,
+                             sl_participant_state state, const char *reason);
+
+/** A participant row. */
+typedef struct sl_participant_record {
+    int64_t round_id, device_id;
+    sl_participant_state state;
+    char reason[128];
+    int64_t updated_at_ms;
+} sl_participant_record;
+
+/** sl_store_list_participants - every participant of a round in device-id order. */
+int sl_store_list_participants(sl_store *s, int64_t round_id,
+                               int (*fn)(void *ctx, const sl_participant_record *p), void *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Acknowledged updates                                                     */
+/* ------------------------------------------------------------------------ */
+
+/** What the store returns for an acknowledged update. */
+typedef struct sl_store_receipt {
+    int64_t update_id;
+    int64_t received_at_ms;
+    int duplicate; /* 1: this exact update was stored before; the original receipt */
+} sl_store_receipt;
+
+/** An update to store. */
+typedef struct sl_update_put {
+    int64_t round_id;
+    int64_t device_id;
+    const void *frame; /* the encoded frame, as received */
+    size_t frame_len;
+    uint32_t num_samples;
+    const uint8_t *sha256; /* 32 bytes: digest of the frame */
+} sl_update_put;
+
+/**
+ * sl_store_put_update - store an update and return once it is durable (the
+ * group commit shares the fsync with concurrent writers), or after
+ * @timeout_ms (SL_ETIMEDOUT; the write may still land). The same (round,
+ * device, digest) again returns the original receipt with duplicate = 1; a
+ * different update for the same (round, device) is SL_ECONFLICT and changes
+ * nothing. The round and device must exist (SL_ENOENT).
+ */
+int sl_store_put_update(sl_store *s, const sl_update_put *u, int64_t timeout_ms,
+                        sl_store_receipt *out);
+
+/** sl_store_count_updates - how many updates a round has. */
+int sl_store_count_updates(sl_store *s, int64_t round_id, uint64_t *count);
+
+/**
+ * sl_store_foreach_update - call @fn for every update of @round_id in
+ * device-id order (the order aggregation needs for bit-identical results).
+ * The frame pointer is valid during the call only. Stops at the first
+ * non-zero return of @fn and returns it.
+ */
+int sl_store_foreach_update(sl_store *s, int64_t round_id,
+                            int (*fn)(void *ctx, int64_t device_id, const void *frame, size_t len,
+                                      uint32_t num_samples, const uint8_t *sha256),
+                            void *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Resumable upload sessions                                                */
+/* ------------------------------------------------------------------------ */
+
+#define SL_STORE_UPLOAD_ID 32 /* bytes of an upload id (text, [A-Za-z0-9_-]) */
+
+/** A resumable upload session. */
+typedef struct sl_upload_record {
+    char id[SL_STORE_UPLOAD_ID + 1];
+    int64_t device_id, round_id;
+    uint64_t length; /* declared total */
+    uint64_t offset; /* bytes received and durable */
+    uint8_t sha256[32];
+    uint32_t num_samples;
+    int64_t expires_at_ms;
+} sl_upload_record;
+
+/**
+ * sl_store_create_upload - a session for @r->length bytes (space reserved,
+ * offset 0). An existing id is SL_EEXIST.
+ */
+int sl_store_create_upload(sl_store *s, const sl_upload_record *r);
+
+/** sl_store_get_upload - read a session; SL_ENOENT when unknown or expired. */
+int sl_store_get_upload(sl_store *s, const char *id, sl_upload_record *out);
+
+/**
+ * sl_store_append_upload - write @len bytes at @offset, which must equal the
+ * session's offset (SL_ECONFLICT otherwise, nothing written) and stay within
+ * its length (SL_ETOOBIG). Durable on SL_OK; @new_offset receives the offset.
+ */
+int sl_store_append_upload(sl_store *s, const char *id, uint64_t offset, const void *data,
+                           size_t len, int64_t timeout_ms, uint64_t *new_offset);
+
+/**
+ * sl_store_read_upload - copy the session's received bytes into a new
+ * buffer (@out, malloc'd) of *@len bytes.
+ */
+int sl_store_read_upload(sl_store *s, const char *id, void **out, size_t *len);
+
+/**
+ * sl_store_finish_upload - in one transaction: turn a complete session into
+ * an update (as sl_store_put_update() with the session's fields) and delete
+ * the session. SL_ESTATE when the session is not complete.
+ */
+int sl_store_finish_upload(sl_store *s, const char *id, int64_t timeout_ms, sl_store_receipt *out);
+
+/** sl_store_expire_uploads - delete sessions whose expiry passed; @deleted may be NULL. */
+int sl_store_expire_uploads(sl_store *s, uint32_t *deleted);
+
+/* ------------------------------------------------------------------------ */
+/* Audit and maintenance                                                    */
+/* ------------------------------------------------------------------------ */
+
+/** sl_store_audit - append (actor, action, detail) to the audit log with the time. */
+int sl_store_audit(sl_store *s, const char *actor, const char *action, const char *detail);
+
+/** sl_store_count_audit - rows in the audit log. */
+int sl_store_count_audit(sl_store *s, uint64_t *count);
+
+/**
+ * sl_store_backup - copy the whole database to @dest_path through SQLite's
+ * online backup API while the store keeps running (writes continue; the
+ * copy is a consistent snapshot). The file is written atomically.
+ */
+int sl_store_backup(sl_store *s, const char *dest_path);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* STARLING_STORE_H */

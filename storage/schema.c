@@ -1,0 +1,169 @@
+/* schema.c - numbered, transactional schema migrations. */
+#include <stdio.h>
+
+#include "store_int.h"
+
+/*
+ * Each step takes the schema from version i to i + 1 and runs in its own
+ * transaction together with the new version number, so a crash leaves the
+ * database at one version or the next, never between. Append steps; never
+ * edit a released one.
+ */
+static const char *const migrations[] = {
+    /* 0 -> 1: the base schema */
+    "CREATE TABLE tasks ("
+    "  id INTEGER PRIMARY KEY,"
+    "  name TEXT NOT NULL UNIQUE,"
+    "  config TEXT NOT NULL,"
+    "  layout TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL);"
+    "CREATE TABLE model_versions ("
+    "  task_id INTEGER NOT NULL REFERENCES tasks(id),"
+    "  version INTEGER NOT NULL CHECK (version > 0),"
+    "  parent INTEGER NOT NULL,"
+    "  frame BLOB NOT NULL,"
+    "  sha256 BLOB NOT NULL CHECK (length(sha256) = 32),"
+    "  created_at INTEGER NOT NULL,"
+    "  metrics TEXT,"
+    "  opt_state BLOB,"
+    "  PRIMARY KEY (task_id, version));"
+    "CREATE TABLE devices ("
+    "  id INTEGER PRIMARY KEY,"
+    "  public_key BLOB NOT NULL UNIQUE,"
+    "  enrolled_at INTEGER NOT NULL,"
+    "  last_seen INTEGER NOT NULL,"
+    "  capabilities TEXT NOT NULL,"
+    "  state TEXT NOT NULL DEFAULT 'active');"
+    "CREATE TABLE rounds ("
+    "  id INTEGER PRIMARY KEY,"
+    "  task_id INTEGER NOT NULL REFERENCES tasks(id),"
+    "  round_no INTEGER NOT NULL,"
+    "  base_version INTEGER NOT NULL,"
+    "  state INTEGER NOT NULL CHECK (state BETWEEN 0 AND 4),"
+    "  target INTEGER NOT NULL, quorum INTEGER NOT NULL,"
+    "  opened_at INTEGER NOT NULL, select_deadline INTEGER NOT NULL,"
+    "  report_deadline INTEGER NOT NULL, closed_at INTEGER NOT NULL DEFAULT 0,"
+    "  selected INTEGER NOT NULL DEFAULT 0, reported INTEGER NOT NULL DEFAULT 0,"
+    "  dropped INTEGER NOT NULL DEFAULT 0, late INTEGER NOT NULL DEFAULT 0,"
+    "  rejected INTEGER NOT NULL DEFAULT 0,"
+    "  bytes_up INTEGER NOT NULL DEFAULT 0, bytes_down INTEGER NOT NULL DEFAULT 0,"
+    "  error TEXT NOT NULL DEFAULT '',"
+    "  UNIQUE (task_id, round_no));"
+    "CREATE TABLE round_participants ("
+    "  round_id INTEGER NOT NULL REFERENCES rounds(id),"
+    "  device_id INTEGER NOT NULL REFERENCES devices(id),"
+    "  state INTEGER NOT NULL CHECK (state BETWEEN 0 AND 6),"
+    "  reason TEXT NOT NULL DEFAULT '',"
+    "  updated_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (round_id, device_id));"
+    "CREATE TABLE updates ("
+    "  id INTEGER PRIMARY KEY,"
+    "  round_id INTEGER NOT NULL REFERENCES rounds(id),"
+    "  device_id INTEGER NOT NULL REFERENCES devices(id),"
+    "  frame BLOB NOT NULL,"
+    "  num_samples INTEGER NOT NULL,"
+    "  sha256 BLOB NOT NULL CHECK (length(sha256) = 32),"
+    "  received_at INTEGER NOT NULL,"
+    "  UNIQUE (round_id, device_id));"
+    "CREATE TABLE uploads ("
+    "  id TEXT PRIMARY KEY,"
+    "  device_id INTEGER NOT NULL REFERENCES devices(id),"
+    "  round_id INTEGER NOT NULL REFERENCES rounds(id),"
+    "  length INTEGER NOT NULL,"
+    "  offset INTEGER NOT NULL,"
+    "  sha256 BLOB NOT NULL CHECK (length(sha256) = 32),"
+    "  num_samples INTEGER NOT NULL,"
+    "  expires_at INTEGER NOT NULL,"
+    "  data BLOB NOT NULL);",
+
+    /* 1 -> 2: the audit log; lookups by expiry and by base version */
+    "CREATE TABLE audit ("
+    "  id INTEGER PRIMARY KEY,"
+    "  at INTEGER NOT NULL,"
+    "  actor TEXT NOT NULL,"
+    "  action TEXT NOT NULL,"
+    "  detail TEXT NOT NULL);"
+    "CREATE INDEX uploads_expiry ON uploads(expires_at);"
+    "CREATE INDEX rounds_base ON rounds(task_id, base_version);",
+};
+
+#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+static int read_version(sl__conn *c, int *version)
+{
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c, "SELECT version FROM schema_version", &st);
+    if (rc != SL_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *version = sqlite3_column_int(st, 0);
+        rc = SQLITE_DONE;
+    } else if (rc == SQLITE_DONE) {
+        *version = 0;
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+}
+
+static int step_to(sl__conn *c, int target)
+{
+    char sql[96];
+    int rc = sl__exec(c, "BEGIN IMMEDIATE");
+    if (rc != SL_OK)
+        return rc;
+    rc = sl__exec(c, migrations[target - 1]);
+    snprintf(sql, sizeof sql, "DELETE FROM schema_version; INSERT INTO schema_version VALUES (%d)",
+             target);
+    if (rc == SL_OK)
+        rc = sl__exec(c, sql);
+    if (rc == SL_OK)
+        rc = sl__exec(c, "COMMIT");
+    if (rc != SL_OK)
+        sl__exec(c, "ROLLBACK");
+    return rc;
+}
+
+static int ensure_version_table(sl__conn *c)
+{
+    return sl__exec(c, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
+}
+
+int sl__migrate(sl__conn *c, char *err, size_t errcap)
+{
+    int version, rc;
+
+    if ((rc = ensure_version_table(c)) != SL_OK || (rc = read_version(c, &version)) != SL_OK) {
+        snprintf(err, errcap, "cannot read the schema version: %s", sl_strerror(rc));
+        return rc;
+    }
+    if (version > NMIGRATIONS) {
+        snprintf(err, errcap,
+                 "the database has schema version %d, newer than this build's %d: use a newer "
+                 "starling-coordinator",
+                 version, NMIGRATIONS);
+        return SL_EVERSION;
+    }
+    while (version < NMIGRATIONS) {
+        rc = step_to(c, version + 1);
+        if (rc != SL_OK) {
+            snprintf(err, errcap, "migration to schema version %d failed: %s (%s)", version + 1,
+                     sl_strerror(rc), sqlite3_errmsg(c->db));
+            return rc;
+        }
+        version++;
+    }
+    return SL_OK;
+}
+
+int sl__schema_create_at(sl__conn *c, int version)
+{
+    int rc = ensure_version_table(c);
+    if (version < 0 || version > NMIGRATIONS)
+        return SL_EINVAL;
+    for (int v = 1; v <= version && rc == SL_OK; v++)
+        rc = step_to(c, v);
+    return rc;
+}
+
+_Static_assert(NMIGRATIONS == SL_STORE_SCHEMA_VERSION, "store.h's schema version is the last step");

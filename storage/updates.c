@@ -1,0 +1,449 @@
+/* updates.c - acknowledged updates (group-committed, idempotent) and resumable uploads. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_int.h"
+
+#define MAX_UPLOAD (256ull << 20)
+
+int sl__put_update_exec(sl_store *s, sl__conn *c, const sl_update_put *u, sl_store_receipt *out)
+{
+    sqlite3_stmt *st;
+    int64_t now = sl__now_ms(s);
+    int rc = sl__stmt(c,
+                      "INSERT INTO updates (round_id, device_id, frame, num_samples, sha256, "
+                      "received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                      "ON CONFLICT (round_id, device_id) DO NOTHING",
+                      &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, u->round_id);
+    sqlite3_bind_int64(st, 2, u->device_id);
+    sqlite3_bind_blob64(st, 3, u->frame, u->frame_len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, u->num_samples);
+    sqlite3_bind_blob(st, 5, u->sha256, 32, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, now);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) /* a foreign key: no such round or device */
+        return (rc & 0xff) == SQLITE_CONSTRAINT ? SL_ENOENT : sl__status_from_sqlite(rc);
+    if (sqlite3_changes(c->db) == 1) {
+        out->update_id = sqlite3_last_insert_rowid(c->db);
+        out->received_at_ms = now;
+        out->duplicate = 0;
+        return SL_OK;
+    }
+    /* (round, device) has an update already: the same one is a retry */
+    rc = sl__stmt(c,
+                  "SELECT id, received_at, sha256 FROM updates WHERE round_id = ?1 AND "
+                  "device_id = ?2",
+                  &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, u->round_id);
+    sqlite3_bind_int64(st, 2, u->device_id);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        int same = sqlite3_column_bytes(st, 2) == 32 &&
+                   memcmp(sqlite3_column_blob(st, 2), u->sha256, 32) == 0;
+        if (same) {
+            out->update_id = sqlite3_column_int64(st, 0);
+            out->received_at_ms = sqlite3_column_int64(st, 1);
+            out->duplicate = 1;
+        }
+        sqlite3_reset(st);
+        return same ? SL_OK : SL_ECONFLICT;
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_EIO : sl__status_from_sqlite(rc);
+}
+
+typedef struct put_args {
+    const sl_update_put *u;
+    sl_store_receipt receipt;
+} put_args;
+
+static int put_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    put_args *a = arg;
+    return sl__put_update_exec(s, c, a->u, &a->receipt);
+}
+
+int sl_store_put_update(sl_store *s, const sl_update_put *u, int64_t timeout_ms,
+                        sl_store_receipt *out)
+{
+    put_args a;
+    int rc;
+    if (s == NULL || u == NULL || u->frame == NULL || u->frame_len == 0 ||
+        u->frame_len > MAX_UPLOAD || u->sha256 == NULL || out == NULL)
+        return SL_EINVAL;
+    memset(&a, 0, sizeof a);
+    a.u = u;
+    rc = sl__write(s, put_exec, &a, timeout_ms);
+    if (rc == SL_OK)
+        *out = a.receipt;
+    return rc;
+}
+
+int sl_store_count_updates(sl_store *s, int64_t round_id, uint64_t *count)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if (s == NULL || count == NULL)
+        return SL_EINVAL;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c, "SELECT count(*) FROM updates WHERE round_id = ?1", &st);
+    if (rc == SL_OK) {
+        int step;
+        sqlite3_bind_int64(st, 1, round_id);
+        step = sqlite3_step(st);
+        if (step == SQLITE_ROW)
+            *count = (uint64_t)sqlite3_column_int64(st, 0);
+        rc = step == SQLITE_ROW ? SL_OK : sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
+}
+
+int sl_store_foreach_update(sl_store *s, int64_t round_id,
+                            int (*fn)(void *ctx, int64_t device_id, const void *frame, size_t len,
+                                      uint32_t num_samples, const uint8_t *sha256),
+                            void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if (s == NULL || fn == NULL)
+        return SL_EINVAL;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    /* one read transaction: a consistent set even while updates keep arriving */
+    rc = sl__stmt(c,
+                  "SELECT device_id, frame, num_samples, sha256 FROM updates WHERE round_id = ?1 "
+                  "ORDER BY device_id",
+                  &st);
+    if (rc == SL_OK) {
+        int step;
+        sqlite3_bind_int64(st, 1, round_id);
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            if (sqlite3_column_bytes(st, 3) != 32) {
+                rc = SL_ECORRUPT;
+                break;
+            }
+            rc = fn(ctx, sqlite3_column_int64(st, 0), sqlite3_column_blob(st, 1),
+                    (size_t)sqlite3_column_bytes(st, 1), (uint32_t)sqlite3_column_int64(st, 2),
+                    sqlite3_column_blob(st, 3));
+            if (rc != 0)
+                break;
+        }
+        if (rc == 0 && step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
+}
+
+/* ---- resumable uploads --------------------------------------------------- */
+
+static int upload_id_ok(const char *id)
+{
+    size_t n;
+    if (id == NULL)
+        return 0;
+    n = strnlen(id, SL_STORE_UPLOAD_ID + 1);
+    if (n == 0 || n > SL_STORE_UPLOAD_ID)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = id[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+static int create_upload_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    const sl_upload_record *r = arg;
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c,
+                      "INSERT INTO uploads (id, device_id, round_id, length, offset, sha256, "
+                      "num_samples, expires_at, data) VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, "
+                      "zeroblob(?4))",
+                      &st);
+    (void)s;
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, r->device_id);
+    sqlite3_bind_int64(st, 3, r->round_id);
+    sqlite3_bind_int64(st, 4, (int64_t)r->length);
+    sqlite3_bind_blob(st, 5, r->sha256, 32, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, r->num_samples);
+    sqlite3_bind_int64(st, 7, r->expires_at_ms);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+        return SL_EEXIST;
+    if (rc != SQLITE_DONE)
+        return (rc & 0xff) == SQLITE_CONSTRAINT ? SL_ENOENT : sl__status_from_sqlite(rc);
+    return SL_OK;
+}
+
+int sl_store_create_upload(sl_store *s, const sl_upload_record *r)
+{
+    if (s == NULL || r == NULL || !upload_id_ok(r->id) || r->length == 0 || r->length > MAX_UPLOAD)
+        return r != NULL && r->length > MAX_UPLOAD ? SL_ETOOBIG : SL_EINVAL;
+    return sl__write(s, create_upload_exec, (void *)r, SL__WRITE_TIMEOUT_MS);
+}
+
+/* Read a live session's row (rowid for blob I/O) on connection @c. */
+static int load_upload(sl_store *s, sl__conn *c, const char *id, sl_upload_record *r,
+                       int64_t *rowid)
+{
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c,
+                      "SELECT rowid, device_id, round_id, length, offset, sha256, num_samples, "
+                      "expires_at FROM uploads WHERE id = ?1 AND expires_at > ?2",
+                      &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, sl__now_ms(s));
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        if (sqlite3_column_bytes(st, 5) != 32) {
+            sqlite3_reset(st);
+            return SL_ECORRUPT;
+        }
+        memset(r, 0, sizeof *r);
+        memcpy(r->id, id, strlen(id));
+        *rowid = sqlite3_column_int64(st, 0);
+        r->device_id = sqlite3_column_int64(st, 1);
+        r->round_id = sqlite3_column_int64(st, 2);
+        r->length = (uint64_t)sqlite3_column_int64(st, 3);
+        r->offset = (uint64_t)sqlite3_column_int64(st, 4);
+        memcpy(r->sha256, sqlite3_column_blob(st, 5), 32);
+        r->num_samples = (uint32_t)sqlite3_column_int64(st, 6);
+        r->expires_at_ms = sqlite3_column_int64(st, 7);
+        rc = SL_OK;
+    } else {
+        rc = rc == SQLITE_DONE ? SL_ENOENT : sl__status_from_sqlite(rc);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+int sl_store_get_upload(sl_store *s, const char *id, sl_upload_record *out)
+{
+    sl__conn *c;
+    sl_upload_record r;
+    int64_t rowid;
+    int rc;
+    if (s == NULL || out == NULL || !upload_id_ok(id))
+        return SL_EINVAL;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = load_upload(s, c, id, &r, &rowid);
+    sl__reader_put(s, c);
+    if (rc == SL_OK)
+        *out = r;
+    return rc;
+}
+
+typedef struct append_args {
+    const char *id;
+    uint64_t offset;
+    const void *data;
+    size_t len;
+    uint64_t new_offset;
+} append_args;
+
+static int append_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    append_args *a = arg;
+    sl_upload_record r;
+    sqlite3_blob *blob;
+    sqlite3_stmt *st;
+    int64_t rowid;
+    int rc = load_upload(s, c, a->id, &r, &rowid);
+    if (rc != SL_OK)
+        return rc;
+    if (a->offset != r.offset)
+        return SL_ECONFLICT;
+    if (a->len > r.length - r.offset)
+        return SL_ETOOBIG;
+    if (a->len > 0) {
+        rc = sqlite3_blob_open(c->db, "main", "uploads", "data", rowid, 1, &blob);
+        if (rc != SQLITE_OK)
+            return sl__status_from_sqlite(rc);
+        rc = sqlite3_blob_write(blob, a->data, (int)a->len, (int)a->offset);
+        sqlite3_blob_close(blob);
+        if (rc != SQLITE_OK)
+            return sl__status_from_sqlite(rc);
+    }
+    rc = sl__stmt(c, "UPDATE uploads SET offset = ?2 WHERE rowid = ?1", &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, rowid);
+    sqlite3_bind_int64(st, 2, (int64_t)(r.offset + a->len));
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return sl__status_from_sqlite(rc);
+    a->new_offset = r.offset + a->len;
+    return SL_OK;
+}
+
+int sl_store_append_upload(sl_store *s, const char *id, uint64_t offset, const void *data,
+                           size_t len, int64_t timeout_ms, uint64_t *new_offset)
+{
+    append_args a = {id, offset, data, len, 0};
+    int rc;
+    if (s == NULL || !upload_id_ok(id) || (data == NULL && len > 0) || new_offset == NULL)
+        return SL_EINVAL;
+    if (len > MAX_UPLOAD)
+        return SL_ETOOBIG;
+    rc = sl__write(s, append_exec, &a, timeout_ms);
+    if (rc == SL_OK)
+        *new_offset = a.new_offset;
+    return rc;
+}
+
+/* Copy the first @r->offset bytes of a session's data. */
+static int read_data(sl__conn *c, int64_t rowid, uint64_t len, void **out)
+{
+    sqlite3_blob *blob;
+    void *buf = malloc(len ? (size_t)len : 1);
+    int rc;
+    if (buf == NULL)
+        return SL_ENOMEM;
+    rc = sqlite3_blob_open(c->db, "main", "uploads", "data", rowid, 0, &blob);
+    if (rc == SQLITE_OK) {
+        if (len > 0)
+            rc = sqlite3_blob_read(blob, buf, (int)len, 0);
+        sqlite3_blob_close(blob);
+    }
+    if (rc != SQLITE_OK) {
+        free(buf);
+        return sl__status_from_sqlite(rc);
+    }
+    *out = buf;
+    return SL_OK;
+}
+
+int sl_store_read_upload(sl_store *s, const char *id, void **out, size_t *len)
+{
+    sl__conn *c;
+    sl_upload_record r;
+    int64_t rowid;
+    void *buf = NULL;
+    int rc;
+    if (s == NULL || !upload_id_ok(id) || out == NULL || len == NULL)
+        return SL_EINVAL;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    /* the row and its blob under one read transaction */
+    rc = sl__exec(c, "BEGIN");
+    if (rc == SL_OK) {
+        rc = load_upload(s, c, id, &r, &rowid);
+        if (rc == SL_OK)
+            rc = read_data(c, rowid, r.offset, &buf);
+        sl__exec(c, "COMMIT");
+    }
+    sl__reader_put(s, c);
+    if (rc == SL_OK) {
+        *out = buf;
+        *len = (size_t)r.offset;
+    }
+    return rc;
+}
+
+typedef struct finish_args {
+    const char *id;
+    sl_store_receipt receipt;
+} finish_args;
+
+static int finish_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    finish_args *a = arg;
+    sl_upload_record r;
+    sl_update_put u;
+    sqlite3_stmt *st;
+    int64_t rowid;
+    void *data;
+    int rc = load_upload(s, c, a->id, &r, &rowid);
+    if (rc != SL_OK)
+        return rc;
+    if (r.offset != r.length)
+        return SL_ESTATE;
+    if ((rc = read_data(c, rowid, r.length, &data)) != SL_OK)
+        return rc;
+    u.round_id = r.round_id;
+    u.device_id = r.device_id;
+    u.frame = data;
+    u.frame_len = (size_t)r.length;
+    u.num_samples = r.num_samples;
+    u.sha256 = r.sha256;
+    rc = sl__put_update_exec(s, c, &u, &a->receipt);
+    free(data);
+    if (rc != SL_OK)
+        return rc;
+    rc = sl__stmt(c, "DELETE FROM uploads WHERE rowid = ?1", &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, rowid);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+}
+
+int sl_store_finish_upload(sl_store *s, const char *id, int64_t timeout_ms, sl_store_receipt *out)
+{
+    finish_args a;
+    int rc;
+    if (s == NULL || !upload_id_ok(id) || out == NULL)
+        return SL_EINVAL;
+    memset(&a, 0, sizeof a);
+    a.id = id;
+    rc = sl__write(s, finish_exec, &a, timeout_ms);
+    if (rc == SL_OK)
+        *out = a.receipt;
+    return rc;
+}
+
+typedef struct expire_args {
+    uint32_t deleted;
+} expire_args;
+
+static int expire_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    expire_args *a = arg;
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c, "DELETE FROM uploads WHERE expires_at <= ?1", &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, sl__now_ms(s));
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return sl__status_from_sqlite(rc);
+    a->deleted = (uint32_t)sqlite3_changes(c->db);
+    return SL_OK;
+}
+
+int sl_store_expire_uploads(sl_store *s, uint32_t *deleted)
+{
+    expire_args a = {0};
+    int rc;
+    if (s == NULL)
+        return SL_EINVAL;
+    rc = sl__write(s, expire_exec, &a, SL__WRITE_TIMEOUT_MS);
+    if (rc == SL_OK && deleted != NULL)
+        *deleted = a.deleted;
+    return rc;
+}

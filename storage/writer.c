@@ -1,0 +1,182 @@
+/*
+ * writer.c - the single writer and its group commit.
+ *
+ * Callers queue a write and wait. The writer thread takes everything queued
+ * (up to max_batch), runs each write in its own savepoint inside one
+ * transaction, commits once (one fsync under synchronous=FULL) and wakes
+ * the callers. Writes that queue up while a commit is on disk go together
+ * into the next transaction, so the fsync cost is shared by all of them.
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "store_int.h"
+
+enum { QUEUED = 0, IN_FLIGHT = 1, DONE = 2 };
+
+/* Checkpoint when the WAL has grown; RESTART (which waits for readers, up
+ * to the busy timeout) once it is far past the mark, so it cannot grow
+ * without bound behind long readers. */
+static void maybe_checkpoint(sl_store *s)
+{
+    int mode;
+    if (s->wal_pages < s->opt.checkpoint_pages)
+        return;
+    mode = s->wal_pages >= 4ull * s->opt.checkpoint_pages ? SQLITE_CHECKPOINT_RESTART
+                                                          : SQLITE_CHECKPOINT_PASSIVE;
+    if (sqlite3_wal_checkpoint_v2(s->writer.db, NULL, mode, NULL, NULL) == SQLITE_OK &&
+        mode == SQLITE_CHECKPOINT_RESTART)
+        s->wal_pages = 0;
+}
+
+static void run_batch(sl_store *s, sl__wop *batch)
+{
+    int rc = sl__exec(&s->writer, "BEGIN IMMEDIATE");
+    int any_ok = 0;
+
+    for (sl__wop *op = batch; op != NULL; op = op->next) {
+        if (rc != SL_OK) {
+            op->result = rc;
+            continue;
+        }
+        /* one savepoint per write: a write that fails leaves the others alone */
+        op->result = sl__exec(&s->writer, "SAVEPOINT w");
+        if (op->result == SL_OK) {
+            op->result = op->exec(s, &s->writer, op->arg);
+            if (op->result != SL_OK)
+                sl__exec(&s->writer, "ROLLBACK TO w");
+            if (sl__exec(&s->writer, "RELEASE w") != SL_OK && op->result == SL_OK)
+                op->result = SL_EIO;
+        }
+        any_ok |= op->result == SL_OK;
+    }
+    if (rc == SL_OK) {
+        rc = any_ok ? sl__exec(&s->writer, "COMMIT") : sl__exec(&s->writer, "ROLLBACK");
+        if (rc != SL_OK) {
+            /* not durable: nobody in this batch may hear "ok" */
+            if (!sqlite3_get_autocommit(s->writer.db))
+                sl__exec(&s->writer, "ROLLBACK");
+            for (sl__wop *op = batch; op != NULL; op = op->next)
+                if (op->result == SL_OK)
+                    op->result = rc;
+        } else if (any_ok) {
+            s->commits++;
+        }
+    }
+    if (rc == SL_OK)
+        maybe_checkpoint(s);
+}
+
+static void *writer_main(void *arg)
+{
+    sl_store *s = arg;
+
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        sl__wop *batch, *last;
+        uint32_t n = 1;
+
+        while (s->head == NULL && !s->stop)
+            pthread_cond_wait(&s->work, &s->lock);
+        if (s->head == NULL) /* stop, and nothing left to write */
+            break;
+        batch = last = s->head;
+        batch->state = IN_FLIGHT;
+        while (last->next != NULL && n < s->opt.max_batch) {
+            last = last->next;
+            last->state = IN_FLIGHT;
+            n++;
+        }
+        s->head = last->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        last->next = NULL;
+        pthread_mutex_unlock(&s->lock);
+
+        run_batch(s, batch);
+
+        pthread_mutex_lock(&s->lock);
+        for (sl__wop *op = batch, *next; op != NULL; op = next) {
+            next = op->next; /* the caller may reuse op as soon as it sees DONE */
+            op->state = DONE;
+        }
+        pthread_cond_broadcast(&s->done);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+int sl__writer_start(sl_store *s)
+{
+    if (pthread_create(&s->thread, NULL, writer_main, s) != 0)
+        return SL_ENOMEM;
+    s->thread_started = 1;
+    return SL_OK;
+}
+
+void sl__writer_stop(sl_store *s)
+{
+    if (!s->thread_started)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stop = 1;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    s->thread_started = 0;
+}
+
+static void deadline_after(int64_t ms, struct timespec *ts)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += (time_t)(ms / 1000);
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+int sl__write(sl_store *s, sl__write_fn fn, void *arg, int64_t timeout_ms)
+{
+    sl__wop op = {fn, arg, SL_OK, QUEUED, NULL};
+    struct timespec until;
+    int rc;
+
+    if (timeout_ms <= 0)
+        timeout_ms = 1;
+    deadline_after(timeout_ms, &until);
+    pthread_mutex_lock(&s->lock);
+    if (s->stop) {
+        pthread_mutex_unlock(&s->lock);
+        return SL_ESTATE;
+    }
+    if (s->tail != NULL)
+        s->tail->next = &op;
+    else
+        s->head = &op;
+    s->tail = &op;
+    pthread_cond_signal(&s->work);
+    while (op.state != DONE) {
+        int w = op.state == QUEUED ? pthread_cond_timedwait(&s->done, &s->lock, &until)
+                                   : pthread_cond_wait(&s->done, &s->lock);
+        if (w == ETIMEDOUT && op.state == QUEUED) {
+            /* still waiting for its turn: take it out, nothing was written */
+            sl__wop **pp = &s->head, *prev = NULL;
+            while (*pp != &op) {
+                prev = *pp;
+                pp = &(*pp)->next;
+            }
+            *pp = op.next;
+            if (s->tail == &op)
+                s->tail = prev;
+            pthread_mutex_unlock(&s->lock);
+            return SL_ETIMEDOUT;
+        }
+        /* in flight: its transaction is on its way to disk; wait for the outcome,
+         * since the writer still uses op and its arguments */
+    }
+    rc = op.result;
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}

@@ -1,0 +1,509 @@
+/* The store: every entity's typed functions, idempotency, migrations, retention, backup. */
+#include <pthread.h>
+
+#include "../../support/sl_store_test.h"
+#include "store_int.h"
+
+typedef struct fixture {
+    char dir[512];
+    sl_store *s;
+    sl_clock_manual clock;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    sl_test_mkdtemp(f->dir, sizeof f->dir, "store");
+    sl_clock_manual_init(&f->clock, 0, 1764465820000LL * 1000000LL);
+    f->s = sl_test_store_open(f->dir, NULL, &f->clock.clock);
+    *state = f;
+    return f->s ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    sl_store_close(f->s);
+    sl_test_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+static void reopen(fixture *f)
+{
+    sl_store_close(f->s);
+    f->s = sl_test_store_open(f->dir, NULL, &f->clock.clock);
+    assert_non_null(f->s);
+}
+
+static void test_schema_and_reopen(void **state)
+{
+    fixture *f = *state;
+    int v = 0;
+    assert_int_equal(sl_store_schema_version(f->s, &v), SL_OK);
+    assert_int_equal(v, SL_STORE_SCHEMA_VERSION);
+    reopen(f);
+    assert_int_equal(sl_store_schema_version(f->s, &v), SL_OK);
+    assert_int_equal(v, SL_STORE_SCHEMA_VERSION);
+}
+
+static void test_devices(void **state)
+{
+    fixture *f = *state;
+    uint8_t key[65] = {4, 1, 2, 3};
+    int64_t id, again;
+    sl_device_record d;
+    assert_int_equal(sl_store_enrol_device(f->s, key, sizeof key, "{\"simd\":\"avx2\"}", &id),
+                     SL_OK);
+    assert_int_equal(sl_store_enrol_device(f->s, key, sizeof key, "{}", &again), SL_OK);
+    assert_int_equal(id, again); /* the same key is the same device */
+    assert_int_equal(sl_store_get_device(f->s, id, &d), SL_OK);
+    assert_int_equal(d.key_len, sizeof key);
+    assert_memory_equal(d.public_key, key, sizeof key);
+    assert_string_equal(d.capabilities, "{\"simd\":\"avx2\"}");
+    assert_true(d.enrolled_at_ms == 1764465820000LL);
+    sl_clock_manual_advance(&f->clock, 5000000000LL);
+    assert_int_equal(sl_store_touch_device(f->s, id), SL_OK);
+    assert_int_equal(sl_store_get_device(f->s, id, &d), SL_OK);
+    assert_true(d.last_seen_ms == 1764465825000LL);
+    assert_int_equal(sl_store_get_device(f->s, id + 100, &d), SL_ENOENT);
+    assert_int_equal(sl_store_touch_device(f->s, id + 100), SL_ENOENT);
+    assert_int_equal(sl_store_enrol_device(f->s, key, 0, "{}", &id), SL_EINVAL);
+    assert_int_equal(sl_store_enrol_device(f->s, key, SL_STORE_MAX_KEY + 1, "{}", &id), SL_EINVAL);
+}
+
+static void test_tasks_and_models(void **state)
+{
+    fixture *f = *state;
+    int64_t task, again;
+    sl_task_record t;
+    uint8_t frame[100], sha[32], other[32];
+    sl_model_put m = {0};
+    sl_model_record r;
+    memset(frame, 7, sizeof frame);
+    memset(sha, 1, sizeof sha);
+    memset(other, 2, sizeof other);
+    assert_int_equal(sl_store_create_task(f->s, "fmnist", "{\"k\":10}", "w 10\n", &task), SL_OK);
+    assert_int_equal(sl_store_create_task(f->s, "fmnist", "{\"k\":10}", "w 10\n", &again), SL_OK);
+    assert_int_equal(task, again);
+    assert_int_equal(sl_store_create_task(f->s, "fmnist", "{\"k\":11}", "w 10\n", &again),
+                     SL_ECONFLICT);
+    assert_int_equal(sl_store_get_task(f->s, task, &t), SL_OK);
+    assert_string_equal(t.name, "fmnist");
+    assert_string_equal(t.layout_text, "w 10\n");
+    sl_store_task_free(&t);
+    m.task_id = task;
+    m.version = 1;
+    m.frame = frame;
+    m.frame_len = sizeof frame;
+    m.sha256 = sha;
+    assert_int_equal(sl_store_put_model(f->s, &m), SL_OK);
+    assert_int_equal(sl_store_put_model(f->s, &m), SL_OK); /* idempotent */
+    m.sha256 = other;
+    assert_int_equal(sl_store_put_model(f->s, &m), SL_ECONFLICT);
+    m.version = 2;
+    m.parent = 1;
+    m.opt_state = frame;
+    m.opt_state_len = 10;
+    m.metrics = "{\"accuracy\":0.5}";
+    assert_int_equal(sl_store_put_model(f->s, &m), SL_OK);
+    assert_int_equal(sl_store_get_model(f->s, task, 0, &r), SL_OK); /* latest */
+    assert_int_equal(r.version, 2);
+    assert_int_equal(r.parent, 1);
+    assert_int_equal(r.frame_len, sizeof frame);
+    assert_memory_equal(r.sha256, other, 32);
+    assert_int_equal(r.opt_state_len, 10);
+    assert_string_equal(r.metrics, "{\"accuracy\":0.5}");
+    sl_store_model_free(&r);
+    assert_int_equal(sl_store_set_model_metrics(f->s, task, 1, "{\"accuracy\":0.1}"), SL_OK);
+    assert_int_equal(sl_store_get_model(f->s, task, 1, &r), SL_OK);
+    assert_string_equal(r.metrics, "{\"accuracy\":0.1}");
+    assert_null(r.opt_state);
+    sl_store_model_free(&r);
+    assert_int_equal(sl_store_get_model(f->s, task, 3, &r), SL_ENOENT);
+    assert_int_equal(sl_store_set_model_metrics(f->s, task, 3, "{}"), SL_ENOENT);
+    m.task_id = task + 50; /* no such task */
+    m.version = 1;
+    assert_int_equal(sl_store_put_model(f->s, &m), SL_ENOENT);
+}
+
+static int collect_round(void *ctx, const sl_round_record *r)
+{
+    int64_t *ids = ctx;
+    ids[ids[0] + 1] = r->round_no;
+    ids[0]++;
+    return 0;
+}
+
+static void test_rounds_and_close(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[3], ids[16] = {0};
+    sl_round_record r, got;
+    uint8_t frame[10] = {1}, sha[32] = {3};
+    sl_model_put m = {0};
+    sl_model_record mr;
+    sl_test_store_fixture(f->s, &round_id, devices, 3);
+    assert_int_equal(sl_store_get_round(f->s, round_id, &r), SL_OK);
+    assert_int_equal(r.state, SL_ROUND_TRAINING);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(
+            sl_store_set_participant(f->s, round_id, devices[i], SL_PART_SELECTED, NULL), SL_OK);
+    assert_int_equal(
+        sl_store_set_participant(f->s, round_id, devices[1], SL_PART_DROPPED, "deadline"), SL_OK);
+    assert_int_equal(sl_store_set_participant(f->s, round_id, 9999, SL_PART_SELECTED, NULL),
+                     SL_ENOENT);
+    /* a second round, then list newest first and the unfinished ones */
+    got = r;
+    got.round_no = 2;
+    assert_int_equal(sl_store_create_round(f->s, &got), SL_OK);
+    assert_true(got.id != r.id);
+    assert_int_equal(sl_store_list_rounds(f->s, r.task_id, 0, 10, collect_round, ids), SL_OK);
+    assert_int_equal(ids[0], 2);
+    assert_int_equal(ids[1], 2);
+    assert_int_equal(ids[2], 1);
+    /* closing with a new model is one transaction */
+    r.state = SL_ROUND_CLOSED;
+    r.reported = 2;
+    r.closed_at_ms = 99;
+    m.task_id = r.task_id;
+    m.version = 2;
+    m.parent = 1;
+    m.frame = frame;
+    m.frame_len = sizeof frame;
+    m.sha256 = sha;
+    assert_int_equal(sl_store_close_round(f->s, &r, &m), SL_OK);
+    assert_int_equal(sl_store_get_round(f->s, round_id, &got), SL_OK);
+    assert_int_equal(got.state, SL_ROUND_CLOSED);
+    assert_int_equal(got.reported, 2);
+    assert_int_equal(sl_store_get_model(f->s, r.task_id, 2, &mr), SL_OK);
+    sl_store_model_free(&mr);
+    /* a close whose round update fails leaves no model behind */
+    r.id = 12345;
+    m.version = 3;
+    assert_int_equal(sl_store_close_round(f->s, &r, &m), SL_ENOENT);
+    assert_int_equal(sl_store_get_model(f->s, r.task_id, 3, &mr), SL_ENOENT);
+    ids[0] = 0;
+    assert_int_equal(sl_store_unfinished_rounds(f->s, collect_round, ids), SL_OK);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], 2);
+    r.state = (sl_round_state)9;
+    assert_int_equal(sl_store_update_round(f->s, &r), SL_EINVAL);
+}
+
+static int collect_update(void *ctx, int64_t device_id, const void *frame, size_t len,
+                          uint32_t num_samples, const uint8_t *sha256)
+{
+    int64_t *seen = ctx;
+    (void)frame;
+    (void)sha256;
+    assert_int_equal(len, 64);
+    assert_int_equal(num_samples, 100 + device_id);
+    seen[++seen[0]] = device_id;
+    return 0;
+}
+
+static void test_updates_idempotent(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[5], seen[8] = {0};
+    uint8_t frame[64], sha[32], sha2[32];
+    sl_update_put u;
+    sl_store_receipt a, b;
+    uint64_t count;
+    sl_test_store_fixture(f->s, &round_id, devices, 5);
+    /* arrive in reverse device order */
+    for (int i = 4; i >= 0; i--) {
+        sl_test_update_bytes((uint64_t)i, frame, sizeof frame, sha);
+        u = (sl_update_put){round_id, devices[i], frame, sizeof frame, (uint32_t)(100 + devices[i]),
+                            sha};
+        assert_int_equal(sl_store_put_update(f->s, &u, 5000, &a), SL_OK);
+        assert_int_equal(a.duplicate, 0);
+    }
+    sl_test_update_bytes(2, frame, sizeof frame, sha);
+    u = (sl_update_put){round_id, devices[2], frame, sizeof frame, (uint32_t)(100 + devices[2]),
+                        sha};
+    sl_clock_manual_advance(&f->clock, 1000000000LL);
+    assert_int_equal(sl_store_put_update(f->s, &u, 5000, &b), SL_OK);
+    assert_int_equal(b.duplicate, 1); /* a retry gets the original receipt */
+    assert_true(b.received_at_ms == 1764465820000LL);
+    memcpy(sha2, sha, 32);
+    sha2[0] ^= 1;
+    u.sha256 = sha2;
+    assert_int_equal(sl_store_put_update(f->s, &u, 5000, &b), SL_ECONFLICT);
+    u.device_id = 777; /* unknown device */
+    assert_int_equal(sl_store_put_update(f->s, &u, 5000, &b), SL_ENOENT);
+    assert_int_equal(sl_store_count_updates(f->s, round_id, &count), SL_OK);
+    assert_int_equal(count, 5);
+    assert_int_equal(sl_store_foreach_update(f->s, round_id, collect_update, seen), SL_OK);
+    assert_int_equal(seen[0], 5);
+    for (int i = 1; i < 5; i++)
+        assert_true(seen[i] < seen[i + 1]); /* device-id order */
+}
+
+typedef struct writer_ctx {
+    sl_store *s;
+    int64_t round_id, device;
+    int rc;
+} writer_ctx;
+
+static void *writer_thread(void *arg)
+{
+    writer_ctx *w = arg;
+    uint8_t frame[2048], sha[32];
+    sl_store_receipt r;
+    sl_update_put u;
+    sl_test_update_bytes((uint64_t)w->device, frame, sizeof frame, sha);
+    u = (sl_update_put){w->round_id, w->device, frame, sizeof frame, 1, sha};
+    w->rc = sl_store_put_update(w->s, &u, 30000, &r);
+    return NULL;
+}
+
+/* Concurrent writers share commits: fewer transactions than writes. */
+static void test_group_commit(void **state)
+{
+    fixture *f = *state;
+    enum { N = 64 };
+    int64_t round_id, devices[N];
+    pthread_t th[N];
+    writer_ctx w[N];
+    uint64_t before, count;
+    sl_test_store_fixture(f->s, &round_id, devices, N);
+    before = f->s->commits;
+    for (int i = 0; i < N; i++) {
+        w[i] = (writer_ctx){f->s, round_id, devices[i], -1};
+        pthread_create(&th[i], NULL, writer_thread, &w[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].rc, SL_OK);
+    }
+    assert_int_equal(sl_store_count_updates(f->s, round_id, &count), SL_OK);
+    assert_int_equal(count, N);
+    print_message("64 concurrent updates in %llu commits\n",
+                  (unsigned long long)(f->s->commits - before));
+    assert_true(f->s->commits - before < N);
+}
+
+static void test_uploads(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[1];
+    uint8_t frame[1000], sha[32];
+    sl_upload_record r = {0}, got;
+    sl_store_receipt receipt;
+    uint64_t off, count;
+    void *data;
+    size_t len;
+    uint32_t deleted;
+    sl_test_store_fixture(f->s, &round_id, devices, 1);
+    sl_test_update_bytes(9, frame, sizeof frame, sha);
+    snprintf(r.id, sizeof r.id, "up-1");
+    r.device_id = devices[0];
+    r.round_id = round_id;
+    r.length = sizeof frame;
+    memcpy(r.sha256, sha, 32);
+    r.num_samples = 42;
+    r.expires_at_ms = 1764465820000LL + 60000;
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_EEXIST);
+    assert_int_equal(sl_store_append_upload(f->s, "up-1", 0, frame, 300, 5000, &off), SL_OK);
+    assert_int_equal(off, 300);
+    /* the wrong offset changes nothing */
+    assert_int_equal(sl_store_append_upload(f->s, "up-1", 0, frame, 300, 5000, &off), SL_ECONFLICT);
+    assert_int_equal(sl_store_append_upload(f->s, "up-1", 300, frame, 701, 5000, &off), SL_ETOOBIG);
+    assert_int_equal(sl_store_finish_upload(f->s, "up-1", 5000, &receipt), SL_ESTATE);
+    reopen(f); /* a restart between chunks */
+    assert_int_equal(sl_store_get_upload(f->s, "up-1", &got), SL_OK);
+    assert_int_equal(got.offset, 300);
+    assert_int_equal(sl_store_append_upload(f->s, "up-1", 300, frame + 300, 700, 5000, &off),
+                     SL_OK);
+    assert_int_equal(sl_store_read_upload(f->s, "up-1", &data, &len), SL_OK);
+    assert_int_equal(len, sizeof frame);
+    assert_memory_equal(data, frame, sizeof frame);
+    free(data);
+    assert_int_equal(sl_store_finish_upload(f->s, "up-1", 5000, &receipt), SL_OK);
+    assert_int_equal(sl_store_get_upload(f->s, "up-1", &got), SL_ENOENT);
+    assert_int_equal(sl_store_count_updates(f->s, round_id, &count), SL_OK);
+    assert_int_equal(count, 1);
+    /* expiry */
+    snprintf(r.id, sizeof r.id, "up-2");
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    sl_clock_manual_advance(&f->clock, 61000000000LL);
+    assert_int_equal(sl_store_get_upload(f->s, "up-2", &got), SL_ENOENT);
+    assert_int_equal(sl_store_expire_uploads(f->s, &deleted), SL_OK);
+    assert_int_equal(deleted, 1);
+    /* bad ids */
+    assert_int_equal(sl_store_get_upload(f->s, "bad id", &got), SL_EINVAL);
+    assert_int_equal(sl_store_get_upload(f->s, "", &got), SL_EINVAL);
+}
+
+static void test_retention(void **state)
+{
+    fixture *f = *state;
+    int64_t task;
+    uint8_t frame[4] = {1, 2, 3, 4}, sha[32] = {0};
+    sl_model_put m = {0};
+    sl_model_record r;
+    uint32_t deleted;
+    assert_int_equal(sl_store_create_task(f->s, "ret", "{}", "w 1\n", &task), SL_OK);
+    m.task_id = task;
+    m.frame = frame;
+    m.frame_len = sizeof frame;
+    m.sha256 = sha;
+    for (int v = 1; v <= 20; v++) {
+        m.version = v;
+        assert_int_equal(sl_store_put_model(f->s, &m), SL_OK);
+    }
+    /* keep the last 3 and every 5th, and version 1 */
+    assert_int_equal(sl_store_retain_models(f->s, task, 3, 5, &deleted), SL_OK);
+    for (int v = 1; v <= 20; v++) {
+        int kept = v == 1 || v >= 18 || v % 5 == 0;
+        int rc = sl_store_get_model(f->s, task, v, &r);
+        assert_int_equal(rc, kept ? SL_OK : SL_ENOENT);
+        if (rc == SL_OK)
+            sl_store_model_free(&r);
+    }
+    assert_int_equal(deleted, 20 - 1 - 3 - 3); /* 5, 10, 15 and 20 (also last) */
+    assert_int_equal(sl_store_retain_models(f->s, task, 0, 5, &deleted), SL_EINVAL);
+}
+
+typedef struct bg_ctx {
+    sl_store *s;
+    int64_t round_id;
+    int64_t *devices;
+    int n, failures;
+} bg_ctx;
+
+static void *background_writes(void *arg)
+{
+    bg_ctx *b = arg;
+    uint8_t frame[4096], sha[32];
+    for (int i = 0; i < b->n; i++) {
+        sl_store_receipt r;
+        sl_update_put u;
+        sl_test_update_bytes((uint64_t)i, frame, sizeof frame, sha);
+        u = (sl_update_put){b->round_id, b->devices[i], frame, sizeof frame, 1, sha};
+        if (sl_store_put_update(b->s, &u, 30000, &r) != SL_OK)
+            b->failures++;
+    }
+    return NULL;
+}
+
+static void test_backup_while_writing(void **state)
+{
+    fixture *f = *state;
+    enum { N = 200 };
+    int64_t round_id, devices[N];
+    char path[700];
+    pthread_t th;
+    bg_ctx b;
+    sl_store *copy;
+    sl_store_options o;
+    char err[256];
+    uint64_t in_copy = 0, total = 0;
+    sl_test_store_fixture(f->s, &round_id, devices, N);
+    b = (bg_ctx){f->s, round_id, devices, N, 0};
+    pthread_create(&th, NULL, background_writes, &b);
+    snprintf(path, sizeof path, "%s/backup.db", f->dir);
+    usleep(20000);
+    assert_int_equal(sl_store_backup(f->s, path), SL_OK);
+    pthread_join(th, NULL);
+    assert_int_equal(b.failures, 0);
+    sl_store_options_default(&o);
+    o.path = path;
+    o.check = SL_STORE_CHECK_FULL;
+    assert_int_equal(sl_store_open(&o, &copy, err, sizeof err), SL_OK);
+    assert_int_equal(sl_store_count_updates(copy, round_id, &in_copy), SL_OK);
+    assert_int_equal(sl_store_count_updates(f->s, round_id, &total), SL_OK);
+    print_message("backup holds %llu of %llu updates\n", (unsigned long long)in_copy,
+                  (unsigned long long)total);
+    assert_true(in_copy <= total);
+    assert_int_equal(total, N);
+    sl_store_close(copy);
+}
+
+static void test_migration_from_v1(void **state)
+{
+    fixture *f = *state;
+    char path[600], err[256];
+    sl_store_options o;
+    sl_store tmp;
+    sl__conn c;
+    sl_store *s;
+    int v = 0;
+    int64_t n;
+    (void)state;
+    snprintf(path, sizeof path, "%s/old.db", f->dir);
+    memset(&tmp, 0, sizeof tmp);
+    tmp.path = path;
+    tmp.opt.busy_timeout_ms = 1000;
+    assert_int_equal(sl__conn_open(&tmp, &c, 0), SL_OK);
+    assert_int_equal(sl__schema_create_at(&c, 1), SL_OK);
+    assert_int_equal(sl__exec(&c, "INSERT INTO tasks (name, config, layout, created_at) "
+                                  "VALUES ('old', '{}', 'w 1\n', 1)"),
+                     SL_OK);
+    sl__conn_close(&c);
+    sl_store_options_default(&o);
+    o.path = path;
+    assert_int_equal(sl_store_open(&o, &s, err, sizeof err), SL_OK);
+    assert_int_equal(sl_store_schema_version(s, &v), SL_OK);
+    assert_int_equal(v, 2);
+    assert_int_equal(sl_store_audit(s, "admin", "migrated", "from 1"), SL_OK);
+    assert_int_equal(sl_store_create_task(s, "old", "{}", "w 1\n", &n), SL_OK);
+    assert_int_equal(n, 1); /* the v1 row survived */
+    sl_store_close(s);
+    /* a newer database is refused, and not touched */
+    assert_int_equal(sl__conn_open(&tmp, &c, 0), SL_OK);
+    assert_int_equal(sl__exec(&c, "UPDATE schema_version SET version = 99"), SL_OK);
+    sl__conn_close(&c);
+    assert_int_equal(sl_store_open(&o, &s, err, sizeof err), SL_EVERSION);
+    assert_non_null(strstr(err, "newer"));
+}
+
+static void test_corrupt_file(void **state)
+{
+    fixture *f = *state;
+    char path[600], err[256];
+    sl_store_options o;
+    sl_store *s = NULL;
+    snprintf(path, sizeof path, "%s/junk.db", f->dir);
+    assert_int_equal(
+        sl_fs_write_atomic(path, "this is not a database, just text...........", 44, 0644), SL_OK);
+    sl_store_options_default(&o);
+    o.path = path;
+    assert_int_equal(sl_store_open(&o, &s, err, sizeof err), SL_ECORRUPT);
+    assert_null(s);
+    assert_true(strlen(err) > 0);
+}
+
+static void test_audit(void **state)
+{
+    fixture *f = *state;
+    uint64_t n = 0;
+    assert_int_equal(sl_store_audit(f->s, "admin", "abort round", "round 3"), SL_OK);
+    assert_int_equal(sl_store_audit(f->s, "admin", "create task", NULL), SL_OK);
+    assert_int_equal(sl_store_count_audit(f->s, &n), SL_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(sl_store_audit(f->s, NULL, "x", NULL), SL_EINVAL);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_schema_and_reopen),
+        T(test_devices),
+        T(test_tasks_and_models),
+        T(test_rounds_and_close),
+        T(test_updates_idempotent),
+        T(test_group_commit),
+        T(test_uploads),
+        T(test_retention),
+        T(test_backup_while_writing),
+        T(test_migration_from_v1),
+        T(test_corrupt_file),
+        T(test_audit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
