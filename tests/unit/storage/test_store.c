@@ -1,5 +1,6 @@
 /* The store: every entity's typed functions, idempotency, migrations, retention, backup. */
 #include <pthread.h>
+#include <sqlite3.h>
 
 #include "../../support/sl_store_test.h"
 #include "store_int.h"
@@ -477,6 +478,33 @@ static void test_corrupt_file(void **state)
     assert_true(strlen(err) > 0);
 }
 
+/* Another process holds the write lock past the busy timeout: SL_EBUSY, nothing written. */
+static void test_locked_database(void **state)
+{
+    fixture *f = *state;
+    char path[600], err[256];
+    sl_store_options o;
+    sl_store *s;
+    sqlite3 *other;
+    uint64_t n = 0;
+    sl_store_close(f->s);
+    snprintf(path, sizeof path, "%s/store.db", f->dir);
+    sl_store_options_default(&o);
+    o.path = path;
+    o.busy_timeout_ms = 200;
+    assert_int_equal(sl_store_open(&o, &s, err, sizeof err), SL_OK);
+    assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sl_store_audit(s, "admin", "blocked", NULL), SL_EBUSY);
+    assert_int_equal(sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(other);
+    assert_int_equal(sl_store_count_audit(s, &n), SL_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(sl_store_audit(s, "admin", "unblocked", NULL), SL_OK); /* and it recovers */
+    sl_store_close(s);
+    f->s = sl_test_store_open(f->dir, NULL, &f->clock.clock);
+}
+
 static void test_audit(void **state)
 {
     fixture *f = *state;
@@ -504,6 +532,7 @@ int main(void)
         T(test_migration_from_v1),
         T(test_corrupt_file),
         T(test_audit),
+        T(test_locked_database),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
