@@ -24,7 +24,7 @@ extern "C" {
 
 /** Fashion-MNIST's per-pixel mean and standard deviation (of pixel / 255). */
 #define SL_DATA_FASHION_MEAN 0.2860f
-#define SL_DATA_FASHION_STD 0.3530f
+#define SL_DATA_FASHION_STD  0.3530f
 
 /** A labelled image data set, normalised: x = (pixel / 255 - mean) / std. */
 typedef struct sl_dataset {
@@ -65,8 +65,8 @@ void sl_dataset_free(sl_dataset *ds);
 /** Which samples each client holds. */
 typedef struct sl_partition {
     uint32_t clients;
-    size_t *count;   /* [clients] */
-    uint32_t **idx;  /* [clients][count[c]] sample indices, ascending */
+    size_t *count;  /* [clients] */
+    uint32_t **idx; /* [clients][count[c]] sample indices, ascending */
 } sl_partition;
 
 /**

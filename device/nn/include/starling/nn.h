@@ -120,9 +120,8 @@ int sl_model_forward(sl_model *model, const float *params, const float *x, size_
  * @grad: sl_model_params() floats, overwritten. @loss: may be NULL.
  * @logits: optional (@batch x 10), the forward result.
  */
-int sl_model_loss_grad(sl_model *model, const float *params, const float *x,
-                       const int32_t *labels, size_t batch, float *loss, float *grad,
-                       float *logits);
+int sl_model_loss_grad(sl_model *model, const float *params, const float *x, const int32_t *labels,
+                       size_t batch, float *loss, float *grad, float *logits);
 
 /* ------------------------------------------------------------------------ */
 /* Optimiser                                                                */
@@ -155,8 +154,7 @@ void sl_sgd_free(sl_sgd *sgd);
  *   buf = momentum * buf + g   (buf = g on the first step)
  *   w -= lr(epoch, step) * buf
  */
-int sl_sgd_step(sl_sgd *sgd, float *params, const float *grad, const float *global,
-                uint32_t epoch);
+int sl_sgd_step(sl_sgd *sgd, float *params, const float *grad, const float *global, uint32_t epoch);
 
 /** sl_sgd_reset - forget the momentum buffer (a new round starts). */
 void sl_sgd_reset(sl_sgd *sgd);
