@@ -292,3 +292,25 @@ int sl_frame_accumulate_update(const sl_layout *layout, const void *frame, size_
     sl_update_free(u);
     return SL_OK;
 }
+
+int sl_frame_accumulate_update_f64(const sl_layout *layout, const void *frame, size_t len,
+                                   const sl_decode_limits *limits, double weight, double *dst)
+{
+    sl_update *u;
+    int rc;
+
+    if (layout == NULL || dst == NULL)
+        return SL_EINVAL;
+    if (weight != weight || weight - weight != 0) /* NaN or infinite */
+        return SL_ENONFINITE;
+    rc = decode_all(layout, frame, len, limits, &u);
+    if (rc != SL_OK)
+        return rc;
+    for (size_t t = 0; t < u->tensors; t++) {
+        double *base = dst + sl_layout_tensor(layout, t)->offset;
+        for (size_t j = 0; j < u->n[t]; j++)
+            base[u->idx[t][j]] += weight * (double)u->val[t][j];
+    }
+    sl_update_free(u);
+    return SL_OK;
+}

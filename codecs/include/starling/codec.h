@@ -307,6 +307,15 @@ void sl_update_free(sl_update *u);
 int sl_frame_accumulate_update(const sl_layout *layout, const void *frame, size_t len,
                                const sl_decode_limits *limits, float weight, float *dst);
 
+/**
+ * sl_frame_accumulate_update_f64 - as sl_frame_accumulate_update() into a
+ * double accumulator: @dst[offset + idx] += @weight * (double)value. The
+ * coordinator aggregates in double so that the sum of many updates does
+ * not depend on float rounding order beyond the device-id order it uses.
+ */
+int sl_frame_accumulate_update_f64(const sl_layout *layout, const void *frame, size_t len,
+                                   const sl_decode_limits *limits, double weight, double *dst);
+
 /*
  * Decode errors, shared by every decoder (a malformed frame is an error
  * code, never a crash or an over-read):

@@ -98,6 +98,19 @@ static void roundtrip(const sl_layout *l, sparse_set *s, sl_value_mode vm, sl_po
     }
     assert_int_equal(sl_frame_accumulate_update(l, frame, len, NULL, 0.25f, dst), SL_OK);
     assert_memory_equal(dst, expect, d * sizeof *dst);
+    {
+        /* the double accumulator: the same values, added in double */
+        double *acc = calloc(d, sizeof *acc), *want = calloc(d, sizeof *want);
+        for (size_t t = 0; t < s->nt; t++) {
+            size_t off = (size_t)sl_layout_tensor(l, t)->offset;
+            for (size_t j = 0; j < u->n[t]; j++)
+                want[off + u->idx[t][j]] += 0.3 * (double)u->val[t][j];
+        }
+        assert_int_equal(sl_frame_accumulate_update_f64(l, frame, len, NULL, 0.3, acc), SL_OK);
+        assert_memory_equal(acc, want, d * sizeof *acc);
+        free(acc);
+        free(want);
+    }
     sl_update_free(u);
     free(dst);
     free(expect);
