@@ -226,6 +226,31 @@ int sl_store_get_task(sl_store *s, int64_t task_id, sl_task_record *out)
     return SL_OK;
 }
 
+int sl_store_list_tasks(sl_store *s, int (*fn)(void *ctx, int64_t task_id), void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if (s == NULL || fn == NULL)
+        return SL_EINVAL;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c, "SELECT id FROM tasks ORDER BY id", &st);
+    if (rc == SL_OK) {
+        int step;
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            rc = fn(ctx, sqlite3_column_int64(st, 0));
+            if (rc != 0)
+                break;
+        }
+        if (rc == 0 && step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
+}
+
 void sl_store_task_free(sl_task_record *t)
 {
     if (t == NULL)

@@ -135,6 +135,12 @@ typedef struct sl_task_record {
 /** sl_store_get_task - read a task; SL_ENOENT when unknown. */
 int sl_store_get_task(sl_store *s, int64_t task_id, sl_task_record *out);
 
+/**
+ * sl_store_list_tasks - call @fn with every task id, oldest first; stops at
+ * the first non-zero return of @fn and returns it.
+ */
+int sl_store_list_tasks(sl_store *s, int (*fn)(void *ctx, int64_t task_id), void *ctx);
+
 /** sl_store_task_free - release the strings of a record filled by sl_store_get_task(). */
 void sl_store_task_free(sl_task_record *t);
 

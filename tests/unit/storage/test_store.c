@@ -73,6 +73,13 @@ static void test_devices(void **state)
     assert_int_equal(sl_store_enrol_device(f->s, key, SL_STORE_MAX_KEY + 1, "{}", &id), SL_EINVAL);
 }
 
+static int collect_task(void *ctx, int64_t task_id)
+{
+    int64_t *ids = ctx;
+    ids[++ids[0]] = task_id;
+    return 0;
+}
+
 static void test_tasks_and_models(void **state)
 {
     fixture *f = *state;
@@ -91,6 +98,14 @@ static void test_tasks_and_models(void **state)
                      SL_ECONFLICT);
     assert_int_equal(sl_store_get_task(f->s, task, &t), SL_OK);
     assert_string_equal(t.name, "fmnist");
+    {
+        int64_t second, listed[4] = {0};
+        assert_int_equal(sl_store_create_task(f->s, "second", "{}", "w 1\n", &second), SL_OK);
+        assert_int_equal(sl_store_list_tasks(f->s, collect_task, listed), SL_OK);
+        assert_int_equal(listed[0], 2);
+        assert_int_equal(listed[1], task);
+        assert_int_equal(listed[2], second);
+    }
     assert_string_equal(t.layout_text, "w 10\n");
     sl_store_task_free(&t);
     m.task_id = task;
