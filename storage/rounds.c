@@ -266,6 +266,47 @@ int sl_store_set_participant(sl_store *s, int64_t round_id, int64_t device_id,
     return sl__write(s, part_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 
+typedef struct select_args {
+    const sl_round_record *r;
+    const int64_t *devices;
+    size_t n;
+} select_args;
+
+static int select_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    select_args *a = arg;
+    sqlite3_stmt *st;
+    int64_t now = sl__now_ms(s);
+    int rc = sl__stmt(c,
+                      "INSERT INTO round_participants (round_id, device_id, state, reason, "
+                      "updated_at) VALUES (?1, ?2, 0, '', ?3) ON CONFLICT DO NOTHING",
+                      &st);
+    if (rc != SL_OK)
+        return rc;
+    for (size_t i = 0; i < a->n; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, a->r->id);
+        sqlite3_bind_int64(st, 2, a->devices[i]);
+        sqlite3_bind_int64(st, 3, now);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE) {
+            sqlite3_reset(st);
+            return (rc & 0xff) == SQLITE_CONSTRAINT ? SL_ENOENT : sl__status_from_sqlite(rc);
+        }
+    }
+    sqlite3_reset(st);
+    return update_round_exec(s, c, a->r);
+}
+
+int sl_store_select_participants(sl_store *s, const sl_round_record *r, const int64_t *devices,
+                                 size_t n)
+{
+    select_args a = {r, devices, n};
+    if (s == NULL || !round_valid(r) || (devices == NULL && n > 0))
+        return SL_EINVAL;
+    return sl__write(s, select_exec, &a, SL__WRITE_TIMEOUT_MS);
+}
+
 int sl_store_list_participants(sl_store *s, int64_t round_id,
                                int (*fn)(void *ctx, const sl_participant_record *p), void *ctx)
 {

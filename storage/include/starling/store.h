@@ -261,6 +261,14 @@ typedef enum sl_participant_state {
 int sl_store_set_participant(sl_store *s, int64_t round_id, int64_t device_id,
                              sl_participant_state state, const char *reason);
 
+/**
+ * sl_store_select_participants - in ONE transaction: insert @n devices as
+ * SELECTED participants of round @r->id and write @r (its new state and
+ * counters). Devices already present keep their rows.
+ */
+int sl_store_select_participants(sl_store *s, const sl_round_record *r, const int64_t *devices,
+                                 size_t n);
+
 /** A participant row. */
 typedef struct sl_participant_record {
     int64_t round_id, device_id;

@@ -169,6 +169,18 @@ static void test_rounds_and_close(void **state)
         sl_store_set_participant(f->s, round_id, devices[1], SL_PART_DROPPED, "deadline"), SL_OK);
     assert_int_equal(sl_store_set_participant(f->s, round_id, 9999, SL_PART_SELECTED, NULL),
                      SL_ENOENT);
+    {
+        /* selection in one transaction with the round: an unknown device undoes both */
+        int64_t bad[2] = {devices[0], 4242};
+        sl_round_record sel = r;
+        sel.selected = 2;
+        assert_int_equal(sl_store_select_participants(f->s, &sel, bad, 2), SL_ENOENT);
+        assert_int_equal(sl_store_get_round(f->s, round_id, &got), SL_OK);
+        assert_int_equal(got.selected, 0);
+        assert_int_equal(sl_store_select_participants(f->s, &sel, devices, 3), SL_OK);
+        assert_int_equal(sl_store_get_round(f->s, round_id, &got), SL_OK);
+        assert_int_equal(got.selected, 2);
+    }
     /* a second round, then list newest first and the unfinished ones */
     got = r;
     got.round_no = 2;
