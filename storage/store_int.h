@@ -84,6 +84,10 @@ int sl__model_put_valid(const sl_model_put *m);
 /* updates.c: also used by sl_store_finish_upload() */
 int sl__put_update_exec(sl_store *s, sl__conn *c, const sl_update_put *u, sl_store_receipt *out);
 
+/* Tests: called by the writer thread after every durable commit (NULL: none).
+ * The crash tests use it to kill a process right after a transition. */
+extern void (*sl__store_commit_hook)(void);
+
 /* Default wait for writes whose API takes no timeout. */
 #define SL__WRITE_TIMEOUT_MS 30000
 

@@ -14,6 +14,8 @@
 
 enum { QUEUED = 0, IN_FLIGHT = 1, DONE = 2 };
 
+void (*sl__store_commit_hook)(void);
+
 /* Checkpoint when the WAL has grown; RESTART (which waits for readers, up
  * to the busy timeout) once it is far past the mark, so it cannot grow
  * without bound behind long readers. */
@@ -61,6 +63,8 @@ static void run_batch(sl_store *s, sl__wop *batch)
                     op->result = rc;
         } else if (any_ok) {
             s->commits++;
+            if (sl__store_commit_hook != NULL)
+                sl__store_commit_hook();
         }
     }
     if (rc == SL_OK)
