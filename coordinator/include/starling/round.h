@@ -1,12 +1,295 @@
 /*
- * starling/round.h - round engine: selection, deadlines, quorum, aggregation, recovery.
+ * starling/round.h - the coordinator's round engine: task configuration,
+ * the round state machine, check-in and selection with pace steering,
+ * accepting updates, deterministic aggregation with server optimisers and
+ * robust options, recovery after a restart, and asynchronous buffered
+ * aggregation (FedBuff).
  *
- * Not implemented yet (issue 6). This header declares nothing, so that no
- * caller can link against behaviour that does not exist.
+ * Pure logic over the store (starling/store.h) and the codecs: no HTTP.
+ * Time comes from an injectable clock, so tests drive thousands of
+ * simulated devices through rounds in milliseconds.
+ *
+ * Every state has a deadline; sl_engine_tick() moves rounds on when their
+ * deadlines pass or their targets are met. Every transition is persisted
+ * through the store before it takes effect. The model after a round is a
+ * pure function of the accepted updates (read in device-id order, summed in
+ * double): the same bits after any restart and any arrival order.
+ *
+ * Thread safety: all functions may be called from any thread; accepts of
+ * different devices proceed in parallel (their durable writes share group
+ * commits).
  */
 #ifndef STARLING_ROUND_H
 #define STARLING_ROUND_H
 
-#include "starling/common.h"
+#include <stddef.h>
+#include <stdint.h>
 
+#include "starling/codec.h"
+#include "starling/common.h"
+#include "starling/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Task configuration                                                       */
+/* ------------------------------------------------------------------------ */
+
+/** How accepted updates become the next model. */
+typedef enum sl_aggregator {
+    SL_AGG_FEDAVG = 0,  /* weighted by sample count; server lr applied to the mean */
+    SL_AGG_FEDAVGM = 1, /* FedAvg with server momentum */
+    SL_AGG_FEDADAM = 2, /* adaptive server optimisers (Reddi et al. 2021) */
+    SL_AGG_FEDYOGI = 3,
+    SL_AGG_FEDADAGRAD = 4,
+    SL_AGG_TRIMMED_MEAN = 5, /* coordinate-wise, trim_fraction from each end */
+    SL_AGG_MEDIAN = 6        /* coordinate-wise median */
+} sl_aggregator;
+
+/** sl_aggregator_name - "fedavg", "fedavgm", "fedadam", "fedyogi", "fedadagrad", ... */
+const char *sl_aggregator_name(sl_aggregator a);
+
+/** A task's configuration, as parsed and validated from JSON. */
+typedef struct sl_task_config {
+    char name[64];
+    uint32_t rounds;       /* rounds to run; 0 = until stopped */
+    uint32_t target;       /* K: reports that close a round early */
+    double over_selection; /* devices selected = ceil(K * this); >= 1 (default 1.3) */
+    uint32_t quorum;       /* minimum reports at the deadline (absolute, after parsing) */
+    int64_t selection_window_ms;
+    int64_t report_deadline_ms; /* from the end of selection */
+    int64_t cooldown_ms;        /* a device rests this long after participating */
+    uint32_t min_samples;       /* eligibility */
+    char required_caps[128];    /* eligibility: a capability name the device must report */
+    /* handed to devices */
+    sl_value_mode values;
+    double density;
+    uint32_t warmup_rounds;
+    double warmup_density;
+    uint32_t local_epochs, batch;
+    double local_lr, local_momentum, prox_mu;
+    /* aggregation */
+    sl_aggregator aggregator;
+    double server_lr;         /* default 1 */
+    double server_momentum;   /* FedAvgM beta (default 0.9) */
+    double beta1, beta2, tau; /* FedAdam/Yogi/Adagrad (defaults 0.9, 0.99, 1e-3) */
+    double clip_norm;         /* per-update L2 clipping; 0 = off */
+    double trim_fraction;     /* trimmed mean: fraction cut at each end, [0, 0.5) */
+    double dp_noise; /* DP-FedAvg: Gaussian sigma = dp_noise * clip_norm / reports; 0 = off */
+    double max_update_norm; /* reject updates with a larger L2 norm; 0 = no bound */
+    uint64_t seed;          /* selection and noise */
+    /* asynchronous buffered mode */
+    int fedbuff; /* 1: no rounds; aggregate every buffer_size accepted updates */
+    uint32_t buffer_size;
+    uint32_t max_staleness;
+} sl_task_config;
+
+/**
+ * sl_task_config_parse - parse and validate a task's JSON configuration.
+ * Unknown keys, wrong types, out-of-range values and inconsistent ones
+ * (quorum above target, ...) are errors: SL_ECONFIG_KEY or
+ * SL_ECONFIG_VALUE, with a message naming the key in @err. "quorum" may be
+ * an integer or a fraction of target strictly inside (0, 1) (1 means one
+ * report). "seed" above 2^53 is written as a decimal string. Defaults fill
+ * the rest.
+ */
+int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char *err,
+                         size_t errcap);
+
+/** sl_task_config_to_json - the canonical JSON of a configuration (malloc'd). */
+int sl_task_config_to_json(const sl_task_config *c, char **out);
+
+/* ------------------------------------------------------------------------ */
+/* Aggregation (pure functions, also used by tests as references)           */
+/* ------------------------------------------------------------------------ */
+
+/** Server optimiser state: one or two vectors of the model's size (malloc'd). */
+typedef struct sl_server_state {
+    size_t n;
+    double *m; /* momentum / first moment, or NULL */
+    double *v; /* second moment (Adam/Yogi/Adagrad), or NULL */
+    uint64_t steps;
+} sl_server_state;
+
+/** sl_server_state_free - release the vectors. */
+void sl_server_state_free(sl_server_state *st);
+
+/**
+ * sl_server_state_encode / _decode - the opaque bytes stored with a model
+ * version (starling/store.h's opt_state), so a restart continues the
+ * optimiser exactly.
+ */
+int sl_server_state_encode(const sl_server_state *st, void **out, size_t *len);
+int sl_server_state_decode(const void *buf, size_t len, size_t n, sl_server_state *out);
+
+/**
+ * sl_server_apply - apply the server optimiser of @cfg to @model (n floats)
+ * given the aggregated pseudo-gradient @delta (the weighted mean update, in
+ * double): FedAvg: w += lr * delta; FedAvgM: m = beta m + delta, w += lr m;
+ * FedAdam/Yogi/Adagrad as in "Adaptive Federated Optimization". @st is
+ * created on first use and updated; it may be NULL for FedAvg and the
+ * robust aggregators. A state for another n: SL_EINVAL. A NaN/Inf delta or
+ * a float overflow: SL_ENONFINITE, nothing changed.
+ */
+int sl_server_apply(const sl_task_config *cfg, const double *delta, size_t n, float *model,
+                    sl_server_state *st);
+
+/* ------------------------------------------------------------------------ */
+/* The engine                                                               */
+/* ------------------------------------------------------------------------ */
+
+/** The engine. Opaque. */
+typedef struct sl_engine sl_engine;
+
+/** Engine options. */
+typedef struct sl_engine_options {
+    const sl_clock *clock;      /* NULL: the system clock */
+    sl_decode_limits limits;    /* for incoming frames */
+    int64_t retry_after_min_ms; /* pace steering bounds (defaults 1 s .. 5 min) */
+    int64_t retry_after_max_ms;
+} sl_engine_options;
+
+/** sl_engine_options_default - the defaults. */
+void sl_engine_options_default(sl_engine_options *o);
+
+/**
+ * sl_engine_open - an engine over @store. Recovery happens here: rounds
+ * found SELECTING or TRAINING resume with their original deadlines (or are
+ * closed or abandoned at once when those passed); AGGREGATING is redone.
+ * @store must outlive the engine.
+ */
+int sl_engine_open(sl_store *store, const sl_engine_options *o, sl_engine **out, char *err,
+                   size_t errcap);
+
+/** sl_engine_close - NULL is a no-op. Does not close the store. */
+void sl_engine_close(sl_engine *e);
+
+/**
+ * sl_engine_create_task - store a task from its JSON configuration, its
+ * parameter layout (text form, codecs/FORMAT.md) and initial model (a
+ * full-model frame for that layout, stored as version 1), and open its
+ * first round on the next tick. Errors as sl_task_config_parse(),
+ * sl_layout_parse() and the frame decoder (the model must decode, be
+ * finite and match the layout: SL_ELAYOUT).
+ */
+int sl_engine_create_task(sl_engine *e, const char *config_json, const char *layout_text,
+                          const void *model_frame, size_t frame_len, int64_t *task_id, char *err,
+                          size_t errcap);
+
+/** What a device reports about itself when it checks in. */
+typedef struct sl_checkin_info {
+    uint32_t num_samples;
+    char capabilities[256]; /* comma-separated names */
+} sl_checkin_info;
+
+/** The answer to a check-in. */
+typedef struct sl_checkin_result {
+    int selected; /* 1: take part in round_id */
+    int64_t task_id, round_id, round_no;
+    int64_t model_version;      /* the version to train from */
+    int64_t report_deadline_ms; /* wall-clock ms */
+    int64_t retry_after_ms;     /* when not selected: come back after this long */
+    uint32_t participation;     /* how many rounds this device took part in (for warm-up) */
+} sl_checkin_result;
+
+/**
+ * sl_engine_checkin - a device asks for work. A device already selected in
+ * the open round gets the same assignment again (idempotent). Others are
+ * selected at random (seeded) while the round is SELECTING and has room,
+ * if eligible and not cooling down; otherwise they get a retry_after that
+ * spreads the next check-ins over the next selection window.
+ */
+int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl_checkin_info *info,
+                      sl_checkin_result *out);
+
+/** Why an update was not accepted (stable; the REST API maps them to problem types). */
+typedef enum sl_reject_reason {
+    SL_REJECT_NONE = 0,
+    SL_REJECT_UNKNOWN_ROUND = 1,
+    SL_REJECT_LATE = 2, /* the round closed: fold the update into the residual */
+    SL_REJECT_NOT_SELECTED = 3,
+    SL_REJECT_LAYOUT = 4,    /* frame for another layout or base version */
+    SL_REJECT_MALFORMED = 5, /* the frame does not decode */
+    SL_REJECT_NONFINITE = 6,
+    SL_REJECT_NORM = 7,               /* L2 norm above max_update_norm */
+    SL_REJECT_DUPLICATE_CONFLICT = 8, /* a different update from this device this round */
+    SL_REJECT_STALE = 9               /* FedBuff: older than max_staleness */
+} sl_reject_reason;
+
+/** sl_reject_reason_name - "late", "not_selected", ... (stable identifiers). */
+const char *sl_reject_reason_name(sl_reject_reason r);
+
+/** The answer to an upload. */
+typedef struct sl_accept_result {
+    int accepted;            /* 1: durable and counted (or a retry of one that was) */
+    sl_reject_reason reason; /* when not accepted */
+    sl_store_receipt receipt;
+} sl_accept_result;
+
+/**
+ * sl_engine_accept - validate an update (round, selection, layout, frame,
+ * finiteness, norm), store it durably, count it. Returns SL_OK with
+ * @out->accepted or a reason; other statuses are storage failures (nothing
+ * acknowledged).
+ */
+int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const void *frame,
+                     size_t len, uint32_t num_samples, const uint8_t *sha256,
+                     sl_accept_result *out);
+
+/**
+ * sl_engine_tick - advance every task by the clock: close selection
+ * windows, close rounds whose target is met or whose deadline passed
+ * (aggregate if the quorum is met, else abandon), open the next round.
+ * Call it periodically (the coordinator does, every 100 ms) and after
+ * accepts. @next_deadline_ms receives the earliest pending deadline
+ * (wall-clock ms, INT64_MAX when none), so the caller knows when to tick.
+ */
+int sl_engine_tick(sl_engine *e, int64_t *next_deadline_ms);
+
+/** A task's state now. */
+typedef struct sl_task_status {
+    int64_t task_id;
+    sl_task_config cfg;
+    int64_t model_version; /* the latest */
+    int round_open;        /* round is the open round (else the last one, or zeroed) */
+    int finished;          /* all configured rounds ran */
+    sl_round_record round;
+    uint32_t checked_in; /* in the open round */
+} sl_task_status;
+
+/** sl_engine_task_status - the task's configuration, model version and current round. */
+int sl_engine_task_status(sl_engine *e, int64_t task_id, sl_task_status *out);
+
+/** Statistics of one round, for the API and the dashboard. */
+typedef struct sl_round_stats {
+    sl_round_record round;
+    uint32_t checked_in;
+    uint32_t rejected_by_reason[10];
+    double compression_vs_dense;     /* dense fp32 bytes / received bytes */
+    int64_t time_to_quorum_ms;       /* -1 when not reached */
+    double mean_loss, mean_accuracy; /* device-reported, sample-weighted; NaN if none */
+} sl_round_stats;
+
+/** sl_engine_round_stats - statistics of a round (open or finished). */
+int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out);
+
+/**
+ * sl_engine_report_metrics - a device's or evaluator's metrics for a model
+ * version (loss, accuracy, samples); kept with the version and, for devices
+ * in a round, in the round's statistics.
+ */
+int sl_engine_report_metrics(sl_engine *e, int64_t task_id, int64_t version, int64_t device_id,
+                             double loss, double accuracy, uint32_t samples);
+
+/**
+ * sl_engine_abort_round - an operator ends the open round: ABANDONED, the
+ * model unchanged, the next round opens. SL_ESTATE when it already ended.
+ */
+int sl_engine_abort_round(sl_engine *e, int64_t round_id);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* STARLING_ROUND_H */

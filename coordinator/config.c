@@ -1,0 +1,674 @@
+/*
+ * config.c - a task's JSON configuration: strict parsing, validation and
+ * the canonical JSON form.
+ *
+ * Keys are the field names of sl_task_config. Every key is optional except
+ * "target"; absent keys take the defaults below. The table lists the bounds
+ * (inclusive unless marked open). Bounds are chosen to catch typos and unit
+ * mistakes (seconds given as milliseconds, percent given as a fraction), not
+ * to limit what a real deployment needs.
+ *
+ *   key                  JSON type       bounds                 default
+ *   name                 string          1..63 bytes, no ctrl   "task"
+ *   rounds               integer         0 .. 1e6 (0: forever)  0
+ *   target               integer         1 .. 1e6               required
+ *   over_selection       number          1 .. 10                1.3
+ *   quorum               integer/number  1 .. target, or a      ceil(0.5 * target)
+ *                                        fraction in (0, 1)
+ *   selection_window_ms  integer         1 .. 1 day             10000
+ *   report_deadline_ms   integer         1 .. 7 days            60000
+ *   cooldown_ms          integer         0 .. 30 days           0
+ *   min_samples          integer         0 .. 1e9               0
+ *   required_caps        string          0..127 of [A-Za-z0-9_.:-]  ""
+ *   values               string          sl_value_mode_name()   "fp32"
+ *   density              number          (0, 1]                 0.01
+ *   warmup_rounds        integer         0 .. 10000             0
+ *   warmup_density       number          (0, 1], >= density     0.25
+ *   local_epochs         integer         1 .. 1000              1
+ *   batch                integer         1 .. 65536             32
+ *   local_lr             number          (0, 10]                0.01
+ *   local_momentum       number          [0, 1)                 0.9
+ *   prox_mu              number          0 .. 1000              0
+ *   aggregator           string          sl_aggregator_name()   "fedavg"
+ *   server_lr            number          (0, 100]               1
+ *   server_momentum      number          [0, 1)                 0.9
+ *   beta1, beta2         number          [0, 1)                 0.9, 0.99
+ *   tau                  number          1e-9 .. 10             1e-3
+ *   clip_norm            number          0 .. 1e9 (0: off)      0
+ *   trim_fraction        number          [0, 0.5)               0.1
+ *   dp_noise             number          0 .. 100 (0: off)      0
+ *   max_update_norm      number          0 .. 1e12 (0: off)     0
+ *   seed                 integer/string  uint64                 0
+ *   fedbuff              boolean                                false
+ *   buffer_size          integer         1 .. 1e5               10
+ *   max_staleness        integer         0 .. 1e5               10
+ *
+ * Cross-field rules: quorum <= target; dp_noise > 0 needs clip_norm > 0
+ * (the noise is calibrated to the clipping bound); warmup_density >= density
+ * when warmup_rounds > 0 (warm-up starts denser and decays).
+ *
+ * Two representation choices keep parse(to_json(c)) == c exact:
+ * - quorum: JSON cannot tell 1 from 1.0, so an integer >= 1 is a count and
+ *   only a number strictly inside (0, 1) is a fraction; "all of target" is
+ *   written as the target itself. A fraction becomes ceil(f * target), where
+ *   a product within 1e-9 of an integer counts as that integer (0.3 * 10 is
+ *   3.0000000000000004 in binary and must give 3, not 4).
+ * - seed: a JSON number is a double, exact only up to 2^53, so larger seeds
+ *   are written (and may be given) as a decimal string.
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "coord_int.h"
+
+#define CONFIG_MAX_BYTES (64u * 1024u) /* a config is a few hundred bytes; refuse huge inputs */
+#define DAY_MS           86400000.0
+#define SEED_EXACT_MAX   9007199254740992.0 /* 2^53 */
+
+static const char *const aggregator_names[] = {
+    "fedavg", "fedavgm", "fedadam", "fedyogi", "fedadagrad", "trimmed_mean", "median",
+};
+#define AGGREGATOR_COUNT (sizeof aggregator_names / sizeof aggregator_names[0])
+
+const char *sl_aggregator_name(sl_aggregator a)
+{
+    return (unsigned)a < AGGREGATOR_COUNT ? aggregator_names[a] : "?";
+}
+
+typedef enum key_kind {
+    K_NAME,   /* char name[64] */
+    K_CAPS,   /* char required_caps[128] */
+    K_U32,    /* uint32_t, integral number */
+    K_I64,    /* int64_t, integral number */
+    K_F64,    /* double */
+    K_VALUES, /* sl_value_mode as its name */
+    K_AGG,    /* sl_aggregator as its name */
+    K_BOOL,   /* int, JSON true/false */
+    K_SEED,   /* uint64_t, number <= 2^53 or decimal string */
+    K_QUORUM  /* uint32_t, count or fraction of target */
+} key_kind;
+
+typedef struct key_spec {
+    const char *key;
+    key_kind kind;
+    size_t offset;
+    double min, max;
+    unsigned char min_open, max_open; /* 1: the bound itself is excluded */
+    double def;                       /* default of a numeric key */
+} key_spec;
+
+#define F(field) offsetof(sl_task_config, field)
+
+/* In struct order, which is also the canonical JSON order. */
+static const key_spec keys[] = {
+    {"name", K_NAME, F(name), 0, 0, 0, 0, 0},
+    {"rounds", K_U32, F(rounds), 0, 1e6, 0, 0, 0},
+    {"target", K_U32, F(target), 1, 1e6, 0, 0, 0},
+    {"over_selection", K_F64, F(over_selection), 1, 10, 0, 0, 1.3},
+    {"quorum", K_QUORUM, F(quorum), 1, 1e6, 0, 0, 0},
+    {"selection_window_ms", K_I64, F(selection_window_ms), 1, DAY_MS, 0, 0, 10000},
+    {"report_deadline_ms", K_I64, F(report_deadline_ms), 1, 7 * DAY_MS, 0, 0, 60000},
+    {"cooldown_ms", K_I64, F(cooldown_ms), 0, 30 * DAY_MS, 0, 0, 0},
+    {"min_samples", K_U32, F(min_samples), 0, 1e9, 0, 0, 0},
+    {"required_caps", K_CAPS, F(required_caps), 0, 0, 0, 0, 0},
+    {"values", K_VALUES, F(values), 0, 0, 0, 0, 0},
+    {"density", K_F64, F(density), 0, 1, 1, 0, 0.01},
+    {"warmup_rounds", K_U32, F(warmup_rounds), 0, 10000, 0, 0, 0},
+    {"warmup_density", K_F64, F(warmup_density), 0, 1, 1, 0, 0.25},
+    {"local_epochs", K_U32, F(local_epochs), 1, 1000, 0, 0, 1},
+    {"batch", K_U32, F(batch), 1, 65536, 0, 0, 32},
+    {"local_lr", K_F64, F(local_lr), 0, 10, 1, 0, 0.01},
+    {"local_momentum", K_F64, F(local_momentum), 0, 1, 0, 1, 0.9},
+    {"prox_mu", K_F64, F(prox_mu), 0, 1000, 0, 0, 0},
+    {"aggregator", K_AGG, F(aggregator), 0, 0, 0, 0, 0},
+    {"server_lr", K_F64, F(server_lr), 0, 100, 1, 0, 1},
+    {"server_momentum", K_F64, F(server_momentum), 0, 1, 0, 1, 0.9},
+    {"beta1", K_F64, F(beta1), 0, 1, 0, 1, 0.9},
+    {"beta2", K_F64, F(beta2), 0, 1, 0, 1, 0.99},
+    {"tau", K_F64, F(tau), 1e-9, 10, 0, 0, 1e-3},
+    {"clip_norm", K_F64, F(clip_norm), 0, 1e9, 0, 0, 0},
+    {"trim_fraction", K_F64, F(trim_fraction), 0, 0.5, 0, 1, 0.1},
+    {"dp_noise", K_F64, F(dp_noise), 0, 100, 0, 0, 0},
+    {"max_update_norm", K_F64, F(max_update_norm), 0, 1e12, 0, 0, 0},
+    {"seed", K_SEED, F(seed), 0, 0, 0, 0, 0},
+    {"fedbuff", K_BOOL, F(fedbuff), 0, 0, 0, 0, 0},
+    {"buffer_size", K_U32, F(buffer_size), 1, 1e5, 0, 0, 10},
+    {"max_staleness", K_U32, F(max_staleness), 0, 1e5, 0, 0, 10},
+};
+#define KEY_COUNT (sizeof keys / sizeof keys[0])
+
+static size_t key_index(const char *key)
+{
+    size_t i = 0;
+    while (i < KEY_COUNT && strcmp(keys[i].key, key) != 0)
+        i++;
+    return i;
+}
+
+/* A numeric field (K_U32, K_QUORUM, K_I64, K_F64) as a double: exact, as
+ * the bounds keep integers far below 2^53. */
+static double field_number(const sl_task_config *c, const key_spec *k)
+{
+    const char *field = (const char *)c + k->offset;
+    double d;
+    int64_t i64;
+    uint32_t u32;
+    if (k->kind == K_F64) {
+        memcpy(&d, field, sizeof d);
+        return d;
+    }
+    if (k->kind == K_I64) {
+        memcpy(&i64, field, sizeof i64);
+        return (double)i64;
+    }
+    memcpy(&u32, field, sizeof u32);
+    return (double)u32;
+}
+
+/* Stores @v (in range, integral for the integer kinds) into a numeric field. */
+static void store_number(sl_task_config *c, const key_spec *k, double v)
+{
+    char *field = (char *)c + k->offset;
+    int64_t i64 = (int64_t)v;
+    uint32_t u32 = (uint32_t)v;
+    if (k->kind == K_F64)
+        memcpy(field, &v, sizeof v);
+    else if (k->kind == K_I64)
+        memcpy(field, &i64, sizeof i64);
+    else
+        memcpy(field, &u32, sizeof u32);
+}
+
+static int is_number_kind(key_kind kind)
+{
+    return kind == K_U32 || kind == K_QUORUM || kind == K_I64 || kind == K_F64;
+}
+
+static void set_err(char *err, size_t errcap, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void set_err(char *err, size_t errcap, const char *fmt, ...)
+{
+    va_list ap;
+    if (err == NULL || errcap == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, errcap, fmt, ap);
+    va_end(ap);
+}
+
+/* Short text that reads back as exactly the same double: the value the user
+ * wrote in messages (0.1, not 0.10000000000000001), and exact canonical
+ * JSON. Assumes the "C" numeric locale (the library never calls setlocale). */
+static void fmt_num(double v, char *out, size_t cap)
+{
+    snprintf(out, cap, "%.15g", v);
+    if (strtod(out, NULL) != v)
+        snprintf(out, cap, "%.17g", v);
+}
+
+/* A key from the input, made printable for a message. */
+static void fmt_key(const char *key, char *out, size_t cap)
+{
+    size_t i = 0;
+    for (; key[i] != '\0' && i + 1 < cap && i < 64; i++)
+        out[i] = isprint((unsigned char)key[i]) ? key[i] : '?';
+    out[i] = '\0';
+}
+
+static const char *json_type_name(const cJSON *item)
+{
+    if (cJSON_IsNumber(item))
+        return "a number";
+    if (cJSON_IsString(item))
+        return "a string";
+    if (cJSON_IsBool(item))
+        return "a boolean";
+    if (cJSON_IsNull(item))
+        return "null";
+    if (cJSON_IsArray(item))
+        return "an array";
+    return "an object";
+}
+
+static int check_range(const key_spec *k, double v, char *err, size_t errcap)
+{
+    char vs[32], bs[32];
+    fmt_num(v, vs, sizeof vs);
+    if (v < k->min || (k->min_open && v == k->min)) {
+        fmt_num(k->min, bs, sizeof bs);
+        set_err(err, errcap, "%s: %s is %s %s", k->key, vs,
+                k->min_open ? "not above" : "below the minimum", bs);
+        return SL_ECONFIG_VALUE;
+    }
+    if (v > k->max || (k->max_open && v == k->max)) {
+        fmt_num(k->max, bs, sizeof bs);
+        set_err(err, errcap, "%s: %s is %s %s", k->key, vs,
+                k->max_open ? "not below" : "above the maximum", bs);
+        return SL_ECONFIG_VALUE;
+    }
+    return SL_OK;
+}
+
+static int check_text(const key_spec *k, const char *s, size_t cap, char *err, size_t errcap)
+{
+    size_t n = strnlen(s, cap);
+    if (n >= cap) {
+        set_err(err, errcap, "%s: longer than %zu bytes", k->key, cap - 1);
+        return SL_ECONFIG_VALUE;
+    }
+    if (k->kind == K_NAME && n == 0) {
+        set_err(err, errcap, "%s: must not be empty", k->key);
+        return SL_ECONFIG_VALUE;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        /* names are shown in logs and the dashboard: no control characters;
+         * a capability is one token of a comma-separated list */
+        int ok = k->kind == K_NAME ? (ch >= 0x20 && ch != 0x7f)
+                                   : (isalnum(ch) || strchr("_.:-", ch) != NULL);
+        if (!ok) {
+            set_err(err, errcap, "%s: byte 0x%02x at offset %zu is not allowed", k->key, ch, i);
+            return SL_ECONFIG_VALUE;
+        }
+    }
+    return SL_OK;
+}
+
+static int parse_seed_string(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t n = strlen(s);
+    if (n == 0 || n > 20)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned d = (unsigned)(s[i] - '0');
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
+            return 0;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The JSON value of one key into @c. @quorum_fraction receives a fraction
+ * of target, resolved once every key is read. */
+static int parse_key(const key_spec *k, const cJSON *item, sl_task_config *c,
+                     double *quorum_fraction, char *err, size_t errcap)
+{
+    char *field = (char *)c + k->offset;
+    int rc;
+
+    switch (k->kind) {
+    case K_NAME:
+    case K_CAPS:
+    case K_VALUES:
+    case K_AGG: {
+        size_t cap = k->kind == K_NAME ? sizeof c->name : sizeof c->required_caps;
+        if (!cJSON_IsString(item)) {
+            set_err(err, errcap, "%s: expected a string, got %s", k->key, json_type_name(item));
+            return SL_ECONFIG_VALUE;
+        }
+        if (k->kind == K_VALUES) {
+            if (sl_value_mode_parse(item->valuestring, &c->values) != SL_OK) {
+                set_err(err, errcap, "%s: unknown value mode (fp32 ... sign)", k->key);
+                return SL_ECONFIG_VALUE;
+            }
+            return SL_OK;
+        }
+        if (k->kind == K_AGG) {
+            for (unsigned i = 0; i < AGGREGATOR_COUNT; i++) {
+                if (strcmp(item->valuestring, aggregator_names[i]) == 0) {
+                    c->aggregator = (sl_aggregator)i;
+                    return SL_OK;
+                }
+            }
+            set_err(err, errcap, "%s: unknown aggregator (fedavg ... median)", k->key);
+            return SL_ECONFIG_VALUE;
+        }
+        if ((rc = check_text(k, item->valuestring, cap, err, errcap)) != SL_OK)
+            return rc;
+        memset(field, 0, cap);
+        memcpy(field, item->valuestring, strlen(item->valuestring));
+        return SL_OK;
+    }
+    case K_BOOL:
+        if (!cJSON_IsBool(item)) {
+            set_err(err, errcap, "%s: expected true or false, got %s", k->key,
+                    json_type_name(item));
+            return SL_ECONFIG_VALUE;
+        }
+        c->fedbuff = cJSON_IsTrue(item) ? 1 : 0;
+        return SL_OK;
+    case K_SEED:
+        if (cJSON_IsString(item)) {
+            if (!parse_seed_string(item->valuestring, &c->seed)) {
+                set_err(err, errcap, "%s: expected a decimal integer in [0, 2^64)", k->key);
+                return SL_ECONFIG_VALUE;
+            }
+            return SL_OK;
+        }
+        break;
+    default:
+        break;
+    }
+
+    /* numbers from here on */
+    if (!cJSON_IsNumber(item)) {
+        set_err(err, errcap, "%s: expected a number, got %s", k->key, json_type_name(item));
+        return SL_ECONFIG_VALUE;
+    }
+    double v = item->valuedouble;
+    char vs[32];
+    if (!isfinite(v)) { /* cJSON reads 1e999 as infinity */
+        set_err(err, errcap, "%s: not a finite number", k->key);
+        return SL_ECONFIG_VALUE;
+    }
+    fmt_num(v, vs, sizeof vs);
+    if (k->kind == K_QUORUM && v > 0 && v < 1) {
+        *quorum_fraction = v;
+        return SL_OK;
+    }
+    if (k->kind != K_F64 && v != floor(v)) {
+        if (k->kind == K_QUORUM)
+            set_err(err, errcap, "%s: %s is neither a count >= 1 nor a fraction in (0, 1)", k->key,
+                    vs);
+        else
+            set_err(err, errcap, "%s: %s is not an integer", k->key, vs);
+        return SL_ECONFIG_VALUE;
+    }
+    if (k->kind == K_SEED) {
+        if (v < 0 || v > SEED_EXACT_MAX) {
+            set_err(err, errcap, "%s: %s is outside [0, 2^53] (larger: a decimal string)", k->key,
+                    vs);
+            return SL_ECONFIG_VALUE;
+        }
+        c->seed = (uint64_t)v;
+        return SL_OK;
+    }
+    if ((rc = check_range(k, v, err, errcap)) != SL_OK)
+        return rc;
+    store_number(c, k, v);
+    if (k->kind == K_QUORUM)
+        *quorum_fraction = 0;
+    return SL_OK;
+}
+
+static void set_defaults(sl_task_config *c)
+{
+    memset(c, 0, sizeof *c); /* fp32, fedavg, seed 0, fedbuff off, no caps */
+    memcpy(c->name, "task", 5);
+    for (size_t i = 0; i < KEY_COUNT; i++)
+        if (is_number_kind(keys[i].kind))
+            store_number(c, &keys[i], keys[i].def);
+}
+
+/* Ranges of every field and the cross-field rules: run on the parsed
+ * configuration and on any configuration given to sl_task_config_to_json(). */
+static int validate(const sl_task_config *c, char *err, size_t errcap)
+{
+    int rc;
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        const key_spec *k = &keys[i];
+        const char *field = (const char *)c + k->offset;
+        double v;
+        switch (k->kind) {
+        case K_NAME:
+        case K_CAPS:
+            rc = check_text(k, field, k->kind == K_NAME ? sizeof c->name : sizeof c->required_caps,
+                            err, errcap);
+            if (rc != SL_OK)
+                return rc;
+            continue;
+        case K_VALUES:
+            if ((unsigned)c->values > SL_VALUE_SIGN) {
+                set_err(err, errcap, "%s: unknown value mode %d", k->key, (int)c->values);
+                return SL_ECONFIG_VALUE;
+            }
+            continue;
+        case K_AGG:
+            if ((unsigned)c->aggregator >= AGGREGATOR_COUNT) {
+                set_err(err, errcap, "%s: unknown aggregator %d", k->key, (int)c->aggregator);
+                return SL_ECONFIG_VALUE;
+            }
+            continue;
+        case K_BOOL:
+            if (c->fedbuff != 0 && c->fedbuff != 1) {
+                set_err(err, errcap, "%s: must be 0 or 1", k->key);
+                return SL_ECONFIG_VALUE;
+            }
+            continue;
+        default: /* K_SEED: every value is valid */
+            if (!is_number_kind(k->kind))
+                continue;
+            break;
+        }
+        v = field_number(c, k);
+        if (!isfinite(v)) {
+            set_err(err, errcap, "%s: not a finite number", k->key);
+            return SL_ECONFIG_VALUE;
+        }
+        if ((rc = check_range(k, v, err, errcap)) != SL_OK)
+            return rc;
+    }
+    if (c->quorum > c->target) {
+        set_err(err, errcap, "quorum: %u is above target %u", c->quorum, c->target);
+        return SL_ECONFIG_VALUE;
+    }
+    if (c->dp_noise > 0 && c->clip_norm <= 0) {
+        set_err(err, errcap, "dp_noise: needs clip_norm > 0 (noise scales with the bound)");
+        return SL_ECONFIG_VALUE;
+    }
+    if (c->warmup_rounds > 0 && c->warmup_density < c->density) {
+        char a[32], b[32];
+        fmt_num(c->warmup_density, a, sizeof a);
+        fmt_num(c->density, b, sizeof b);
+        set_err(err, errcap, "warmup_density: %s is below density %s (warm-up starts denser)", a,
+                b);
+        return SL_ECONFIG_VALUE;
+    }
+    return SL_OK;
+}
+
+static uint32_t quorum_of(double fraction, uint32_t target)
+{
+    double q = fraction * (double)target;
+    double r = nearbyint(q);
+    double up = fabs(q - r) <= 1e-9 * (double)target ? r : ceil(q);
+    return up < 1 ? 1u : (uint32_t)up;
+}
+
+static int is_ws(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n';
+}
+
+/* The key whose value starts at @pos, when the text before it is "key":
+ * (a best effort for messages: keys with escaped quotes are not found). */
+static int key_before(const char *json, size_t pos, char *key, size_t cap)
+{
+    size_t i = pos, close;
+    while (i > 0 && is_ws(json[i - 1]))
+        i--;
+    if (i == 0 || json[--i] != ':')
+        return 0;
+    while (i > 0 && is_ws(json[i - 1]))
+        i--;
+    if (i == 0 || json[--i] != '"')
+        return 0;
+    close = i;
+    while (i > 0 && json[i - 1] != '"' && close - i < cap - 1)
+        i--;
+    if (i == 0 || json[i - 1] != '"' || close == i)
+        return 0;
+    for (size_t j = i; j < close; j++)
+        key[j - i] = isprint((unsigned char)json[j]) ? json[j] : '?';
+    key[close - i] = '\0';
+    return 1;
+}
+
+/* A syntax error: the key whose value did not parse when there is one
+ * ("server_lr": NaN), else the position and the text around it. */
+static void syntax_error(const char *json, size_t len, const char *at, char *err, size_t errcap)
+{
+    size_t pos = (at != NULL && at >= json && at <= json + len) ? (size_t)(at - json) : len;
+    size_t from = pos > 40 ? pos - 40 : 0, to = pos + 8 < len ? pos + 8 : len;
+    char ctx[64], key[72];
+    size_t n = 0;
+    if (key_before(json, pos, key, sizeof key)) {
+        set_err(err, errcap,
+                "%s: the value is not valid JSON (NaN and Infinity are not JSON "
+                "numbers), at byte %zu",
+                key, pos);
+        return;
+    }
+    for (size_t i = from; i < to && n + 1 < sizeof ctx; i++)
+        ctx[n++] = isprint((unsigned char)json[i]) ? json[i] : ' ';
+    ctx[n] = '\0';
+    set_err(err, errcap, "config: JSON syntax error at byte %zu near '%s'", pos, ctx);
+}
+
+int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char *err,
+                         size_t errcap)
+{
+    sl_task_config c;
+    const char *end = NULL;
+    cJSON *root;
+    const cJSON *item;
+    double quorum_fraction = 0.5; /* the default quorum */
+    unsigned char seen[KEY_COUNT] = {0};
+    int rc = SL_OK;
+
+    if (err != NULL && errcap > 0)
+        err[0] = '\0';
+    if (json == NULL || out == NULL)
+        return SL_EINVAL;
+    if (len > CONFIG_MAX_BYTES) {
+        set_err(err, errcap, "config: %zu bytes, above the limit of %u", len, CONFIG_MAX_BYTES);
+        return SL_ECONFIG_VALUE;
+    }
+    if (len == 0 || memchr(json, '\0', len) != NULL) {
+        set_err(err, errcap, "config: %s", len == 0 ? "empty" : "contains a NUL byte");
+        return SL_ECONFIG_VALUE;
+    }
+    /* cJSON keeps its last error in a global too; we only use the position
+     * it hands back through @end. */
+    root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    if (root == NULL) {
+        syntax_error(json, len, end, err, errcap);
+        return SL_ECONFIG_VALUE;
+    }
+    for (const char *p = end; p != NULL && p < json + len; p++) {
+        if (!is_ws(*p)) {
+            syntax_error(json, len, p, err, errcap);
+            rc = SL_ECONFIG_VALUE;
+            goto done;
+        }
+    }
+    if (!cJSON_IsObject(root)) {
+        set_err(err, errcap, "config: expected a JSON object, got %s", json_type_name(root));
+        rc = SL_ECONFIG_VALUE;
+        goto done;
+    }
+
+    set_defaults(&c);
+    cJSON_ArrayForEach(item, root)
+    {
+        size_t i = key_index(item->string);
+        char ks[80];
+        if (i == KEY_COUNT || seen[i]) {
+            fmt_key(item->string, ks, sizeof ks);
+            set_err(err, errcap, "%s: %s", ks, i == KEY_COUNT ? "unknown key" : "duplicate key");
+            rc = SL_ECONFIG_KEY;
+            goto done;
+        }
+        seen[i] = 1;
+        if ((rc = parse_key(&keys[i], item, &c, &quorum_fraction, err, errcap)) != SL_OK)
+            goto done;
+    }
+    if (!seen[key_index("target")]) {
+        set_err(err, errcap, "target: required (the number of reports that closes a round)");
+        rc = SL_ECONFIG_VALUE;
+        goto done;
+    }
+    if (quorum_fraction > 0)
+        c.quorum = quorum_of(quorum_fraction, c.target);
+    if ((rc = validate(&c, err, errcap)) != SL_OK)
+        goto done;
+    *out = c;
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int sl_task_config_to_json(const sl_task_config *c, char **out)
+{
+    cJSON *root;
+    char *text = NULL, *copy;
+    int ok = 1;
+
+    if (c == NULL || out == NULL)
+        return SL_EINVAL;
+    if (validate(c, NULL, 0) != SL_OK)
+        return SL_EINVAL;
+    root = cJSON_CreateObject();
+    if (root == NULL)
+        return SL_ENOMEM;
+    for (size_t i = 0; i < KEY_COUNT && ok; i++) {
+        const key_spec *k = &keys[i];
+        const char *field = (const char *)c + k->offset;
+        char num[32];
+        switch (k->kind) {
+        case K_NAME:
+        case K_CAPS:
+            ok = cJSON_AddStringToObject(root, k->key, field) != NULL;
+            break;
+        case K_VALUES:
+            ok = cJSON_AddStringToObject(root, k->key, sl_value_mode_name(c->values)) != NULL;
+            break;
+        case K_AGG:
+            ok = cJSON_AddStringToObject(root, k->key, sl_aggregator_name(c->aggregator)) != NULL;
+            break;
+        case K_BOOL:
+            ok = cJSON_AddBoolToObject(root, k->key, c->fedbuff) != NULL;
+            break;
+        case K_SEED:
+            /* a number while a double holds it exactly, else a string */
+            snprintf(num, sizeof num, c->seed <= (UINT64_C(1) << 53) ? "%llu" : "\"%llu\"",
+                     (unsigned long long)c->seed);
+            ok = cJSON_AddRawToObject(root, k->key, num) != NULL;
+            break;
+        default:
+            /* our own exact text (integers print as integers): cJSON's
+             * printer accepts %.15g when it reads back within an epsilon,
+             * so 0.30000000000000004 would come back as 0.3 */
+            fmt_num(field_number(c, k), num, sizeof num);
+            ok = cJSON_AddRawToObject(root, k->key, num) != NULL;
+            break;
+        }
+    }
+    if (ok)
+        text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (text == NULL)
+        return SL_ENOMEM;
+    /* hand back plain malloc memory whatever allocator cJSON's hooks use */
+    copy = malloc(strlen(text) + 1);
+    if (copy != NULL)
+        memcpy(copy, text, strlen(text) + 1);
+    cJSON_free(text);
+    if (copy == NULL)
+        return SL_ENOMEM;
+    *out = copy;
+    return SL_OK;
+}

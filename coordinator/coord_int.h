@@ -1,0 +1,114 @@
+/*
+ * coord_int.h - internals shared by the files of libstarling-coord.
+ */
+#ifndef STARLING_COORD_INT_H
+#define STARLING_COORD_INT_H
+
+#include "starling/round.h"
+
+/* ------------------------------------------------------------------------ */
+/* Aggregation of one round's updates (aggregate.c)                         */
+/* ------------------------------------------------------------------------ */
+
+/* An aggregation in progress. Updates are added in device-id order; the
+ * result is a pure function of the sequence added. Memory: O(model) for the
+ * mean-type aggregators; for the robust ones, the sparse updates themselves
+ * (never one dense vector per device). */
+typedef struct sl__agg sl__agg;
+
+/* Start aggregating for @cfg (aggregator, clip_norm, trim_fraction,
+ * dp_noise) over @layout's parameters. @layout is borrowed: it must outlive
+ * the aggregation. */
+int sl__agg_begin(const sl_task_config *cfg, const sl_layout *layout, sl__agg **out);
+
+/* Add one update frame (already validated by the engine, but decoded and
+ * checked again here) with its sample count (0: SL_EINVAL). Clipping to
+ * cfg->clip_norm happens here. Adds after a finish are allowed. */
+int sl__agg_add(sl__agg *a, const void *frame, size_t len, uint32_t num_samples);
+
+/* The aggregated pseudo-gradient into @delta (sl_layout_params() doubles):
+ * the sample-weighted mean (FedAvg family), or the coordinate-wise trimmed
+ * mean / median (absent coordinates count as 0), plus DP Gaussian noise
+ * seeded by @noise_seed when cfg->dp_noise > 0. @count: updates added.
+ * SL_ESTATE when nothing was added. */
+int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *count);
+
+/* As sl__agg_add() with a real-valued weight > 0 (FedBuff: the sample count
+ * times the staleness discount 1/sqrt(1 + staleness)). */
+int sl__agg_add_weighted(sl__agg *a, const void *frame, size_t len, double weight);
+
+/* NULL is a no-op. */
+void sl__agg_free(sl__agg *a);
+
+/* The L2 norm of an update frame's values (decoded), for the accept-time
+ * bound; SL_OK or a decode error. */
+int sl__update_norm(const sl_layout *layout, const void *frame, size_t len,
+                    const sl_decode_limits *limits, double *norm);
+
+#endif /* STARLING_COORD_INT_H */
+
+/* ------------------------------------------------------------------------ */
+/* The engine's in-memory state (engine.c, lifecycle.c)                     */
+/* ------------------------------------------------------------------------ */
+
+#include <pthread.h>
+
+/* What the engine remembers of a device: O(devices) small records, never
+ * anything of the model's size. */
+typedef struct sl__device {
+    int64_t id;
+    int64_t cooldown_until_ms;
+    uint32_t participations;
+} sl__device;
+
+/* A sorted set of device ids. */
+typedef struct sl__idset {
+    int64_t *ids;
+    size_t n, cap;
+} sl__idset;
+
+int sl__idset_add(sl__idset *s, int64_t id); /* SL_OK, or SL_EEXIST when present */
+int sl__idset_has(const sl__idset *s, int64_t id);
+void sl__idset_clear(sl__idset *s);
+void sl__idset_free(sl__idset *s);
+
+typedef struct sl__task {
+    int64_t id;
+    sl_task_config cfg;
+    sl_layout *layout;
+    size_t n;     /* parameters */
+    float *model; /* the latest version */
+    int64_t version;
+    sl_server_state opt;
+    int round_open; /* round holds a SELECTING or TRAINING (or AGGREGATING) round */
+    int finished;   /* cfg.rounds reached */
+    sl_round_record round;
+    sl__idset pool;     /* SELECTING: eligible devices that checked in */
+    sl__idset selected; /* TRAINING: the round's participants */
+    uint32_t checked_in;
+    int64_t quorum_at_ms;
+    uint32_t rejected[10];
+    double loss_sum, acc_sum, metric_weight;
+} sl__task;
+
+struct sl_engine {
+    sl_store *store;
+    sl_engine_options opt;
+    pthread_mutex_t lock;  /* everything below */
+    pthread_rwlock_t gate; /* accepts hold it shared; closing a round exclusive */
+    sl__task **tasks;
+    size_t ntasks;
+    sl__device *devices; /* open-addressing hash table on id */
+    size_t ndevices, devcap;
+    uint64_t rng;
+};
+
+int64_t sl__engine_now(const sl_engine *e);
+sl__device *sl__engine_device(sl_engine *e, int64_t id); /* found or inserted; NULL on ENOMEM */
+
+/* lifecycle.c: called with the gate held exclusively and the lock held. */
+int sl__task_open_round(sl_engine *e, sl__task *t);
+int sl__task_select(sl_engine *e, sl__task *t);
+int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason);
+int sl__task_advance(sl_engine *e, sl__task *t, int64_t *next_deadline);
+void sl__task_free(sl__task *t);

@@ -1,0 +1,689 @@
+/*
+ * engine.c - the engine's API: open (with recovery), tasks, check-in and
+ * selection pools, accepting updates, ticks, statistics.
+ *
+ * Locking: `gate` is a read-write lock that accepts hold shared for their
+ * whole validate-store-count sequence; closing a round takes it exclusive,
+ * so the set of acknowledged updates a round aggregates is exactly the set
+ * stored before it closed. `lock` protects the in-memory state and is held
+ * only briefly by accepts (never across their durable write). Order: gate,
+ * then lock.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mbedtls/sha256.h>
+
+#include "coord_int.h"
+
+int64_t sl__engine_now(const sl_engine *e)
+{
+    return sl_clock_wall_ns(e->opt.clock) / 1000000;
+}
+
+void sl_engine_options_default(sl_engine_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->retry_after_min_ms = 1000;
+    o->retry_after_max_ms = 300000;
+}
+
+static sl__task *find_task(sl_engine *e, int64_t task_id)
+{
+    for (size_t i = 0; i < e->ntasks; i++)
+        if (e->tasks[i]->id == task_id)
+            return e->tasks[i];
+    return NULL;
+}
+
+/* ---- loading tasks (creation and recovery) -------------------------------- */
+
+static int add_task(sl_engine *e, sl__task *t)
+{
+    sl__task **grown = realloc(e->tasks, (e->ntasks + 1) * sizeof *grown);
+    if (grown == NULL)
+        return SL_ENOMEM;
+    e->tasks = grown;
+    e->tasks[e->ntasks++] = t;
+    return SL_OK;
+}
+
+typedef struct resume_ctx {
+    sl_engine *e;
+    sl__task *t;
+} resume_ctx;
+
+static int resume_participant(void *ctx, const sl_participant_record *p)
+{
+    resume_ctx *r = ctx;
+    int rc = sl__idset_add(&r->t->selected, p->device_id);
+    return rc == SL_EEXIST ? SL_OK : rc;
+}
+
+static int resume_round(void *ctx, const sl_round_record *round)
+{
+    resume_ctx *r = ctx;
+    sl__task *t = r->t;
+    uint64_t stored = 0;
+    int rc;
+    if (round->task_id != t->id)
+        return 0;
+    /* the newest unfinished round is the open one */
+    t->round = *round;
+    t->round_open = 1;
+    sl__idset_clear(&t->selected);
+    rc = sl_store_list_participants(r->e->store, round->id, resume_participant, r);
+    if (rc == SL_OK)
+        rc = sl_store_count_updates(r->e->store, round->id, &stored);
+    if (rc == SL_OK)
+        t->round.reported = (uint32_t)stored;
+    t->quorum_at_ms = -1;
+    return rc;
+}
+
+static int newest_round(void *ctx, const sl_round_record *r)
+{
+    sl__task *t = ctx;
+    t->round = *r;
+    return 0;
+}
+
+static int load_task(sl_engine *e, int64_t task_id, char *err, size_t errcap)
+{
+    sl_task_record rec;
+    sl_model_record m;
+    sl__task *t;
+    resume_ctx rctx;
+    int rc = sl_store_get_task(e->store, task_id, &rec);
+    if (rc != SL_OK)
+        return rc;
+    t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        sl_store_task_free(&rec);
+        return SL_ENOMEM;
+    }
+    t->id = task_id;
+    rc = sl_task_config_parse(rec.config_json, strlen(rec.config_json), &t->cfg, err, errcap);
+    if (rc == SL_OK)
+        rc = sl_layout_parse(rec.layout_text, strlen(rec.layout_text), &t->layout);
+    sl_store_task_free(&rec);
+    if (rc == SL_OK) {
+        t->n = (size_t)sl_layout_params(t->layout);
+        t->model = malloc((t->n ? t->n : 1) * sizeof *t->model);
+        rc = t->model ? sl_store_get_model(e->store, task_id, 0, &m) : SL_ENOMEM;
+        if (rc == SL_OK) {
+            rc = sl_frame_decode_model(t->layout, m.frame, m.frame_len, NULL, 0, t->model);
+            if (rc == SL_OK && m.opt_state != NULL)
+                rc = sl_server_state_decode(m.opt_state, m.opt_state_len, t->n, &t->opt);
+            t->version = m.version;
+            sl_store_model_free(&m);
+        }
+    }
+    if (rc == SL_OK) {
+        /* the last round number, and whether the task already ran all its rounds */
+        rctx.e = e;
+        rctx.t = t;
+        rc = sl_store_unfinished_rounds(e->store, resume_round, &rctx);
+    }
+    if (rc == SL_OK && !t->round_open) {
+        /* between rounds: continue numbering after the newest one */
+        rc = sl_store_list_rounds(e->store, task_id, 0, 1, newest_round, t);
+        if (t->cfg.rounds > 0 && (uint64_t)t->round.round_no >= t->cfg.rounds)
+            t->finished = 1;
+    }
+    if (rc != SL_OK) {
+        if (errcap > 0 && err[0] == '\0')
+            snprintf(err, errcap, "task %lld: %s", (long long)task_id, sl_strerror(rc));
+        sl__task_free(t);
+        return rc;
+    }
+    rc = add_task(e, t);
+    if (rc != SL_OK)
+        sl__task_free(t);
+    return rc;
+}
+
+typedef struct open_ctx {
+    sl_engine *e;
+    char *err;
+    size_t errcap;
+} open_ctx;
+
+static int load_one(void *ctx, int64_t task_id)
+{
+    open_ctx *o = ctx;
+    sl_model_record m;
+    int rc = sl_store_get_model(o->e->store, task_id, 0, &m);
+    if (rc == SL_ENOENT)
+        return SL_OK; /* created but its initial model never stored: creating it again completes it
+                       */
+    if (rc != SL_OK)
+        return rc;
+    sl_store_model_free(&m);
+    return load_task(o->e, task_id, o->err, o->errcap);
+}
+
+int sl_engine_open(sl_store *store, const sl_engine_options *o, sl_engine **out, char *err,
+                   size_t errcap)
+{
+    char dummy[8];
+    sl_engine *e;
+    open_ctx ctx;
+    int64_t next;
+    int rc;
+
+    if (err == NULL) {
+        err = dummy;
+        errcap = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (store == NULL || out == NULL)
+        return SL_EINVAL;
+    e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return SL_ENOMEM;
+    e->store = store;
+    if (o != NULL)
+        e->opt = *o;
+    else
+        sl_engine_options_default(&e->opt);
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_rwlock_init(&e->gate, NULL);
+    ctx.e = e;
+    ctx.err = err;
+    ctx.errcap = errcap;
+    /* recovery: every task with its model, optimiser state and open round */
+    rc = sl_store_list_tasks(store, load_one, &ctx);
+    /* rounds whose deadlines passed while we were down are settled now */
+    if (rc == SL_OK)
+        rc = sl_engine_tick(e, &next);
+    if (rc != SL_OK) {
+        if (err[0] == '\0')
+            snprintf(err, errcap, "recovery failed: %s", sl_strerror(rc));
+        sl_engine_close(e);
+        return rc;
+    }
+    *out = e;
+    return SL_OK;
+}
+
+void sl_engine_close(sl_engine *e)
+{
+    if (e == NULL)
+        return;
+    for (size_t i = 0; i < e->ntasks; i++)
+        sl__task_free(e->tasks[i]);
+    free(e->tasks);
+    free(e->devices);
+    pthread_mutex_destroy(&e->lock);
+    pthread_rwlock_destroy(&e->gate);
+    free(e);
+}
+
+int sl_engine_create_task(sl_engine *e, const char *config_json, const char *layout_text,
+                          const void *model_frame, size_t frame_len, int64_t *task_id, char *err,
+                          size_t errcap)
+{
+    char dummy[8], *canonical = NULL;
+    sl_task_config cfg;
+    sl_layout *layout = NULL;
+    float *params = NULL;
+    uint8_t sha[32];
+    int64_t id = 0;
+    sl_model_put m;
+    int rc;
+
+    if (err == NULL) {
+        err = dummy;
+        errcap = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (e == NULL || config_json == NULL || layout_text == NULL || model_frame == NULL ||
+        task_id == NULL)
+        return SL_EINVAL;
+    rc = sl_task_config_parse(config_json, strlen(config_json), &cfg, err, errcap);
+    if (rc != SL_OK)
+        return rc;
+    rc = sl_layout_parse(layout_text, strlen(layout_text), &layout);
+    if (rc != SL_OK) {
+        snprintf(err, errcap, "layout: %s", sl_strerror(rc));
+        return rc;
+    }
+    params = malloc((size_t)sl_layout_params(layout) * sizeof *params);
+    rc =
+        params ? sl_frame_decode_model(layout, model_frame, frame_len, NULL, 0, params) : SL_ENOMEM;
+    if (rc != SL_OK) {
+        snprintf(err, errcap, "initial model: %s", sl_strerror(rc));
+        goto done;
+    }
+    if (mbedtls_sha256_ret(model_frame, frame_len, sha, 0) != 0) {
+        rc = SL_EIO;
+        goto done;
+    }
+    rc = sl_task_config_to_json(&cfg, &canonical);
+    if (rc == SL_OK)
+        rc = sl_store_create_task(e->store, cfg.name, canonical, layout_text, &id);
+    if (rc == SL_OK) {
+        memset(&m, 0, sizeof m);
+        m.task_id = id;
+        m.version = 1;
+        m.frame = model_frame;
+        m.frame_len = frame_len;
+        m.sha256 = sha;
+        rc = sl_store_put_model(e->store, &m);
+    }
+    if (rc != SL_OK) {
+        snprintf(err, errcap, "cannot store the task: %s", sl_strerror(rc));
+        goto done;
+    }
+    pthread_rwlock_wrlock(&e->gate);
+    pthread_mutex_lock(&e->lock);
+    if (find_task(e, id) == NULL)
+        rc = load_task(e, id, err, errcap);
+    if (rc == SL_OK)
+        rc = sl__task_advance(e, find_task(e, id), NULL);
+    pthread_mutex_unlock(&e->lock);
+    pthread_rwlock_unlock(&e->gate);
+    if (rc == SL_OK)
+        *task_id = id;
+done:
+    free(canonical);
+    free(params);
+    sl_layout_free(layout);
+    return rc;
+}
+
+/* ---- check-in -------------------------------------------------------------- */
+
+static int eligible(const sl__task *t, const sl__device *d, const sl_checkin_info *info,
+                    int64_t now)
+{
+    if (info->num_samples < t->cfg.min_samples || now < d->cooldown_until_ms)
+        return 0;
+    if (t->cfg.required_caps[0] != '\0') {
+        /* a whole comma-separated name */
+        size_t n = strlen(t->cfg.required_caps);
+        const char *p = info->capabilities;
+        while ((p = strstr(p, t->cfg.required_caps)) != NULL) {
+            int start = p == info->capabilities || p[-1] == ',';
+            int end = p[n] == '\0' || p[n] == ',';
+            if (start && end)
+                return 1;
+            p += n;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+/* Pace steering: come back at @at plus a jitter spread over @spread, clamped. */
+static int64_t retry_at(sl_engine *e, int64_t now, int64_t at, int64_t spread)
+{
+    int64_t wait;
+    e->rng ^= e->rng << 13;
+    e->rng ^= e->rng >> 7;
+    e->rng ^= e->rng << 17;
+    wait = at - now + (spread > 0 ? (int64_t)(e->rng % (uint64_t)spread) : 0);
+    if (wait < e->opt.retry_after_min_ms)
+        wait = e->opt.retry_after_min_ms;
+    if (wait > e->opt.retry_after_max_ms)
+        wait = e->opt.retry_after_max_ms;
+    return wait;
+}
+
+int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl_checkin_info *info,
+                      sl_checkin_result *out)
+{
+    sl_checkin_result r;
+    sl__task *t;
+    sl__device *d;
+    int64_t now;
+
+    if (e == NULL || info == NULL || out == NULL || device_id <= 0)
+        return SL_EINVAL;
+    if (e->rng == 0)
+        e->rng = 0x2545F4914F6CDD1DULL;
+    memset(&r, 0, sizeof r);
+    pthread_mutex_lock(&e->lock);
+    t = find_task(e, task_id);
+    if (t == NULL) {
+        pthread_mutex_unlock(&e->lock);
+        return SL_ENOENT;
+    }
+    now = sl__engine_now(e);
+    d = sl__engine_device(e, device_id);
+    if (d == NULL) {
+        pthread_mutex_unlock(&e->lock);
+        return SL_ENOMEM;
+    }
+    r.task_id = t->id;
+    r.participation = d->participations;
+    if (!t->round_open) {
+        r.retry_after_ms = e->opt.retry_after_max_ms;
+    } else if (t->cfg.fedbuff) {
+        if (eligible(t, d, info, now)) {
+            r.selected = 1;
+            if (sl__idset_add(&t->selected, device_id) == SL_OK)
+                t->checked_in++;
+        } else {
+            r.retry_after_ms = retry_at(e, now, now, t->cfg.selection_window_ms);
+        }
+    } else if (t->round.state == SL_ROUND_SELECTING) {
+        /* join the pool; the draw happens when the window closes */
+        if (sl__idset_has(&t->pool, device_id) ||
+            (eligible(t, d, info, now) && sl__idset_add(&t->pool, device_id) == SL_OK)) {
+            if (!sl__idset_has(&t->selected, device_id))
+                t->checked_in++;
+            r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms, 1000);
+        } else {
+            r.retry_after_ms =
+                retry_at(e, now, t->round.report_deadline_ms, t->cfg.selection_window_ms);
+        }
+    } else if (sl__idset_has(&t->selected, device_id)) {
+        r.selected = 1; /* idempotent: the same assignment again */
+    } else {
+        /* spread the next check-ins over the next round's selection window */
+        r.retry_after_ms =
+            retry_at(e, now, t->round.report_deadline_ms, t->cfg.selection_window_ms);
+    }
+    if (r.selected) {
+        r.round_id = t->round.id;
+        r.round_no = t->round.round_no;
+        r.model_version = t->version;
+        r.report_deadline_ms = t->round.report_deadline_ms;
+    }
+    pthread_mutex_unlock(&e->lock);
+    *out = r;
+    return SL_OK;
+}
+
+/* ---- accepting updates ---------------------------------------------------- */
+
+static const char *const reason_names[] = {
+    "none",      "unknown_round", "late", "not_selected",       "layout",
+    "malformed", "nonfinite",     "norm", "duplicate_conflict", "stale",
+};
+
+const char *sl_reject_reason_name(sl_reject_reason r)
+{
+    if ((unsigned)r >= sizeof reason_names / sizeof reason_names[0])
+        return "?";
+    return reason_names[r];
+}
+
+static sl__task *task_of_round(sl_engine *e, int64_t round_id)
+{
+    for (size_t i = 0; i < e->ntasks; i++)
+        if (e->tasks[i]->round_open && e->tasks[i]->round.id == round_id)
+            return e->tasks[i];
+    return NULL;
+}
+
+/* Count a rejection in the open round of @t (if any) and answer it. */
+static int reject(sl__task *t, sl_accept_result *out, sl_reject_reason why)
+{
+    if (t != NULL)
+        t->rejected[why]++;
+    out->accepted = 0;
+    out->reason = why;
+    return SL_OK;
+}
+
+/* A round that already ended: a selected device hears "late" and folds the update. */
+static int answer_closed(sl_engine *e, int64_t round_id, int64_t device_id, sl_accept_result *out)
+{
+    sl_round_record r;
+    int rc = sl_store_get_round(e->store, round_id, &r);
+    if (rc == SL_ENOENT)
+        return reject(NULL, out, SL_REJECT_UNKNOWN_ROUND);
+    if (rc != SL_OK)
+        return rc;
+    r.late++;
+    rc = sl_store_set_participant(e->store, round_id, device_id, SL_PART_LATE, "round closed");
+    if (rc == SL_OK || rc == SL_ENOENT)
+        rc = sl_store_update_round(e->store, &r);
+    (void)rc; /* the answer is "late" either way; the counter is best effort */
+    return reject(NULL, out, SL_REJECT_LATE);
+}
+
+int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const void *frame,
+                     size_t len, uint32_t num_samples, const uint8_t *sha256, sl_accept_result *out)
+{
+    sl_accept_result res;
+    sl_frame_header h;
+    sl__task *t;
+    const sl_layout *layout;
+    sl_update_put u;
+    int64_t base, current_round;
+    double norm;
+    int rc, close_now = 0;
+
+    if (e == NULL || frame == NULL || sha256 == NULL || out == NULL)
+        return SL_EINVAL;
+    memset(&res, 0, sizeof res);
+    pthread_rwlock_rdlock(&e->gate);
+    pthread_mutex_lock(&e->lock);
+    t = task_of_round(e, round_id);
+    if (t == NULL) {
+        /* FedBuff: an update for an earlier buffer of an open task goes to the current one */
+        sl_round_record r;
+        pthread_mutex_unlock(&e->lock);
+        if (sl_store_get_round(e->store, round_id, &r) == SL_OK) {
+            pthread_mutex_lock(&e->lock);
+            t = find_task(e, r.task_id);
+            if (t != NULL && (!t->cfg.fedbuff || !t->round_open))
+                t = NULL;
+            if (t == NULL)
+                pthread_mutex_unlock(&e->lock);
+        }
+        if (t == NULL) {
+            rc = answer_closed(e, round_id, device_id, &res);
+            goto out_gate;
+        }
+    }
+    if (t->round.state != SL_ROUND_TRAINING) {
+        rc = t->round.state == SL_ROUND_SELECTING ? reject(t, &res, SL_REJECT_NOT_SELECTED)
+                                                  : reject(t, &res, SL_REJECT_LATE);
+        goto out_lock;
+    }
+    if (!t->cfg.fedbuff && !sl__idset_has(&t->selected, device_id)) {
+        rc = reject(t, &res, SL_REJECT_NOT_SELECTED);
+        goto out_lock;
+    }
+    layout = t->layout; /* lives as long as the engine */
+    base = t->version;
+    current_round = t->round.id;
+    pthread_mutex_unlock(&e->lock);
+
+    /* validate outside the lock: decoding is the expensive part */
+    rc = sl_frame_peek_header(frame, len, &h);
+    if (rc == SL_OK && (h.kind != SL_FRAME_UPDATE || h.layout_hash != sl_layout_hash(layout)))
+        rc = SL_ELAYOUT;
+    if (rc == SL_OK && !t->cfg.fedbuff &&
+        (h.base_version != (uint64_t)base || h.round != (uint64_t)round_id))
+        rc = SL_ELAYOUT;
+    if (rc == SL_OK && t->cfg.fedbuff &&
+        (h.base_version > (uint64_t)base ||
+         (uint64_t)base - h.base_version > t->cfg.max_staleness)) {
+        pthread_mutex_lock(&e->lock);
+        rc = reject(t, &res, h.base_version > (uint64_t)base ? SL_REJECT_LAYOUT : SL_REJECT_STALE);
+        goto out_lock;
+    }
+    if (rc == SL_OK)
+        rc = sl__update_norm(layout, frame, len, &e->opt.limits, &norm);
+    if (rc != SL_OK) {
+        sl_reject_reason why = rc == SL_ELAYOUT      ? SL_REJECT_LAYOUT
+                               : rc == SL_ENONFINITE ? SL_REJECT_NONFINITE
+                                                     : SL_REJECT_MALFORMED;
+        pthread_mutex_lock(&e->lock);
+        rc = reject(t, &res, why);
+        goto out_lock;
+    }
+    if (t->cfg.max_update_norm > 0 && norm > t->cfg.max_update_norm) {
+        pthread_mutex_lock(&e->lock);
+        rc = reject(t, &res, SL_REJECT_NORM);
+        goto out_lock;
+    }
+    /* durable before the answer; shares an fsync with concurrent accepts */
+    u.round_id = current_round;
+    u.device_id = device_id;
+    u.frame = frame;
+    u.frame_len = len;
+    u.num_samples = num_samples;
+    u.sha256 = sha256;
+    rc = sl_store_put_update(e->store, &u, 30000, &res.receipt);
+    pthread_mutex_lock(&e->lock);
+    if (rc == SL_ECONFLICT) {
+        rc = reject(t, &res, SL_REJECT_DUPLICATE_CONFLICT);
+    } else if (rc == SL_OK) {
+        res.accepted = 1;
+        if (!res.receipt.duplicate) {
+            t->round.reported++;
+            t->round.bytes_up += (int64_t)len;
+            if (t->round.reported >= t->cfg.quorum && t->quorum_at_ms < 0)
+                t->quorum_at_ms = sl__engine_now(e) - t->round.select_deadline_ms;
+        }
+        close_now = t->round.reported >= t->round.target;
+    }
+out_lock:
+    pthread_mutex_unlock(&e->lock);
+out_gate:
+    pthread_rwlock_unlock(&e->gate);
+    if (rc == SL_OK) {
+        *out = res;
+        if (close_now) /* the target is met: close without waiting for the next tick */
+            rc = sl_engine_tick(e, NULL);
+    }
+    return rc;
+}
+
+/* ---- ticks, statistics, metrics, operator actions ------------------------ */
+
+int sl_engine_tick(sl_engine *e, int64_t *next_deadline_ms)
+{
+    int64_t next = INT64_MAX;
+    int rc = SL_OK;
+    if (e == NULL)
+        return SL_EINVAL;
+    pthread_rwlock_wrlock(&e->gate);
+    pthread_mutex_lock(&e->lock);
+    for (size_t i = 0; i < e->ntasks; i++) {
+        int trc = sl__task_advance(e, e->tasks[i], &next);
+        if (trc != SL_OK && rc == SL_OK)
+            rc = trc; /* one task's storage failure does not stop the others */
+    }
+    pthread_mutex_unlock(&e->lock);
+    pthread_rwlock_unlock(&e->gate);
+    if (next_deadline_ms != NULL)
+        *next_deadline_ms = next;
+    return rc;
+}
+
+int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
+{
+    sl_round_stats st;
+    sl__task *t;
+    int rc = SL_OK;
+    if (e == NULL || out == NULL)
+        return SL_EINVAL;
+    memset(&st, 0, sizeof st);
+    st.time_to_quorum_ms = -1;
+    st.mean_loss = st.mean_accuracy = NAN;
+    pthread_mutex_lock(&e->lock);
+    t = task_of_round(e, round_id);
+    if (t != NULL) {
+        st.round = t->round;
+        st.checked_in = t->checked_in;
+        memcpy(st.rejected_by_reason, t->rejected, sizeof t->rejected);
+        st.time_to_quorum_ms = t->quorum_at_ms;
+        if (t->metric_weight > 0) {
+            st.mean_loss = t->loss_sum / t->metric_weight;
+            st.mean_accuracy = t->acc_sum / t->metric_weight;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (t == NULL)
+        rc = sl_store_get_round(e->store, round_id, &st.round);
+    if (rc != SL_OK)
+        return rc;
+    pthread_mutex_lock(&e->lock);
+    t = find_task(e, st.round.task_id);
+    if (t != NULL && st.round.bytes_up > 0)
+        st.compression_vs_dense =
+            (double)st.round.reported * (double)t->n * 4.0 / (double)st.round.bytes_up;
+    pthread_mutex_unlock(&e->lock);
+    *out = st;
+    return SL_OK;
+}
+
+int sl_engine_report_metrics(sl_engine *e, int64_t task_id, int64_t version, int64_t device_id,
+                             double loss, double accuracy, uint32_t samples)
+{
+    char json[256];
+    sl__task *t;
+    if (e == NULL || !isfinite(loss) || loss < 0 || !isfinite(accuracy) || accuracy < 0 ||
+        accuracy > 1 || samples == 0)
+        return SL_EINVAL;
+    pthread_mutex_lock(&e->lock);
+    t = find_task(e, task_id);
+    if (t != NULL && t->round_open && version == t->round.base_version &&
+        sl__idset_has(&t->selected, device_id)) {
+        t->loss_sum += loss * samples;
+        t->acc_sum += accuracy * samples;
+        t->metric_weight += samples;
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (t == NULL)
+        return SL_ENOENT;
+    if (device_id != 0)
+        return SL_OK; /* devices' local metrics live in the round's statistics */
+    /* an evaluator's metrics are the version's */
+    snprintf(json, sizeof json, "{\"loss\":%.9g,\"accuracy\":%.9g,\"samples\":%u}", loss, accuracy,
+             samples);
+    return sl_store_set_model_metrics(e->store, task_id, version, json);
+}
+
+int sl_engine_abort_round(sl_engine *e, int64_t round_id)
+{
+    sl__task *t;
+    sl_round_record r;
+    int rc;
+    if (e == NULL)
+        return SL_EINVAL;
+    pthread_rwlock_wrlock(&e->gate);
+    pthread_mutex_lock(&e->lock);
+    t = task_of_round(e, round_id);
+    if (t != NULL) {
+        rc = sl__task_close(e, t, "aborted by the operator");
+        if (rc == SL_OK)
+            rc = sl__task_advance(e, t, NULL);
+    } else {
+        rc = sl_store_get_round(e->store, round_id, &r) == SL_OK ? SL_ESTATE : SL_ENOENT;
+    }
+    pthread_mutex_unlock(&e->lock);
+    pthread_rwlock_unlock(&e->gate);
+    return rc;
+}
+
+int sl_engine_task_status(sl_engine *e, int64_t task_id, sl_task_status *out)
+{
+    sl__task *t;
+    if (e == NULL || out == NULL)
+        return SL_EINVAL;
+    pthread_mutex_lock(&e->lock);
+    t = find_task(e, task_id);
+    if (t != NULL) {
+        memset(out, 0, sizeof *out);
+        out->task_id = t->id;
+        out->cfg = t->cfg;
+        out->model_version = t->version;
+        out->round_open = t->round_open;
+        out->finished = t->finished;
+        out->round = t->round;
+        out->checked_in = t->checked_in;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return t != NULL ? SL_OK : SL_ENOENT;
+}

@@ -1,0 +1,307 @@
+/*
+ * lifecycle.c - a round's life: open, select, close (aggregate or abandon).
+ * Every function runs with the engine's gate held exclusively (no accept in
+ * flight) and its lock held, and persists each transition before it changes
+ * the in-memory state.
+ */
+#include <math.h>
+#include <mbedtls/sha256.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+int sl__task_open_round(sl_engine *e, sl__task *t)
+{
+    sl_round_record r;
+    int64_t now = sl__engine_now(e);
+    int rc;
+
+    memset(&r, 0, sizeof r);
+    r.task_id = t->id;
+    r.round_no = t->round.round_no + 1;
+    r.base_version = t->version;
+    r.target = t->cfg.fedbuff ? t->cfg.buffer_size : t->cfg.target;
+    r.quorum = t->cfg.quorum;
+    r.opened_at_ms = now;
+    if (t->cfg.fedbuff) { /* no selection: every eligible device may contribute */
+        r.state = SL_ROUND_TRAINING;
+        r.select_deadline_ms = now;
+    } else {
+        r.state = SL_ROUND_SELECTING;
+        r.select_deadline_ms = now + t->cfg.selection_window_ms;
+    }
+    r.report_deadline_ms = r.select_deadline_ms + t->cfg.report_deadline_ms;
+    rc = sl_store_create_round(e->store, &r);
+    if (rc != SL_OK)
+        return rc;
+    t->round = r;
+    t->round_open = 1;
+    sl__idset_clear(&t->pool);
+    sl__idset_clear(&t->selected);
+    t->checked_in = 0;
+    t->quorum_at_ms = -1;
+    memset(t->rejected, 0, sizeof t->rejected);
+    t->loss_sum = t->acc_sum = t->metric_weight = 0;
+    return SL_OK;
+}
+
+/* Seeded selection among the pool: the same pool and seed give the same set. */
+int sl__task_select(sl_engine *e, sl__task *t)
+{
+    size_t want = (size_t)ceil((double)t->cfg.target * t->cfg.over_selection);
+    size_t n = t->pool.n < want ? t->pool.n : want;
+    int64_t *ids;
+    uint64_t state = mix64(t->cfg.seed ^ mix64((uint64_t)t->round.round_no));
+    sl_round_record r = t->round;
+    int rc;
+
+    if (t->pool.n < t->cfg.quorum) /* quorum is out of reach: do not wait for the deadline */
+        return sl__task_close(e, t, "too few eligible devices checked in");
+    ids = malloc((t->pool.n ? t->pool.n : 1) * sizeof *ids);
+    if (ids == NULL)
+        return SL_ENOMEM;
+    memcpy(ids, t->pool.ids, t->pool.n * sizeof *ids);
+    /* partial Fisher-Yates over the sorted pool */
+    for (size_t i = 0; i < n; i++) {
+        size_t j;
+        int64_t tmp;
+        state = mix64(state);
+        j = i + (size_t)(state % (uint64_t)(t->pool.n - i));
+        tmp = ids[i];
+        ids[i] = ids[j];
+        ids[j] = tmp;
+    }
+    r.state = SL_ROUND_TRAINING;
+    r.selected = (uint32_t)n;
+    rc = sl_store_select_participants(e->store, &r, ids, n);
+    if (rc == SL_OK) {
+        t->round = r;
+        sl__idset_clear(&t->selected);
+        for (size_t i = 0; i < n && rc == SL_OK; i++) {
+            sl__device *d = sl__engine_device(e, ids[i]);
+            rc = d ? sl__idset_add(&t->selected, ids[i]) : SL_ENOMEM;
+            if (d != NULL) { /* busy while the round runs; the cool-down starts at its end */
+                d->cooldown_until_ms = INT64_MAX;
+                d->participations++;
+            }
+        }
+        sl__idset_clear(&t->pool);
+    }
+    free(ids);
+    return rc;
+}
+
+typedef struct agg_ctx {
+    sl__agg *agg;
+    const sl__task *t;
+} agg_ctx;
+
+static int add_update(void *ctx, int64_t device_id, const void *frame, size_t len,
+                      uint32_t num_samples, const uint8_t *sha256)
+{
+    agg_ctx *a = ctx;
+    sl_frame_header h;
+    (void)device_id;
+    (void)sha256;
+    if (num_samples == 0)
+        num_samples = 1; /* a device that reports no count still counts once */
+    if (a->t->cfg.fedbuff && sl_frame_peek_header(frame, len, &h) == SL_OK &&
+        h.base_version <= (uint64_t)a->t->version) {
+        /* FedBuff's staleness discount: 1 / sqrt(1 + versions behind) */
+        double staleness = (double)((uint64_t)a->t->version - h.base_version);
+        return sl__agg_add_weighted(a->agg, frame, len,
+                                    (double)num_samples / sqrt(1.0 + staleness));
+    }
+    return sl__agg_add(a->agg, frame, len, num_samples);
+}
+
+/* Aggregate the round's stored updates into the next model version. */
+static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put *m, void **frame,
+                     void **opt_bytes, float **next_model, sl_server_state *next_opt,
+                     uint8_t sha[32])
+{
+    double *delta = NULL;
+    sl__agg *agg = NULL;
+    agg_ctx ctx;
+    uint32_t count = 0;
+    size_t flen = 0, olen = 0;
+    int rc;
+
+    *frame = *opt_bytes = NULL;
+    *next_model = NULL;
+    memset(next_opt, 0, sizeof *next_opt);
+    rc = sl__agg_begin(&t->cfg, t->layout, &agg);
+    if (rc != SL_OK)
+        return rc;
+    ctx.agg = agg;
+    ctx.t = t;
+    rc = sl_store_foreach_update(e->store, r->id, add_update, &ctx); /* device-id order */
+    delta = malloc((t->n ? t->n : 1) * sizeof *delta);
+    *next_model = malloc((t->n ? t->n : 1) * sizeof **next_model);
+    if (rc == SL_OK && (delta == NULL || *next_model == NULL))
+        rc = SL_ENOMEM;
+    if (rc == SL_OK)
+        rc = sl__agg_finish(agg, mix64(t->cfg.seed ^ 0x5eedu ^ (uint64_t)r->round_no), delta,
+                            &count);
+    if (rc == SL_OK) {
+        memcpy(*next_model, t->model, t->n * sizeof(float));
+        if (t->opt.n > 0) { /* continue from the committed optimiser state, on a copy */
+            void *tmp;
+            size_t tlen;
+            rc = sl_server_state_encode(&t->opt, &tmp, &tlen);
+            if (rc == SL_OK) {
+                rc = sl_server_state_decode(tmp, tlen, t->n, next_opt);
+                free(tmp);
+            }
+        }
+    }
+    if (rc == SL_OK)
+        rc = sl_server_apply(&t->cfg, delta, t->n, *next_model, next_opt);
+    if (rc == SL_OK)
+        rc = sl_frame_encode_model(t->layout, *next_model, (uint64_t)(t->version + 1), 3, frame,
+                                   &flen);
+    if (rc == SL_OK && next_opt->n > 0)
+        rc = sl_server_state_encode(next_opt, opt_bytes, &olen);
+    if (rc == SL_OK && mbedtls_sha256_ret(*frame, flen, sha, 0) != 0)
+        rc = SL_EIO;
+    if (rc == SL_OK) {
+        m->task_id = t->id;
+        m->version = t->version + 1;
+        m->parent = t->version;
+        m->frame = *frame;
+        m->frame_len = flen;
+        m->sha256 = sha;
+        m->metrics = NULL;
+        m->opt_state = *opt_bytes;
+        m->opt_state_len = olen;
+        r->reported = count;
+    }
+    sl__agg_free(agg);
+    free(delta);
+    return rc;
+}
+
+/* The round ended: its participants rest for the cool-down from now. */
+static void release_participants(sl_engine *e, sl__task *t, int64_t now)
+{
+    for (size_t i = 0; i < t->selected.n; i++) {
+        sl__device *d = sl__engine_device(e, t->selected.ids[i]);
+        if (d != NULL)
+            d->cooldown_until_ms = now + t->cfg.cooldown_ms;
+    }
+}
+
+int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
+{
+    sl_round_record r = t->round;
+    sl_model_put m;
+    sl_server_state next_opt;
+    float *next_model = NULL;
+    void *frame = NULL, *opt_bytes = NULL;
+    uint64_t stored = 0;
+    uint8_t sha[32];
+    int rc;
+
+    r.closed_at_ms = sl__engine_now(e);
+    if (abandon_reason == NULL) {
+        rc = sl_store_count_updates(e->store, r.id, &stored);
+        if (rc != SL_OK)
+            return rc;
+        if (stored < t->cfg.quorum || stored == 0)
+            abandon_reason = "quorum not met by the report deadline";
+    }
+    if (abandon_reason != NULL) {
+        r.state = SL_ROUND_ABANDONED;
+        snprintf(r.error, sizeof r.error, "%s", abandon_reason);
+        r.dropped = r.selected > r.reported ? r.selected - r.reported : 0;
+        rc = sl_store_close_round(e->store, &r, NULL); /* the model does not change */
+        if (rc != SL_OK)
+            return rc;
+        release_participants(e, t, r.closed_at_ms);
+        t->round = r;
+        t->round_open = 0;
+        return SL_OK;
+    }
+    /* AGGREGATING is persisted first: a crash from here on redoes the aggregation */
+    if (t->round.state != SL_ROUND_AGGREGATING) {
+        r.state = SL_ROUND_AGGREGATING;
+        rc = sl_store_update_round(e->store, &r);
+        if (rc != SL_OK)
+            return rc;
+        t->round.state = SL_ROUND_AGGREGATING;
+    }
+    rc = aggregate(e, t, &r, &m, &frame, &opt_bytes, &next_model, &next_opt, sha);
+    if (rc == SL_OK) {
+        r.state = SL_ROUND_CLOSED;
+        r.dropped = r.selected > r.reported ? r.selected - r.reported : 0;
+        rc = sl_store_close_round(e->store, &r, &m); /* model and close: one transaction */
+    }
+    if (rc == SL_OK) {
+        free(t->model);
+        t->model = next_model;
+        next_model = NULL;
+        t->version = m.version;
+        sl_server_state_free(&t->opt);
+        t->opt = next_opt;
+        memset(&next_opt, 0, sizeof next_opt);
+        release_participants(e, t, r.closed_at_ms);
+        t->round = r;
+        t->round_open = 0;
+        if (t->cfg.rounds > 0 && (uint64_t)r.round_no >= t->cfg.rounds)
+            t->finished = 1;
+    }
+    sl_server_state_free(&next_opt);
+    free(next_model);
+    free(frame);
+    free(opt_bytes);
+    return rc;
+}
+
+int sl__task_advance(sl_engine *e, sl__task *t, int64_t *next_deadline)
+{
+    int64_t now = sl__engine_now(e);
+    int rc = SL_OK;
+
+    if (!t->round_open && !t->finished)
+        rc = sl__task_open_round(e, t);
+    if (rc == SL_OK && t->round_open && t->round.state == SL_ROUND_SELECTING &&
+        now >= t->round.select_deadline_ms)
+        rc = sl__task_select(e, t);
+    if (rc == SL_OK && t->round_open &&
+        (t->round.state == SL_ROUND_AGGREGATING ||
+         (t->round.state == SL_ROUND_TRAINING &&
+          (t->round.reported >= t->round.target || now >= t->round.report_deadline_ms))))
+        rc = sl__task_close(e, t, NULL);
+    /* a round that just ended opens the next one at once */
+    if (rc == SL_OK && !t->round_open && !t->finished)
+        rc = sl__task_open_round(e, t);
+    if (t->round_open && next_deadline != NULL) {
+        int64_t d = t->round.state == SL_ROUND_SELECTING ? t->round.select_deadline_ms
+                                                         : t->round.report_deadline_ms;
+        if (d < *next_deadline)
+            *next_deadline = d;
+    }
+    return rc;
+}
+
+void sl__task_free(sl__task *t)
+{
+    if (t == NULL)
+        return;
+    sl_layout_free(t->layout);
+    free(t->model);
+    sl_server_state_free(&t->opt);
+    sl__idset_free(&t->pool);
+    sl__idset_free(&t->selected);
+    free(t);
+}

@@ -1,0 +1,693 @@
+/* Aggregation and server optimisers against straightforward references;
+ * robustness, determinism, DP noise, state encoding and rejections. */
+#include <math.h>
+#include <zlib.h>
+
+#include "../../support/sl_test.h"
+#include "coord_int.h"
+
+#define MAXK 24
+
+static sl_layout *make_layout(const char *text)
+{
+    sl_layout *l = NULL;
+    if (sl_layout_parse(text, strlen(text), &l) != SL_OK)
+        abort();
+    return l;
+}
+
+static sl_layout *small_layout(void)
+{
+    return make_layout("w1 8 16\nb1 8\nw2 4 8\nb2 4\n"); /* 172 parameters */
+}
+
+static double uniform(uint64_t *s)
+{
+    return (double)(sl_test_rand(s) >> 11) / 9007199254740992.0;
+}
+
+/* One update as a frame, and the dense vector it means. */
+typedef struct upd {
+    void *frame;
+    size_t len;
+    double *dense;
+} upd;
+
+/* Encodes @x where @keep[i] (all when NULL) with fp32 values (lossless). */
+static void encode(const sl_layout *l, const float *x, const unsigned char *keep, upd *u)
+{
+    size_t nt = sl_layout_tensors(l), P = (size_t)sl_layout_params(l);
+    sl_sparse_tensor *st = calloc(nt, sizeof *st);
+    uint32_t *idx = malloc(P * sizeof *idx);
+    float *val = malloc(P * sizeof *val);
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, sl_layout_hash(l), 1, 1};
+    sl_encode_params p;
+    size_t at = 0;
+
+    u->dense = calloc(P, sizeof *u->dense);
+    for (size_t t = 0; t < nt; t++) {
+        const sl_tensor_desc *td = sl_layout_tensor(l, t);
+        st[t].idx = idx + at;
+        st[t].val = val + at;
+        for (size_t i = 0; i < td->count; i++) {
+            size_t flat = (size_t)td->offset + i;
+            if (keep == NULL || keep[flat]) {
+                idx[at] = (uint32_t)i;
+                val[at] = x[flat];
+                u->dense[flat] = x[flat];
+                at++;
+                st[t].n++;
+            }
+        }
+    }
+    sl_encode_params_default(&p);
+    assert_int_equal(sl_frame_encode_update(l, &h, st, &p, NULL, &u->frame, &u->len), SL_OK);
+    free(st);
+    free(idx);
+    free(val);
+}
+
+/* A random sparse update: elements kept with probability @density. */
+static void random_update(const sl_layout *l, double density, double scale, uint64_t seed, upd *u)
+{
+    size_t P = (size_t)sl_layout_params(l);
+    float *x = malloc(P * sizeof *x);
+    unsigned char *keep = malloc(P);
+    seed = seed * 2654435761u + 1;
+    for (size_t i = 0; i < P; i++) {
+        x[i] = (float)((uniform(&seed) * 2 - 1) * scale);
+        keep[i] = uniform(&seed) < density;
+    }
+    encode(l, x, keep, u);
+    free(x);
+    free(keep);
+}
+
+static void free_upd(upd *u)
+{
+    free(u->frame);
+    free(u->dense);
+}
+
+static double dense_norm(const double *x, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += x[i] * x[i];
+    return sqrt(s);
+}
+
+static double clip_factor(const double *x, size_t n, double clip)
+{
+    double norm = dense_norm(x, n);
+    return clip > 0 && norm > clip ? clip / norm : 1.0;
+}
+
+static sl_task_config agg_config(sl_aggregator a, double clip, double trim, double dp)
+{
+    sl_task_config c;
+    char err[128];
+    assert_int_equal(sl_task_config_parse("{\"target\":1}", 12, &c, err, sizeof err), SL_OK);
+    c.aggregator = a;
+    c.clip_norm = clip;
+    c.trim_fraction = trim;
+    c.dp_noise = dp;
+    return c;
+}
+
+/* Runs one aggregation over @u[0..K) and returns the malloc'd delta. */
+static double *aggregate(const sl_layout *l, const sl_task_config *c, const upd *u,
+                         const uint32_t *w, size_t K, uint64_t seed)
+{
+    sl__agg *a = NULL;
+    double *delta = malloc((size_t)sl_layout_params(l) * sizeof *delta);
+    uint32_t count = 0;
+    assert_int_equal(sl__agg_begin(c, l, &a), SL_OK);
+    for (size_t i = 0; i < K; i++)
+        assert_int_equal(sl__agg_add(a, u[i].frame, u[i].len, w ? w[i] : 1), SL_OK);
+    assert_int_equal(sl__agg_finish(a, seed, delta, &count), SL_OK);
+    assert_int_equal(count, K);
+    sl__agg_free(a);
+    return delta;
+}
+
+static void assert_close(const double *got, const double *want, size_t n, double tol)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i]))))
+            fail_msg("element %zu: got %.17g, want %.17g", i, got[i], want[i]);
+}
+
+static void test_fedavg_reference(void **state)
+{
+    (void)state;
+    sl_layout *l = small_layout();
+    size_t P = (size_t)sl_layout_params(l), K = 9;
+    upd u[MAXK];
+    uint32_t w[MAXK];
+    uint64_t s = 7;
+
+    for (size_t i = 0; i < K; i++) {
+        random_update(l, 0.3, 1.0 + (double)i, 100 + i, &u[i]);
+        w[i] = 1 + (uint32_t)(sl_test_rand(&s) % 500);
+    }
+    for (int clipped = 0; clipped < 2; clipped++) {
+        double clip = clipped ? 3.0 : 0.0, W = 0, *want = calloc(P, sizeof *want);
+        int any_clipped = 0;
+        for (size_t i = 0; i < K; i++) {
+            double f = clip_factor(u[i].dense, P, clip);
+            any_clipped |= f < 1;
+            for (size_t j = 0; j < P; j++)
+                want[j] += (double)w[i] * f * u[i].dense[j];
+            W += w[i];
+        }
+        for (size_t j = 0; j < P; j++)
+            want[j] /= W;
+        assert_int_equal(any_clipped, clipped);
+        /* the whole FedAvg family aggregates the same way */
+        for (sl_aggregator a = SL_AGG_FEDAVG; a <= SL_AGG_FEDADAGRAD; a++) {
+            sl_task_config c = agg_config(a, clip, 0, 0);
+            double *got = aggregate(l, &c, u, w, K, 0);
+            assert_close(got, want, P, 1e-12);
+            free(got);
+        }
+        free(want);
+    }
+    for (size_t i = 0; i < K; i++) {
+        double norm = -1;
+        assert_int_equal(sl__update_norm(l, u[i].frame, u[i].len, NULL, &norm), SL_OK);
+        assert_true(fabs(norm - dense_norm(u[i].dense, P)) <= 1e-12 * norm);
+        free_upd(&u[i]);
+    }
+    sl_layout_free(l);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Brute force: K dense vectors, every coordinate sorted with its zeros. */
+static void ref_robust(sl_aggregator a, double trim, double clip, const upd *u, size_t K, size_t P,
+                       double *out)
+{
+    double col[MAXK], f[MAXK];
+    size_t m = (size_t)floor(trim * (double)K + 1e-9);
+    for (size_t i = 0; i < K; i++)
+        f[i] = clip_factor(u[i].dense, P, clip);
+    for (size_t j = 0; j < P; j++) {
+        for (size_t i = 0; i < K; i++)
+            col[i] = u[i].dense[j] * f[i];
+        qsort(col, K, sizeof col[0], cmp_d);
+        if (a == SL_AGG_MEDIAN) {
+            out[j] = K % 2 ? col[K / 2] : (col[K / 2 - 1] + col[K / 2]) / 2;
+        } else {
+            double s = 0;
+            for (size_t i = m; i < K - m; i++)
+                s += col[i];
+            out[j] = s / (double)(K - 2 * m);
+        }
+    }
+}
+
+/* FedBuff's real-valued weights (sample count x staleness discount). */
+static void test_weighted_add(void **state)
+{
+    sl_layout *l = small_layout();
+    size_t P = (size_t)sl_layout_params(l);
+    static const double weights[3] = {10.0, 10.0 / 1.4142135623730951, 5.0 / 2.0};
+    upd u[3];
+    sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
+    sl__agg *a;
+    double *got = calloc(P, sizeof *got), *want = calloc(P, sizeof *want), W = 0;
+    uint32_t count;
+    (void)state;
+    for (size_t i = 0; i < 3; i++) {
+        random_update(l, 0.5, 1.0, 300 + i, &u[i]);
+        for (size_t j = 0; j < P; j++)
+            want[j] += weights[i] * u[i].dense[j];
+        W += weights[i];
+    }
+    for (size_t j = 0; j < P; j++)
+        want[j] /= W;
+    assert_int_equal(sl__agg_begin(&c, l, &a), SL_OK);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(sl__agg_add_weighted(a, u[i].frame, u[i].len, weights[i]), SL_OK);
+    assert_int_equal(sl__agg_add_weighted(a, u[0].frame, u[0].len, 0.0), SL_EINVAL);
+    assert_int_equal(sl__agg_add_weighted(a, u[0].frame, u[0].len, NAN), SL_EINVAL);
+    assert_int_equal(sl__agg_finish(a, 0, got, &count), SL_OK);
+    assert_int_equal(count, 3);
+    assert_close(got, want, P, 1e-12);
+    sl__agg_free(a);
+    for (size_t i = 0; i < 3; i++) {
+        free(u[i].frame);
+        free(u[i].dense);
+    }
+    free(got);
+    free(want);
+    sl_layout_free(l);
+}
+
+static void test_robust_reference(void **state)
+{
+    (void)state;
+    static const size_t ks[] = {1, 2, 3, 4, 5, 8, 11, 20};
+    static const double trims[] = {0, 0.1, 0.2, 0.34, 0.49};
+    sl_layout *l = small_layout();
+    size_t P = (size_t)sl_layout_params(l);
+    double *want = malloc(P * sizeof *want);
+    upd u[MAXK];
+
+    for (size_t i = 0; i < 20; i++) /* densities from sparse to dense */
+        random_update(l, 0.1 + 0.045 * (double)i, 1.0 + 0.3 * (double)i, 300 + i, &u[i]);
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        size_t K = ks[ki];
+        for (int clipped = 0; clipped < 2; clipped++) {
+            double clip = clipped ? 4.0 : 0;
+            sl_task_config c = agg_config(SL_AGG_MEDIAN, clip, 0, 0);
+            double *got = aggregate(l, &c, u, NULL, K, 0);
+            ref_robust(SL_AGG_MEDIAN, 0, clip, u, K, P, want);
+            assert_close(got, want, P, 1e-12);
+            free(got);
+            for (size_t ti = 0; ti < sizeof trims / sizeof trims[0]; ti++) {
+                c = agg_config(SL_AGG_TRIMMED_MEAN, clip, trims[ti], 0);
+                got = aggregate(l, &c, u, NULL, K, 0);
+                ref_robust(SL_AGG_TRIMMED_MEAN, trims[ti], clip, u, K, P, want);
+                assert_close(got, want, P, 1e-12);
+                free(got);
+            }
+        }
+    }
+    for (size_t i = 0; i < 20; i++)
+        free_upd(&u[i]);
+    free(want);
+    sl_layout_free(l);
+}
+
+static double rel_error(const double *x, const double *ref, size_t n)
+{
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += (x[i] - ref[i]) * (x[i] - ref[i]);
+        r += ref[i] * ref[i];
+    }
+    return sqrt(d / r);
+}
+
+/* 20% of the updates are scaled x100 and sign-flipped: median and trimmed
+ * mean barely move, FedAvg is pulled far away. */
+static void test_robustness(void **state)
+{
+    (void)state;
+    sl_layout *l = small_layout();
+    size_t P = (size_t)sl_layout_params(l), K = 20, bad = 4;
+    float *base = malloc(P * sizeof *base), *x = malloc(P * sizeof *x);
+    upd u[MAXK];
+    uint64_t s = 99;
+
+    for (size_t j = 0; j < P; j++)
+        base[j] = (float)(uniform(&s) * 2 - 1);
+    for (size_t i = 0; i < K; i++) {
+        for (size_t j = 0; j < P; j++) {
+            x[j] = base[j] + (float)((uniform(&s) * 2 - 1) * 0.1);
+            if (i < bad)
+                x[j] *= -100.0f;
+        }
+        encode(l, x, NULL, &u[i]);
+    }
+    sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
+    double *clean = aggregate(l, &c, u + bad, NULL, K - bad, 0);
+    double *avg = aggregate(l, &c, u, NULL, K, 0);
+    c = agg_config(SL_AGG_MEDIAN, 0, 0, 0);
+    double *med = aggregate(l, &c, u, NULL, K, 0);
+    c = agg_config(SL_AGG_TRIMMED_MEAN, 0, 0.2, 0);
+    double *trm = aggregate(l, &c, u, NULL, K, 0);
+
+    double e_avg = rel_error(avg, clean, P), e_med = rel_error(med, clean, P),
+           e_trm = rel_error(trm, clean, P);
+    if (!(e_med < 0.1 && e_trm < 0.1 && e_avg > 10))
+        fail_msg("relative errors: median %g, trimmed %g, fedavg %g", e_med, e_trm, e_avg);
+    free(clean);
+    free(avg);
+    free(med);
+    free(trm);
+    for (size_t i = 0; i < K; i++)
+        free_upd(&u[i]);
+    free(base);
+    free(x);
+    sl_layout_free(l);
+}
+
+static void test_determinism(void **state)
+{
+    (void)state;
+    static const sl_aggregator aggs[] = {SL_AGG_FEDAVG, SL_AGG_TRIMMED_MEAN, SL_AGG_MEDIAN};
+    sl_layout *l = small_layout();
+    size_t P = (size_t)sl_layout_params(l), K = 12;
+    upd u[MAXK];
+    uint32_t w[MAXK];
+
+    for (size_t i = 0; i < K; i++) {
+        random_update(l, 0.4, 2.0, 500 + i, &u[i]);
+        w[i] = 10 + (uint32_t)i * 7;
+    }
+    for (size_t ai = 0; ai < 3; ai++) {
+        sl_task_config c = agg_config(aggs[ai], 2.0, 0.25, 0.5);
+        double *a = aggregate(l, &c, u, w, K, 42);
+        double *b = aggregate(l, &c, u, w, K, 42);
+        double *other = aggregate(l, &c, u, w, K, 43);
+        assert_memory_equal(a, b, P * sizeof *a);
+        assert_memory_not_equal(a, other, P * sizeof *a);
+
+        /* adding after a finish gives what adding everything first gives */
+        sl__agg *g = NULL;
+        double *c2 = malloc(P * sizeof *c2);
+        assert_int_equal(sl__agg_begin(&c, l, &g), SL_OK);
+        for (size_t i = 0; i < K; i++) {
+            assert_int_equal(sl__agg_add(g, u[i].frame, u[i].len, w[i]), SL_OK);
+            if (i == K / 2)
+                assert_int_equal(sl__agg_finish(g, 1, c2, NULL), SL_OK);
+        }
+        assert_int_equal(sl__agg_finish(g, 42, c2, NULL), SL_OK);
+        assert_memory_equal(a, c2, P * sizeof *a);
+        sl__agg_free(g);
+        free(c2);
+        free(a);
+        free(b);
+        free(other);
+    }
+    for (size_t i = 0; i < K; i++)
+        free_upd(&u[i]);
+    sl_layout_free(l);
+}
+
+/* The noise: sigma = dp_noise * clip / K, zero mean, on a large vector. */
+static void test_dp_noise(void **state)
+{
+    (void)state;
+    sl_layout *l = make_layout("big 200001\n");
+    size_t P = (size_t)sl_layout_params(l), K = 4;
+    upd u[4];
+
+    for (size_t i = 0; i < K; i++)
+        random_update(l, 0.01, 0.1, 900 + i, &u[i]);
+    sl_task_config quiet = agg_config(SL_AGG_FEDAVG, 1.0, 0, 0);
+    sl_task_config noisy = agg_config(SL_AGG_FEDAVG, 1.0, 0, 2.0);
+    double *base = aggregate(l, &quiet, u, NULL, K, 5);
+    double *x = aggregate(l, &noisy, u, NULL, K, 5);
+    double sum = 0, sq = 0, sigma = 2.0 * 1.0 / (double)K;
+    for (size_t i = 0; i < P; i++) {
+        double n = x[i] - base[i];
+        sum += n;
+        sq += n * n;
+    }
+    double mean = sum / (double)P, sd = sqrt(sq / (double)P - mean * mean);
+    if (!(fabs(sd - sigma) < 0.01 * sigma && fabs(mean) < 0.01 * sigma))
+        fail_msg("noise mean %g sd %g, want 0 and %g", mean, sd, sigma);
+    free(base);
+    free(x);
+    for (size_t i = 0; i < K; i++)
+        free_upd(&u[i]);
+    sl_layout_free(l);
+}
+
+static void test_agg_rejections(void **state)
+{
+    (void)state;
+    sl_layout *l = small_layout(), *other = make_layout("w1 8 16\nb1 9\n");
+    size_t P = (size_t)sl_layout_params(l);
+    sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
+    double *delta = malloc(P * sizeof *delta), *clean;
+    sl__agg *a = NULL;
+    upd u[2], alien;
+    uint32_t count;
+
+    random_update(l, 0.5, 1.0, 1, &u[0]);
+    random_update(l, 0.5, 1.0, 2, &u[1]);
+    random_update(other, 0.5, 1.0, 3, &alien);
+    clean = aggregate(l, &c, u, NULL, 2, 0);
+
+    for (int robust = 0; robust < 2; robust++) {
+        c = agg_config(robust ? SL_AGG_MEDIAN : SL_AGG_FEDAVG, 0, 0, 0);
+        assert_int_equal(sl__agg_begin(&c, l, &a), SL_OK);
+        memset(delta, 0xcd, P * sizeof *delta);
+        count = 77;
+        assert_int_equal(sl__agg_finish(a, 0, delta, &count), SL_ESTATE);
+        assert_int_equal(count, 77);
+        for (size_t i = 0; i < P * sizeof *delta; i++) /* nothing written */
+            assert_true(((unsigned char *)delta)[i] == 0xcd);
+        assert_int_equal(sl__agg_add(a, u[0].frame, u[0].len, 1), SL_OK);
+        /* malformed frames: truncated, a flipped byte, another layout, nothing */
+        assert_int_not_equal(sl__agg_add(a, u[1].frame, u[1].len - 1, 1), SL_OK);
+        unsigned char *bytes = u[1].frame;
+        bytes[u[1].len / 2] ^= 0x40;
+        assert_int_not_equal(sl__agg_add(a, u[1].frame, u[1].len, 1), SL_OK);
+        bytes[u[1].len / 2] ^= 0x40;
+        assert_int_equal(sl__agg_add(a, alien.frame, alien.len, 1), SL_ELAYOUT);
+        assert_int_equal(sl__agg_add(a, u[1].frame, 0, 1), SL_ETRUNCATED);
+        assert_int_equal(sl__agg_add(a, u[1].frame, u[1].len, 0), SL_EINVAL);
+        assert_int_equal(sl__agg_add(a, NULL, 10, 1), SL_EINVAL);
+        assert_int_equal(sl__agg_add(a, u[1].frame, u[1].len, 1), SL_OK);
+        assert_int_equal(sl__agg_finish(a, 0, delta, &count), SL_OK);
+        assert_int_equal(count, 2); /* the rejected ones added nothing */
+        if (!robust)
+            assert_memory_equal(delta, clean, P * sizeof *delta);
+        else /* median of two = their mean */
+            assert_close(delta, clean, P, 1e-12);
+        sl__agg_free(a);
+        a = NULL;
+    }
+    c.dp_noise = 1; /* without clip_norm */
+    assert_int_equal(sl__agg_begin(&c, l, &a), SL_EINVAL);
+    c = agg_config(SL_AGG_FEDAVG, 0, 0.5, 0);
+    assert_int_equal(sl__agg_begin(&c, l, &a), SL_EINVAL);
+    assert_null(a);
+    double norm;
+    assert_int_equal(sl__update_norm(l, alien.frame, alien.len, NULL, &norm), SL_ELAYOUT);
+    sl__agg_free(NULL);
+
+    free_upd(&u[0]);
+    free_upd(&u[1]);
+    free_upd(&alien);
+    free(delta);
+    free(clean);
+    sl_layout_free(l);
+    sl_layout_free(other);
+}
+
+/* Reference optimisers, written out from the paper's equations. */
+typedef struct ref_state {
+    double m[64], v[64];
+    int started;
+} ref_state;
+
+static void ref_apply(const sl_task_config *c, const double *d, size_t n, float *w, ref_state *r)
+{
+    if (!r->started) {
+        for (size_t i = 0; i < n; i++) {
+            r->m[i] = 0;
+            r->v[i] = c->tau * c->tau;
+        }
+        r->started = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        double step = d[i], d2 = d[i] * d[i];
+        switch (c->aggregator) {
+        case SL_AGG_FEDAVGM:
+            r->m[i] = c->server_momentum * r->m[i] + d[i];
+            step = r->m[i];
+            break;
+        case SL_AGG_FEDADAM:
+            r->m[i] = c->beta1 * r->m[i] + (1 - c->beta1) * d[i];
+            r->v[i] = c->beta2 * r->v[i] + (1 - c->beta2) * d2;
+            step = r->m[i] / (sqrt(r->v[i]) + c->tau);
+            break;
+        case SL_AGG_FEDYOGI: {
+            double sg = r->v[i] > d2 ? 1 : r->v[i] < d2 ? -1 : 0;
+            r->m[i] = c->beta1 * r->m[i] + (1 - c->beta1) * d[i];
+            r->v[i] = r->v[i] - (1 - c->beta2) * d2 * sg;
+            step = r->m[i] / (sqrt(r->v[i]) + c->tau);
+            break;
+        }
+        case SL_AGG_FEDADAGRAD:
+            r->v[i] = r->v[i] + d2;
+            step = d[i] / (sqrt(r->v[i]) + c->tau);
+            break;
+        default:
+            break;
+        }
+        w[i] = (float)((double)w[i] + c->server_lr * step);
+    }
+}
+
+static void reencode(sl_server_state *st, size_t n)
+{
+    void *bytes = NULL;
+    size_t len = 0;
+    sl_server_state back = {0};
+    assert_int_equal(sl_server_state_encode(st, &bytes, &len), SL_OK);
+    assert_int_equal(sl_server_state_decode(bytes, len, n, &back), SL_OK);
+    sl_server_state_free(st);
+    *st = back;
+    free(bytes);
+}
+
+static void test_server_optimisers(void **state)
+{
+    (void)state;
+    enum { N = 37, STEPS = 6 };
+    for (sl_aggregator a = SL_AGG_FEDAVG; a <= SL_AGG_MEDIAN; a++) {
+        sl_task_config c = agg_config(a, 0, 0, 0);
+        sl_server_state st = {0}, st2 = {0};
+        ref_state r = {{0}, {0}, 0};
+        float w[N], w_ref[N], w2[N];
+        double d[N];
+        uint64_t s = 1234 + (uint64_t)a;
+
+        c.server_lr = a >= SL_AGG_FEDADAM && a <= SL_AGG_FEDADAGRAD ? 0.01 : 0.7;
+        /* distinct values, so a rule reading the wrong parameter shows */
+        c.server_momentum = 0.8;
+        c.beta1 = 0.85;
+        c.beta2 = 0.97;
+        c.tau = 1e-2;
+        for (size_t i = 0; i < N; i++)
+            w[i] = w_ref[i] = w2[i] = (float)(uniform(&s) - 0.5);
+        for (int t = 0; t < STEPS; t++) {
+            for (size_t i = 0; i < N; i++) /* some steps make v cross delta^2 both ways */
+                d[i] = (uniform(&s) - 0.5) * (t % 3 == 2 ? 0.001 : 0.2);
+            assert_int_equal(sl_server_apply(&c, d, N, w, &st), SL_OK);
+            ref_apply(&c, d, N, w_ref, &r);
+            for (size_t i = 0; i < N; i++)
+                if (fabsf(w[i] - w_ref[i]) > 1e-6f * (1 + fabsf(w_ref[i])))
+                    fail_msg("%s step %d element %zu: %.9g vs %.9g", sl_aggregator_name(a), t, i,
+                             (double)w[i], (double)w_ref[i]);
+            /* the same steps through encode -> decode of the state */
+            assert_int_equal(sl_server_apply(&c, d, N, w2, &st2), SL_OK);
+            reencode(&st2, N);
+            assert_memory_equal(w, w2, sizeof w);
+        }
+        assert_true(st.steps == STEPS && st2.steps == STEPS);
+        assert_true((st.m != NULL) ==
+                    (a == SL_AGG_FEDAVGM || a == SL_AGG_FEDADAM || a == SL_AGG_FEDYOGI));
+        assert_true((st.v != NULL) == (a >= SL_AGG_FEDADAM && a <= SL_AGG_FEDADAGRAD));
+        if (st.m != NULL)
+            assert_memory_equal(st.m, st2.m, N * sizeof(double));
+        if (st.v != NULL)
+            assert_memory_equal(st.v, st2.v, N * sizeof(double));
+        sl_server_state_free(&st);
+        sl_server_state_free(&st2);
+    }
+}
+
+static void test_server_rejections(void **state)
+{
+    (void)state;
+    sl_task_config c = agg_config(SL_AGG_FEDADAM, 0, 0, 0);
+    sl_server_state st = {0};
+    float w[4] = {1, 2, 3, 4}, w0[4];
+    double d[4] = {0.1, 0.2, 0.3, 0.4}, bad[4] = {0.1, NAN, 0.3, 0.4};
+
+    assert_int_equal(sl_server_apply(&c, d, 4, w, NULL), SL_EINVAL);
+    assert_int_equal(sl_server_apply(&c, d, 4, w, &st), SL_OK);
+    memcpy(w0, w, sizeof w);
+    double m1 = st.m[1], v1 = st.v[1];
+    assert_int_equal(sl_server_apply(&c, bad, 4, w, &st), SL_ENONFINITE);
+    assert_memory_equal(w, w0, sizeof w); /* nothing changed */
+    assert_true(st.m[1] == m1 && st.v[1] == v1 && st.steps == 1);
+    bad[1] = 1e300; /* overflows the float model */
+    c.aggregator = SL_AGG_FEDAVG;
+    assert_int_equal(sl_server_apply(&c, bad, 4, w, &st), SL_ENONFINITE);
+    assert_memory_equal(w, w0, sizeof w);
+    assert_int_equal(sl_server_apply(&c, d, 3, w, &st), SL_EINVAL); /* another size */
+    sl_server_state_free(&st);
+    sl_server_state_free(NULL);
+}
+
+static void fix_crc(unsigned char *b, size_t len)
+{
+    uLong crc = crc32(crc32(0L, Z_NULL, 0), b, (uInt)(len - 4));
+    for (int i = 0; i < 4; i++)
+        b[len - 4 + (size_t)i] = (unsigned char)(crc >> (8 * i));
+}
+
+static int decode_copy(const unsigned char *b, size_t len, size_t n)
+{
+    /* an exact-size copy, so ASan sees any over-read */
+    unsigned char *copy = malloc(len ? len : 1);
+    sl_server_state out = {0};
+    memcpy(copy, b, len);
+    int rc = sl_server_state_decode(copy, len, n, &out);
+    free(copy);
+    if (rc == SL_OK)
+        sl_server_state_free(&out);
+    return rc;
+}
+
+static void test_state_decode_rejections(void **state)
+{
+    (void)state;
+    enum { N = 5 };
+    sl_task_config c = agg_config(SL_AGG_FEDYOGI, 0, 0, 0);
+    sl_server_state st = {0};
+    float w[N] = {0};
+    double d[N] = {1, -2, 3, -4, 5};
+    unsigned char *b = NULL;
+    size_t len = 0;
+    uint64_t s = 3;
+
+    assert_int_equal(sl_server_apply(&c, d, N, w, &st), SL_OK);
+    assert_int_equal(sl_server_state_encode(&st, (void **)&b, &len), SL_OK);
+    assert_int_equal(len, 24 + 2 * 8 * N + 4);
+    assert_int_equal(decode_copy(b, len, N), SL_OK);
+    for (size_t cut = 0; cut < len; cut++)
+        assert_int_not_equal(decode_copy(b, cut, N), SL_OK);
+    assert_int_equal(decode_copy(b, len, N + 1), SL_ELAYOUT);
+    for (size_t i = 0; i < len; i++) { /* every single flipped bit is caught */
+        b[i] ^= (unsigned char)(1u << (i % 8));
+        assert_int_not_equal(decode_copy(b, len, N), SL_OK);
+        b[i] ^= (unsigned char)(1u << (i % 8));
+    }
+    for (int t = 0; t < 200; t++) { /* garbage, with and without a valid header */
+        unsigned char junk[128];
+        size_t jl = (size_t)(sl_test_rand(&s) % sizeof junk);
+        for (size_t i = 0; i < jl; i++)
+            junk[i] = (unsigned char)sl_test_rand(&s);
+        if (t % 2 && jl >= 24)
+            memcpy(junk, b, 24);
+        assert_int_not_equal(decode_copy(junk, jl, N), SL_OK);
+    }
+    unsigned char *bigger = malloc(len + 1);
+    memcpy(bigger, b, len);
+    bigger[len] = 0;
+    assert_int_equal(decode_copy(bigger, len + 1, N), SL_ECORRUPT);
+    free(bigger);
+
+    double nan = NAN, neg = -1;
+    memcpy(b + 24 + 8, &nan, 8); /* m[1] (little-endian host) */
+    fix_crc(b, len);
+    assert_int_equal(decode_copy(b, len, N), SL_ENONFINITE);
+    memcpy(b + 24 + 8, &neg, 8);
+    memcpy(b + 24 + 8 * N, &neg, 8); /* v[0] */
+    fix_crc(b, len);
+    assert_int_equal(decode_copy(b, len, N), SL_ECORRUPT);
+    b[4] = 2;
+    fix_crc(b, len);
+    assert_int_equal(decode_copy(b, len, N), SL_EVERSION);
+    b[0] = 'X';
+    assert_int_equal(decode_copy(b, len, N), SL_EMAGIC);
+    free(b);
+    sl_server_state_free(&st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fedavg_reference),  cmocka_unit_test(test_weighted_add),
+        cmocka_unit_test(test_robust_reference),  cmocka_unit_test(test_robustness),
+        cmocka_unit_test(test_determinism),       cmocka_unit_test(test_dp_noise),
+        cmocka_unit_test(test_agg_rejections),    cmocka_unit_test(test_server_optimisers),
+        cmocka_unit_test(test_server_rejections), cmocka_unit_test(test_state_decode_rejections),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,319 @@
+/* Task configuration: defaults, every key, canonical JSON round trips, rejections. */
+#include <math.h>
+
+#include "../../support/sl_test.h"
+#include "starling/round.h"
+
+static int parse(const char *json, sl_task_config *c, char *err, size_t errcap)
+{
+    return sl_task_config_parse(json, strlen(json), c, err, errcap);
+}
+
+/* parse(to_json(c)) == c, and to_json is stable. */
+static void assert_roundtrip(const sl_task_config *c)
+{
+    char *a = NULL, *b = NULL, err[256];
+    sl_task_config back;
+
+    memset(&back, 0x5a, sizeof back);
+    assert_int_equal(sl_task_config_to_json(c, &a), SL_OK);
+    assert_int_equal(parse(a, &back, err, sizeof err), SL_OK);
+    assert_memory_equal(c, &back, sizeof back);
+    assert_int_equal(sl_task_config_to_json(&back, &b), SL_OK);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    sl_task_config c;
+    char err[256];
+
+    assert_int_equal(parse("{\"target\": 10}", &c, err, sizeof err), SL_OK);
+    assert_string_equal(err, "");
+    assert_string_equal(c.name, "task");
+    assert_int_equal(c.target, 10);
+    assert_int_equal(c.quorum, 5);
+    assert_int_equal(c.rounds, 0);
+    assert_true(c.over_selection == 1.3);
+    assert_true(c.server_lr == 1.0 && c.server_momentum == 0.9);
+    assert_true(c.beta1 == 0.9 && c.beta2 == 0.99 && c.tau == 1e-3);
+    assert_true(c.density == 0.01);
+    assert_int_equal(c.values, SL_VALUE_FP32);
+    assert_int_equal(c.selection_window_ms, 10000);
+    assert_int_equal(c.report_deadline_ms, 60000);
+    assert_int_equal(c.local_epochs, 1);
+    assert_int_equal(c.batch, 32);
+    assert_true(c.local_lr == 0.01 && c.local_momentum == 0.9);
+    assert_int_equal(c.aggregator, SL_AGG_FEDAVG);
+    assert_true(c.clip_norm == 0 && c.dp_noise == 0 && c.max_update_norm == 0);
+    assert_int_equal(c.fedbuff, 0);
+    assert_roundtrip(&c);
+
+    /* default quorum rounds up: ceil(0.5 * 7) = 4 */
+    assert_int_equal(parse("{\"target\": 7}", &c, err, sizeof err), SL_OK);
+    assert_int_equal(c.quorum, 4);
+}
+
+static void test_every_key(void **state)
+{
+    (void)state;
+    static const char json[] =
+        "{\"name\": \"fmnist-cnn v2\", \"rounds\": 300, \"target\": 50, \"over_selection\": 1.5,"
+        " \"quorum\": 40, \"selection_window_ms\": 2500, \"report_deadline_ms\": 90000,"
+        " \"cooldown_ms\": 3600000, \"min_samples\": 64, \"required_caps\": \"avx2\","
+        " \"values\": \"int8\", \"density\": 0.005, \"warmup_rounds\": 5,"
+        " \"warmup_density\": 0.25, \"local_epochs\": 2, \"batch\": 64, \"local_lr\": 0.05,"
+        " \"local_momentum\": 0, \"prox_mu\": 0.01, \"aggregator\": \"fedyogi\","
+        " \"server_lr\": 0.03, \"server_momentum\": 0.5, \"beta1\": 0.8, \"beta2\": 0.999,"
+        " \"tau\": 1e-6, \"clip_norm\": 2.5, \"trim_fraction\": 0.2, \"dp_noise\": 0.7,"
+        " \"max_update_norm\": 100, \"seed\": 12345, \"fedbuff\": true, \"buffer_size\": 16,"
+        " \"max_staleness\": 4}";
+    sl_task_config c;
+    char err[256];
+
+    assert_int_equal(parse(json, &c, err, sizeof err), SL_OK);
+    assert_string_equal(c.name, "fmnist-cnn v2");
+    assert_int_equal(c.rounds, 300);
+    assert_int_equal(c.target, 50);
+    assert_true(c.over_selection == 1.5);
+    assert_int_equal(c.quorum, 40);
+    assert_int_equal(c.selection_window_ms, 2500);
+    assert_int_equal(c.report_deadline_ms, 90000);
+    assert_int_equal(c.cooldown_ms, 3600000);
+    assert_int_equal(c.min_samples, 64);
+    assert_string_equal(c.required_caps, "avx2");
+    assert_int_equal(c.values, SL_VALUE_INT8);
+    assert_true(c.density == 0.005);
+    assert_int_equal(c.warmup_rounds, 5);
+    assert_true(c.warmup_density == 0.25);
+    assert_int_equal(c.local_epochs, 2);
+    assert_int_equal(c.batch, 64);
+    assert_true(c.local_lr == 0.05 && c.local_momentum == 0 && c.prox_mu == 0.01);
+    assert_int_equal(c.aggregator, SL_AGG_FEDYOGI);
+    assert_true(c.server_lr == 0.03 && c.server_momentum == 0.5);
+    assert_true(c.beta1 == 0.8 && c.beta2 == 0.999 && c.tau == 1e-6);
+    assert_true(c.clip_norm == 2.5 && c.trim_fraction == 0.2 && c.dp_noise == 0.7);
+    assert_true(c.max_update_norm == 100);
+    assert_int_equal(c.seed, 12345);
+    assert_int_equal(c.fedbuff, 1);
+    assert_int_equal(c.buffer_size, 16);
+    assert_int_equal(c.max_staleness, 4);
+    assert_roundtrip(&c);
+}
+
+static void test_enums(void **state)
+{
+    (void)state;
+    static const char *const modes[] = {"fp32", "fp16", "bf16", "int8", "ternary", "sign"};
+    static const char *const aggs[] = {"fedavg",     "fedavgm",      "fedadam", "fedyogi",
+                                       "fedadagrad", "trimmed_mean", "median"};
+    sl_task_config c;
+    char json[128], err[256];
+
+    for (int i = 0; i < 6; i++) {
+        snprintf(json, sizeof json, "{\"target\":3,\"values\":\"%s\"}", modes[i]);
+        assert_int_equal(parse(json, &c, err, sizeof err), SL_OK);
+        assert_int_equal(c.values, i);
+        assert_roundtrip(&c);
+    }
+    for (int i = 0; i < 7; i++) {
+        snprintf(json, sizeof json, "{\"target\":3,\"aggregator\":\"%s\"}", aggs[i]);
+        assert_int_equal(parse(json, &c, err, sizeof err), SL_OK);
+        assert_int_equal(c.aggregator, i);
+        assert_string_equal(sl_aggregator_name((sl_aggregator)i), aggs[i]);
+        assert_roundtrip(&c);
+    }
+    assert_string_equal(sl_aggregator_name((sl_aggregator)99), "?");
+}
+
+static void test_quorum_forms(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        uint32_t quorum;
+    } cases[] = {
+        {"{\"target\":10,\"quorum\":7}", 7},      {"{\"target\":10,\"quorum\":10}", 10},
+        {"{\"target\":10,\"quorum\":1}", 1},      {"{\"target\":10,\"quorum\":0.3}", 3},
+        {"{\"target\":10,\"quorum\":0.25}", 3},   {"{\"target\":10,\"quorum\":0.999}", 10},
+        {"{\"target\":100,\"quorum\":0.29}", 29}, {"{\"target\":3,\"quorum\":1e-6}", 1},
+        {"{\"quorum\":0.5,\"target\":9}", 5}, /* the fraction applies whatever the key order */
+    };
+    sl_task_config c;
+    char err[256];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(parse(cases[i].json, &c, err, sizeof err), SL_OK);
+        assert_int_equal(c.quorum, cases[i].quorum);
+        assert_roundtrip(&c);
+    }
+}
+
+static void test_seed_and_strings(void **state)
+{
+    (void)state;
+    sl_task_config c;
+    char err[256], *json = NULL;
+
+    assert_int_equal(parse("{\"target\":2,\"seed\":\"18446744073709551615\"}", &c, err, sizeof err),
+                     SL_OK);
+    assert_true(c.seed == UINT64_MAX);
+    assert_int_equal(sl_task_config_to_json(&c, &json), SL_OK);
+    assert_non_null(strstr(json, "\"seed\":\"18446744073709551615\""));
+    free(json);
+    assert_roundtrip(&c);
+
+    assert_int_equal(parse("{\"target\":2,\"seed\":9007199254740992}", &c, err, sizeof err), SL_OK);
+    assert_true(c.seed == (UINT64_C(1) << 53));
+    assert_roundtrip(&c);
+    c.seed = (UINT64_C(1) << 53) + 1;
+    assert_roundtrip(&c);
+
+    /* doubles come back bit for bit, including ones %.15g does not hold */
+    c.local_lr = 0.1 + 0.2;
+    c.server_lr = nextafter(1.0, 2.0);
+    c.tau = 1.2345678901234567e-7;
+    c.over_selection = 1.0000000000000002;
+    assert_roundtrip(&c);
+
+    /* 63 bytes of name fit, with JSON escapes and UTF-8 */
+    char name[64];
+    memset(name, 'n', 63);
+    name[63] = '\0';
+    char text[160];
+    snprintf(text, sizeof text, "{\"target\":2,\"name\":\"%s\"}", name);
+    assert_int_equal(parse(text, &c, err, sizeof err), SL_OK);
+    assert_string_equal(c.name, name);
+    assert_roundtrip(&c);
+    assert_int_equal(parse("{\"target\":2,\"name\":\"a \\\"q\\\" \xc3\xa9\"}", &c, err, sizeof err),
+                     SL_OK);
+    assert_string_equal(c.name, "a \"q\" \xc3\xa9");
+    assert_roundtrip(&c);
+
+    /* whitespace around the object is fine */
+    assert_int_equal(parse(" \n{\"target\":2}\r\n\t ", &c, err, sizeof err), SL_OK);
+}
+
+/* Each rejection: the status, and the key (or what is wrong) in the message. */
+static void test_rejections(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        int rc;
+        const char *in_message;
+    } cases[] = {
+        {"{\"target\":10,\"bogus\":1}", SL_ECONFIG_KEY, "bogus: unknown key"},
+        {"{\"target\":10,\"target\":11}", SL_ECONFIG_KEY, "target: duplicate key"},
+        {"{\"target\":\"10\"}", SL_ECONFIG_VALUE, "target: expected a number, got a string"},
+        {"{\"target\":10.5}", SL_ECONFIG_VALUE, "target: 10.5 is not an integer"},
+        {"{\"target\":0}", SL_ECONFIG_VALUE, "target: 0 is below the minimum 1"},
+        {"{\"rounds\":3}", SL_ECONFIG_VALUE, "target: required"},
+        {"{\"target\":10,\"server_lr\":NaN}", SL_ECONFIG_VALUE, "server_lr: the value is not"},
+        {"{\"target\":10,\"tau\" : -Infinity}", SL_ECONFIG_VALUE, "tau: the value is not"},
+        {"{\"target\":10,\"tau\":0.1,}", SL_ECONFIG_VALUE, "syntax error at byte 23 near"},
+        {"{\"target\":10,\"server_lr\":1e999}", SL_ECONFIG_VALUE, "server_lr: not a finite"},
+        {"{\"target\":10,\"report_deadline_ms\":-5}", SL_ECONFIG_VALUE,
+         "report_deadline_ms: -5 is below the minimum 1"},
+        {"{\"target\":10,\"over_selection\":0.9}", SL_ECONFIG_VALUE,
+         "over_selection: 0.9 is below the minimum 1"},
+        {"{\"target\":10,\"quorum\":12}", SL_ECONFIG_VALUE, "quorum: 12 is above target 10"},
+        {"{\"target\":10,\"quorum\":1.5}", SL_ECONFIG_VALUE, "quorum: 1.5 is neither"},
+        {"{\"target\":10,\"quorum\":0}", SL_ECONFIG_VALUE, "quorum: 0 is below the minimum 1"},
+        {"{\"target\":10,\"quorum\":-0.5}", SL_ECONFIG_VALUE, "quorum:"},
+        {"{\"target\":10,\"trim_fraction\":0.5}", SL_ECONFIG_VALUE,
+         "trim_fraction: 0.5 is not below 0.5"},
+        {"{\"target\":10,\"density\":0}", SL_ECONFIG_VALUE, "density: 0 is not above 0"},
+        {"{\"target\":10,\"aggregator\":\"krum\"}", SL_ECONFIG_VALUE, "aggregator: unknown"},
+        {"{\"target\":10,\"aggregator\":3}", SL_ECONFIG_VALUE, "aggregator: expected a string"},
+        {"{\"target\":10,\"values\":\"fp64\"}", SL_ECONFIG_VALUE, "values: unknown value mode"},
+        {"{\"target\":10,\"dp_noise\":1}", SL_ECONFIG_VALUE, "dp_noise: needs clip_norm"},
+        {"{\"target\":10,\"fedbuff\":1}", SL_ECONFIG_VALUE, "fedbuff: expected true or false"},
+        {"{\"target\":10,\"required_caps\":\"a,b\"}", SL_ECONFIG_VALUE, "required_caps: byte 0x2c"},
+        {"{\"target\":10,\"name\":\"\"}", SL_ECONFIG_VALUE, "name: must not be empty"},
+        {"{\"target\":10,\"name\":\"a\\nb\"}", SL_ECONFIG_VALUE, "name: byte 0x0a"},
+        {"{\"target\":10,\"seed\":-1}", SL_ECONFIG_VALUE, "seed:"},
+        {"{\"target\":10,\"seed\":\"12x\"}", SL_ECONFIG_VALUE, "seed:"},
+        {"{\"target\":10,\"seed\":\"18446744073709551616\"}", SL_ECONFIG_VALUE, "seed:"},
+        {"{\"target\":10,\"seed\":1e17}", SL_ECONFIG_VALUE, "seed:"},
+        {"{\"target\":10,\"warmup_rounds\":3,\"warmup_density\":0.001}", SL_ECONFIG_VALUE,
+         "warmup_density: 0.001 is below density 0.01"},
+        {"{\"target\":10,\"local_momentum\":1}", SL_ECONFIG_VALUE,
+         "local_momentum: 1 is not below"},
+        {"{\"target\":10,\"batch\":null}", SL_ECONFIG_VALUE, "batch: expected a number, got null"},
+        {"{\"target\":10,\"cooldown_ms\":[1]}", SL_ECONFIG_VALUE, "cooldown_ms: expected a number"},
+        {"[1, 2]", SL_ECONFIG_VALUE, "expected a JSON object, got an array"},
+        {"\"target\"", SL_ECONFIG_VALUE, "expected a JSON object"},
+        {"{\"target\":10} x", SL_ECONFIG_VALUE, "syntax error at byte 14"},
+        {"{\"target\":10}{}", SL_ECONFIG_VALUE, "syntax error"},
+        {"{\"target\":10", SL_ECONFIG_VALUE, "syntax error"},
+        {"", SL_ECONFIG_VALUE, "empty"},
+    };
+    char err[256];
+    sl_task_config c, untouched;
+
+    memset(&untouched, 0xab, sizeof untouched);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c = untouched;
+        int rc = parse(cases[i].json, &c, err, sizeof err);
+        if (rc != cases[i].rc || strstr(err, cases[i].in_message) == NULL)
+            fail_msg("case %zu %s: got %s \"%s\", want %s \"%s\"", i, cases[i].json, sl_errname(rc),
+                     err, sl_errname(cases[i].rc), cases[i].in_message);
+        assert_memory_equal(&c, &untouched, sizeof c); /* a failed parse leaves @out alone */
+    }
+
+    /* a name of 64 bytes does not fit */
+    char text[160];
+    snprintf(text, sizeof text, "{\"target\":2,\"name\":\"%064d\"}", 0);
+    assert_int_equal(parse(text, &c, err, sizeof err), SL_ECONFIG_VALUE);
+    assert_non_null(strstr(err, "name: longer than 63 bytes"));
+
+    /* a NUL byte inside the length */
+    assert_int_equal(sl_task_config_parse("{\"target\":2}\0", 13, &c, err, sizeof err),
+                     SL_ECONFIG_VALUE);
+    /* the length is honoured: the text after it is not read */
+    assert_int_equal(sl_task_config_parse("{\"target\":2}garbage", 12, &c, err, sizeof err), SL_OK);
+
+    /* a tiny or absent error buffer is fine */
+    assert_int_equal(parse("{\"target\":10,\"bogus\":1}", &c, err, 6), SL_ECONFIG_KEY);
+    assert_string_equal(err, "bogus");
+    assert_int_equal(parse("{\"target\":10,\"bogus\":1}", &c, NULL, 0), SL_ECONFIG_KEY);
+    assert_int_equal(sl_task_config_parse(NULL, 0, &c, err, sizeof err), SL_EINVAL);
+    assert_int_equal(sl_task_config_parse("{}", 2, NULL, err, sizeof err), SL_EINVAL);
+}
+
+static void test_to_json_rejects_invalid(void **state)
+{
+    (void)state;
+    sl_task_config c;
+    char err[256], *json = NULL;
+
+    assert_int_equal(parse("{\"target\":4}", &c, err, sizeof err), SL_OK);
+    c.quorum = 5;
+    assert_int_equal(sl_task_config_to_json(&c, &json), SL_EINVAL);
+    c.quorum = 2;
+    c.server_lr = NAN;
+    assert_int_equal(sl_task_config_to_json(&c, &json), SL_EINVAL);
+    c.server_lr = 1;
+    memset(c.name, 'x', sizeof c.name); /* not terminated */
+    assert_int_equal(sl_task_config_to_json(&c, &json), SL_EINVAL);
+    assert_null(json);
+    assert_int_equal(sl_task_config_to_json(NULL, &json), SL_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_every_key),
+        cmocka_unit_test(test_enums),
+        cmocka_unit_test(test_quorum_forms),
+        cmocka_unit_test(test_seed_and_strings),
+        cmocka_unit_test(test_rejections),
+        cmocka_unit_test(test_to_json_rejects_invalid),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,646 @@
+/*
+ * The round engine with a simulated clock and simulated devices, in
+ * process: the round life cycle and every rejection, the dropout matrix,
+ * determinism under shuffled arrivals and restarts, a 10,000-device run,
+ * and kill -9 after every persisted transition.
+ */
+#include <malloc.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "../../support/sl_store_test.h"
+#include "coord_int.h"
+#include "starling/round.h"
+#include "store_int.h"
+
+#define LAYOUT "w 40 50\nb 40\n"
+#define T0     (1764465820000LL * 1000000LL)
+
+typedef struct sim {
+    char dir[512];
+    sl_clock_manual clock;
+    sl_store *store;
+    sl_engine *engine;
+    sl_layout *layout;
+    int64_t task;
+    int64_t *devices;
+    size_t ndevices;
+} sim;
+
+static void sim_open_engine(sim *s)
+{
+    char err[256];
+    sl_engine_options o;
+    sl_engine_options_default(&o);
+    o.clock = &s->clock.clock;
+    s->store = sl_test_store_open(s->dir, NULL, &s->clock.clock);
+    assert_non_null(s->store);
+    assert_int_equal(sl_engine_open(s->store, &o, &s->engine, err, sizeof err), SL_OK);
+}
+
+static void sim_restart(sim *s)
+{
+    sl_engine_close(s->engine);
+    sl_store_close(s->store);
+    sim_open_engine(s);
+}
+
+/* Open (or reopen) the simulation in s->dir: idempotent, so a restarted
+ * process can run it again over what a killed one left. */
+static void sim_setup(sim *s, size_t ndevices, const char *config)
+{
+    char err[256];
+    void *frame;
+    size_t len, n;
+    float *w;
+    sl_clock_manual_init(&s->clock, 0, T0);
+    sim_open_engine(s);
+    assert_int_equal(sl_layout_parse(LAYOUT, strlen(LAYOUT), &s->layout), SL_OK);
+    n = (size_t)sl_layout_params(s->layout);
+    w = calloc(n, sizeof *w);
+    for (size_t i = 0; i < n; i++)
+        w[i] = (float)((int)(i % 13) - 6) * 0.01f;
+    assert_int_equal(sl_frame_encode_model(s->layout, w, 1, 3, &frame, &len), SL_OK);
+    if (sl_engine_create_task(s->engine, config, LAYOUT, frame, len, &s->task, err, sizeof err) !=
+        SL_OK)
+        fail_msg("create task: %s", err);
+    free(frame);
+    free(w);
+    s->ndevices = ndevices;
+    s->devices = malloc(ndevices * sizeof *s->devices);
+    for (size_t i = 0; i < ndevices; i++) {
+        uint8_t key[8];
+        for (int b = 0; b < 8; b++)
+            key[b] = (uint8_t)((i + 1) >> (8 * b));
+        assert_int_equal(sl_store_enrol_device(s->store, key, 8, "{}", &s->devices[i]), SL_OK);
+    }
+}
+
+static void sim_init(sim *s, const char *name, size_t ndevices, const char *config)
+{
+    memset(s, 0, sizeof *s);
+    sl_test_mkdtemp(s->dir, sizeof s->dir, name);
+    sim_setup(s, ndevices, config);
+}
+
+static void sim_free(sim *s)
+{
+    sl_engine_close(s->engine);
+    sl_store_close(s->store);
+    sl_layout_free(s->layout);
+    free(s->devices);
+    sl_test_rmtree(s->dir);
+}
+
+/* Advance the simulated clock to wall time @ms and tick. */
+static void sim_at(sim *s, int64_t ms)
+{
+    int64_t now = s->clock.wall_ns / 1000000, next;
+    if (ms > now)
+        sl_clock_manual_advance(&s->clock, (ms - now) * 1000000);
+    assert_int_equal(sl_engine_tick(s->engine, &next), SL_OK);
+}
+
+/* Device @i's update for (round, version): a deterministic sparse update. */
+static void make_update(const sim *s, size_t i, int64_t round_id, int64_t version, float scale,
+                        void **frame, size_t *len, uint8_t *sha)
+{
+    sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE,   0, 0,
+                         (uint64_t)version, (uint64_t)round_id};
+    size_t nt = sl_layout_tensors(s->layout);
+    sl_sparse_tensor st[2];
+    uint32_t idx[2][64];
+    float val[2][64];
+    uint64_t x = (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)round_id;
+    for (size_t t = 0; t < nt; t++) {
+        uint32_t d = (uint32_t)sl_layout_tensor(s->layout, t)->count, pos = 0;
+        size_t n = 0;
+        while (n < 20) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            pos += 1 + (uint32_t)(x % (d / 25 + 1));
+            if (pos >= d)
+                break;
+            idx[t][n] = pos;
+            val[t][n++] = scale * ((float)(x >> 40) / 16777216.0f - 0.5f);
+        }
+        st[t].n = n;
+        st[t].idx = idx[t];
+        st[t].val = val[t];
+    }
+    assert_int_equal(sl_frame_encode_update(s->layout, &h, st, NULL, NULL, frame, len), SL_OK);
+    for (int b = 0; b < 32; b++) /* a test digest: unique per (device, round) content */
+        sha[b] = ((const uint8_t *)*frame)[(size_t)b * 7 % *len] ^ (uint8_t)(i * 31 + (size_t)b);
+}
+
+static sl_checkin_info info = {100, "avx2"};
+
+static sl_task_status status(sim *s)
+{
+    sl_task_status st;
+    assert_int_equal(sl_engine_task_status(s->engine, s->task, &st), SL_OK);
+    return st;
+}
+
+/* Every device checks in; the window closes; the selected ones are returned (indices). */
+static size_t select_round(sim *s, size_t *chosen)
+{
+    sl_task_status st = status(s);
+    sl_checkin_result r;
+    size_t n = 0;
+    assert_true(st.round_open);
+    assert_int_equal(st.round.state, SL_ROUND_SELECTING);
+    for (size_t i = 0; i < s->ndevices; i++) {
+        assert_int_equal(sl_engine_checkin(s->engine, s->task, s->devices[i], &info, &r), SL_OK);
+        assert_false(r.selected); /* the draw happens when the window closes */
+        assert_true(r.retry_after_ms >= 1000);
+    }
+    sim_at(s, st.round.select_deadline_ms);
+    st = status(s);
+    if (!st.round_open || st.round.round_no != status(s).round.round_no)
+        return 0;
+    for (size_t i = 0; i < s->ndevices && st.round.state == SL_ROUND_TRAINING; i++) {
+        assert_int_equal(sl_engine_checkin(s->engine, s->task, s->devices[i], &info, &r), SL_OK);
+        if (r.selected) {
+            assert_int_equal(r.round_id, st.round.id);
+            assert_int_equal(r.model_version, st.model_version);
+            assert_int_equal(r.report_deadline_ms, st.round.report_deadline_ms);
+            chosen[n++] = i;
+        } else {
+            assert_true(r.retry_after_ms > 0);
+        }
+    }
+    return n;
+}
+
+/* Selected device @i uploads its update for the open round; returns the outcome. */
+static sl_accept_result upload(sim *s, size_t i, float scale)
+{
+    sl_task_status st = status(s);
+    sl_accept_result res;
+    uint8_t sha[32];
+    void *frame;
+    size_t len;
+    make_update(s, i, st.round.id, st.model_version, scale, &frame, &len, sha);
+    assert_int_equal(sl_engine_accept(s->engine, st.round.id, s->devices[i], frame, len,
+                                      (uint32_t)(50 + i % 7), sha, &res),
+                     SL_OK);
+    free(frame);
+    return res;
+}
+
+static void model_sha(sim *s, int64_t version, uint8_t *sha)
+{
+    sl_model_record m;
+    assert_int_equal(sl_store_get_model(s->store, s->task, version, &m), SL_OK);
+    memcpy(sha, m.sha256, 32);
+    sl_store_model_free(&m);
+}
+
+#define CONFIG(extra)                                                         \
+    "{\"name\":\"fmnist\",\"target\":10,\"quorum\":6,\"over_selection\":1.3," \
+    "\"selection_window_ms\":2000,\"report_deadline_ms\":10000,\"rounds\":50" extra "}"
+
+static void test_round_lifecycle(void **state)
+{
+    sim s;
+    size_t chosen[64], n;
+    sl_task_status st;
+    sl_accept_result res;
+    sl_round_stats stats;
+    (void)state;
+    sim_init(&s, "engine_life", 30, CONFIG(""));
+    st = status(&s);
+    assert_int_equal(st.model_version, 1);
+    assert_int_equal(st.round.round_no, 1);
+    n = select_round(&s, chosen);
+    assert_int_equal(n, 13); /* ceil(10 * 1.3) */
+    /* a device that was not selected */
+    for (size_t i = 0; i < s.ndevices; i++) {
+        int picked = 0;
+        for (size_t j = 0; j < n; j++)
+            picked |= chosen[j] == i;
+        if (!picked) {
+            res = upload(&s, i, 1.0f);
+            assert_false(res.accepted);
+            assert_int_equal(res.reason, SL_REJECT_NOT_SELECTED);
+            break;
+        }
+    }
+    /* ten reports close the round early; the eleventh is late */
+    for (size_t j = 0; j < 10; j++) {
+        res = upload(&s, chosen[j], 1.0f);
+        assert_true(res.accepted);
+        if (j == 0) { /* a retry is the same acknowledgement */
+            sl_accept_result again = upload(&s, chosen[0], 1.0f);
+            assert_true(again.accepted);
+            assert_int_equal(again.receipt.duplicate, 1);
+            assert_int_equal(again.receipt.update_id, res.receipt.update_id);
+        }
+    }
+    st = status(&s);
+    assert_int_equal(st.model_version, 2);
+    assert_int_equal(st.round.round_no, 2); /* the next round opened */
+    assert_int_equal(st.round.state, SL_ROUND_SELECTING);
+    {
+        sl_round_record r1;
+        uint8_t sha[32];
+        void *frame;
+        size_t len;
+        assert_int_equal(sl_store_get_round(s.store, st.round.id - 1, &r1), SL_OK);
+        assert_int_equal(r1.state, SL_ROUND_CLOSED);
+        assert_int_equal(r1.reported, 10);
+        assert_int_equal(r1.dropped, 3);
+        make_update(&s, chosen[11], r1.id, 1, 1.0f, &frame, &len, sha);
+        assert_int_equal(
+            sl_engine_accept(s.engine, r1.id, s.devices[chosen[11]], frame, len, 5, sha, &res),
+            SL_OK);
+        assert_false(res.accepted);
+        assert_int_equal(res.reason, SL_REJECT_LATE);
+        free(frame);
+        assert_int_equal(sl_engine_round_stats(s.engine, r1.id, &stats), SL_OK);
+        assert_int_equal(stats.round.late, 1);
+        assert_true(stats.compression_vs_dense > 10);
+    }
+    sim_free(&s);
+}
+
+static void test_rejections(void **state)
+{
+    sim s;
+    size_t chosen[64], n;
+    sl_task_status st;
+    sl_accept_result res;
+    uint8_t sha[32];
+    void *frame;
+    size_t len;
+    (void)state;
+    sim_init(&s, "engine_reject", 20, CONFIG(",\"max_update_norm\":5"));
+    n = select_round(&s, chosen);
+    assert_true(n >= 10);
+    st = status(&s);
+    /* wrong base version */
+    make_update(&s, chosen[0], st.round.id, 7, 1.0f, &frame, &len, sha);
+    assert_int_equal(
+        sl_engine_accept(s.engine, st.round.id, s.devices[chosen[0]], frame, len, 1, sha, &res),
+        SL_OK);
+    assert_int_equal(res.reason, SL_REJECT_LAYOUT);
+    free(frame);
+    /* malformed: a truncated frame */
+    make_update(&s, chosen[0], st.round.id, 1, 1.0f, &frame, &len, sha);
+    assert_int_equal(
+        sl_engine_accept(s.engine, st.round.id, s.devices[chosen[0]], frame, len - 9, 1, sha, &res),
+        SL_OK);
+    assert_int_equal(res.reason, SL_REJECT_MALFORMED);
+    free(frame);
+    /* the norm bound */
+    res = upload(&s, chosen[1], 1000.0f);
+    assert_int_equal(res.reason, SL_REJECT_NORM);
+    /* unknown round */
+    make_update(&s, chosen[2], 9999, 1, 1.0f, &frame, &len, sha);
+    assert_int_equal(
+        sl_engine_accept(s.engine, 9999, s.devices[chosen[2]], frame, len, 1, sha, &res), SL_OK);
+    assert_int_equal(res.reason, SL_REJECT_UNKNOWN_ROUND);
+    free(frame);
+    /* a different update from the same device: refused, the first one stands */
+    res = upload(&s, chosen[3], 1.0f);
+    assert_true(res.accepted);
+    res = upload(&s, chosen[3], 2.0f);
+    assert_false(res.accepted);
+    assert_int_equal(res.reason, SL_REJECT_DUPLICATE_CONFLICT);
+    {
+        sl_round_stats stats;
+        assert_int_equal(sl_engine_round_stats(s.engine, st.round.id, &stats), SL_OK);
+        assert_int_equal(stats.round.reported, 1);
+        assert_int_equal(stats.rejected_by_reason[SL_REJECT_LAYOUT], 1);
+        assert_int_equal(stats.rejected_by_reason[SL_REJECT_MALFORMED], 1);
+        assert_int_equal(stats.rejected_by_reason[SL_REJECT_NORM], 1);
+        assert_int_equal(stats.rejected_by_reason[SL_REJECT_DUPLICATE_CONFLICT], 1);
+    }
+    sim_free(&s);
+}
+
+/* Dropout matrix: a round closes iff quorum, never outlives its deadline, the run goes on. */
+static void test_dropout_matrix(void **state)
+{
+    static const double rates[] = {0.0, 0.1, 0.3, 0.5, 0.9, 1.0};
+    (void)state;
+    for (size_t ri = 0; ri < sizeof rates / sizeof rates[0]; ri++) {
+        sim s;
+        uint64_t rng = 77 + ri;
+        int closed = 0, abandoned = 0;
+        sim_init(&s, "engine_drop", 40, CONFIG(""));
+        for (int round = 0; round < 6; round++) {
+            size_t chosen[64], n = select_round(&s, chosen), reported = 0;
+            sl_task_status st = status(&s);
+            int64_t round_id = st.round.id, deadline = st.round.report_deadline_ms;
+            sl_round_record r;
+            for (size_t j = 0; j < n; j++) {
+                double u = (double)(sl_test_rand(&rng) >> 11) / 9007199254740992.0;
+                if (u < rates[ri] || !status(&s).round_open || status(&s).round.id != round_id)
+                    continue;
+                if (upload(&s, chosen[j], 1.0f).accepted)
+                    reported++;
+            }
+            if (status(&s).round.id == round_id)
+                sim_at(&s, deadline); /* nobody else comes: the deadline decides */
+            assert_int_equal(sl_store_get_round(s.store, round_id, &r), SL_OK);
+            assert_true(r.closed_at_ms <= deadline);
+            if (r.state == SL_ROUND_CLOSED) {
+                assert_true(reported >= 6);
+                closed++;
+            } else {
+                assert_int_equal(r.state, SL_ROUND_ABANDONED);
+                assert_true(reported < 6);
+                abandoned++;
+            }
+            assert_true(status(&s).round.id > round_id); /* the run continues */
+        }
+        print_message("dropout %.0f%%: %d closed, %d abandoned\n", rates[ri] * 100, closed,
+                      abandoned);
+        if (rates[ri] == 0.0)
+            assert_int_equal(closed, 6);
+        if (rates[ri] == 1.0)
+            assert_int_equal(abandoned, 6);
+        sim_free(&s);
+    }
+}
+
+/* The same accepted set gives the same model bits: any arrival order, with restarts. */
+static void run_deterministic(const char *name, uint64_t order_seed, int restart_every,
+                              uint8_t shas[3][32])
+{
+    sim s;
+    sim_init(&s, name, 16,
+             "{\"name\":\"det\",\"target\":12,\"quorum\":8,\"selection_window_ms\":2000,"
+             "\"report_deadline_ms\":10000,\"aggregator\":\"fedadam\"}");
+    for (int round = 0; round < 3; round++) {
+        size_t chosen[64], n = select_round(&s, chosen), k = 0;
+        uint64_t rng = order_seed + (uint64_t)round;
+        sl_task_status st = status(&s);
+        /* the accepted set: the 9 lowest-index selected devices, in a shuffled order */
+        size_t set[9];
+        assert_true(n >= 9);
+        for (size_t j = 0; j < 9; j++)
+            set[j] = chosen[j];
+        for (size_t j = 8; j > 0; j--) {
+            size_t r = (size_t)(sl_test_rand(&rng) % (j + 1)), tmp = set[j];
+            set[j] = set[r];
+            set[r] = tmp;
+        }
+        for (size_t j = 0; j < 9; j++) {
+            assert_true(upload(&s, set[j], 1.0f).accepted);
+            if (restart_every && ++k % (size_t)restart_every == 0)
+                sim_restart(&s);
+        }
+        sim_at(&s, st.round.report_deadline_ms);
+        if (restart_every)
+            sim_restart(&s);
+        model_sha(&s, round + 2, shas[round]);
+    }
+    sim_free(&s);
+}
+
+static void test_determinism(void **state)
+{
+    uint8_t a[3][32], b[3][32], c[3][32];
+    (void)state;
+    run_deterministic("det_a", 1, 0, a);
+    run_deterministic("det_b", 99, 0, b);
+    run_deterministic("det_c", 5, 2, c);
+    for (int r = 0; r < 3; r++) {
+        assert_memory_equal(a[r], b[r], 32);
+        assert_memory_equal(a[r], c[r], 32);
+    }
+    assert_memory_not_equal(a[0], a[1], 32);
+}
+
+/*
+ * Drive rounds from wherever the task is until round @last closed: every
+ * device checks in during selection; of the selected, the nine with the
+ * lowest index report. Idempotent, so it resumes after a restart.
+ */
+static void drive(sim *s, int64_t last)
+{
+    for (;;) {
+        sl_task_status st = status(s);
+        size_t chosen[64], n = 0;
+        if (st.finished || (st.round.round_no > last) ||
+            (!st.round_open && st.round.round_no >= last))
+            return;
+        if (st.round.state == SL_ROUND_SELECTING) {
+            n = select_round(s, chosen);
+        } else {
+            sl_checkin_result r;
+            for (size_t i = 0; i < s->ndevices; i++) {
+                assert_int_equal(sl_engine_checkin(s->engine, s->task, s->devices[i], &info, &r),
+                                 SL_OK);
+                if (r.selected)
+                    chosen[n++] = i;
+            }
+        }
+        st = status(s);
+        for (size_t j = 0; j < n && j < 9; j++)
+            if (status(s).round.id == st.round.id)
+                assert_true(upload(s, chosen[j], 1.0f).accepted);
+        if (status(s).round.id == st.round.id)
+            sim_at(s, st.round.report_deadline_ms);
+    }
+}
+
+#define KILL_CONFIG                                                               \
+    "{\"name\":\"kill\",\"target\":12,\"quorum\":8,\"selection_window_ms\":2000," \
+    "\"report_deadline_ms\":10000,\"rounds\":3,\"aggregator\":\"fedavgm\"}"
+
+static long kill_at, commits_seen;
+
+static void kill_hook(void)
+{
+    if (++commits_seen == kill_at)
+        raise(SIGKILL); /* right after a transition became durable */
+}
+
+/* kill -9 after every persisted transition; the restarted engine ends in the same model. */
+static void test_kill_after_every_transition(void **state)
+{
+    sim ref;
+    uint8_t want[32];
+    long total;
+    (void)state;
+    /* the uninterrupted run, counting its commits */
+    memset(&ref, 0, sizeof ref);
+    sl_test_mkdtemp(ref.dir, sizeof ref.dir, "kill_ref");
+    commits_seen = 0;
+    kill_at = -1;
+    sl__store_commit_hook = kill_hook;
+    sim_setup(&ref, 12, KILL_CONFIG);
+    drive(&ref, 3);
+    total = commits_seen;
+    sl__store_commit_hook = NULL;
+    assert_true(status(&ref).finished);
+    model_sha(&ref, 4, want);
+    sim_free(&ref);
+
+    for (long k = 1; k <= total; k++) {
+        sim s;
+        int st;
+        pid_t pid;
+        uint8_t got[32];
+        memset(&s, 0, sizeof s);
+        sl_test_mkdtemp(s.dir, sizeof s.dir, "kill_run");
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            commits_seen = 0;
+            kill_at = k;
+            sl__store_commit_hook = kill_hook;
+            sim_setup(&s, 12, KILL_CONFIG);
+            drive(&s, 3);
+            _exit(0); /* k past the last commit: ran to the end */
+        }
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 0));
+        /* restart in this process over what the killed one left */
+        sim_setup(&s, 12, KILL_CONFIG);
+        drive(&s, 3);
+        assert_true(status(&s).finished);
+        model_sha(&s, 4, got);
+        if (memcmp(got, want, 32) != 0)
+            fail_msg("killed after commit %ld of %ld: the final model differs", k, total);
+        sim_free(&s);
+    }
+    print_message("killed after each of %ld commits: every restart ended in the same model\n",
+                  total);
+}
+
+/* 10,000 devices, 100 rounds: memory stays O(model), not O(devices x model). */
+static void test_ten_thousand_devices(void **state)
+{
+    sim s;
+    const char *fast = "/dev/shm";
+    struct mallinfo2 before, after;
+    size_t model_bytes;
+    uint64_t rng = 5;
+    int closed = 0;
+    (void)state;
+    memset(&s, 0, sizeof s);
+    if (access(fast, W_OK) == 0) /* fsync-free storage: this is about memory, not disks */
+        setenv("SL_TEST_TMPDIR", fast, 1);
+    sl_test_mkdtemp(s.dir, sizeof s.dir, "engine_10k");
+    unsetenv("SL_TEST_TMPDIR");
+    sim_setup(&s, 10000,
+              "{\"name\":\"big\",\"target\":100,\"quorum\":50,\"selection_window_ms\":1000,"
+              "\"report_deadline_ms\":5000,\"rounds\":100}");
+    model_bytes = (size_t)sl_layout_params(s.layout) * 4;
+    before = mallinfo2();
+    for (int round = 0; round < 100; round++) {
+        sl_task_status st = status(&s);
+        sl_checkin_result r;
+        size_t picked = 0;
+        for (size_t i = 0; i < s.ndevices; i++)
+            sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r);
+        sim_at(&s, st.round.select_deadline_ms);
+        st = status(&s);
+        {
+            size_t *sel = malloc(200 * sizeof *sel);
+            for (size_t i = 0; i < s.ndevices && st.round.state == SL_ROUND_TRAINING; i++) {
+                assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r),
+                                 SL_OK);
+                if (r.selected && picked < 200)
+                    sel[picked++] = i;
+            }
+            for (size_t j = 0; j < picked; j++) {
+                /* 20% drop out; once 100 reported the round is closed and the rest are late */
+                if (sl_test_rand(&rng) % 10 < 2 || status(&s).round.id != st.round.id)
+                    continue;
+                (void)upload(&s, sel[j], 1.0f);
+            }
+            free(sel);
+        }
+        assert_int_equal(picked, 130);
+        if (status(&s).round.id == st.round.id)
+            sim_at(&s, st.round.report_deadline_ms);
+    }
+    {
+        sl_round_record r;
+        for (int64_t id = 1; sl_store_get_round(s.store, id, &r) == SL_OK; id++) {
+            assert_true(r.state == SL_ROUND_CLOSED || r.state == SL_ROUND_ABANDONED);
+            closed += r.state == SL_ROUND_CLOSED;
+        }
+    }
+    after = mallinfo2();
+    print_message("10000 devices, 100 rounds: heap grew by %zu bytes (model %zu bytes)\n",
+                  after.uordblks > before.uordblks ? after.uordblks - before.uordblks : 0,
+                  model_bytes);
+#if !defined(__SANITIZE_ADDRESS__)
+    /* O(devices x model) would be gigabytes; O(model) plus the device table is small */
+    assert_true(after.uordblks < before.uordblks + 8 * model_bytes + 10000 * 64 + (16u << 20));
+#endif
+    print_message("%d of 100 rounds closed (the rest missed quorum)\n", closed);
+    assert_true(closed >= 90);
+    assert_true(status(&s).finished);
+    sim_free(&s);
+}
+
+/* FedBuff: no rounds to wait for; every B updates make a version; stale ones are refused. */
+static void test_fedbuff(void **state)
+{
+    sim s;
+    sl_checkin_result r;
+    sl_accept_result res;
+    (void)state;
+    sim_init(&s, "fedbuff", 20,
+             "{\"name\":\"async\",\"target\":5,\"quorum\":1,\"fedbuff\":true,"
+             "\"buffer_size\":5,\"max_staleness\":1,\"report_deadline_ms\":60000}");
+    for (size_t i = 0; i < 5; i++) {
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
+        assert_true(r.selected);
+        assert_true(upload(&s, i, 1.0f).accepted);
+    }
+    assert_int_equal(status(&s).model_version, 2);
+    /* an update from version 1 is one version stale: still accepted */
+    {
+        sl_task_status st = status(&s);
+        uint8_t sha[32];
+        void *frame;
+        size_t len;
+        make_update(&s, 7, st.round.id, 1, 1.0f, &frame, &len, sha);
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[7], &info, &r), SL_OK);
+        assert_int_equal(
+            sl_engine_accept(s.engine, st.round.id, s.devices[7], frame, len, 10, sha, &res),
+            SL_OK);
+        assert_true(res.accepted);
+        free(frame);
+        for (size_t i = 8; i < 12; i++) {
+            assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
+            assert_true(upload(&s, i, 1.0f).accepted);
+        }
+        assert_int_equal(status(&s).model_version, 3);
+        /* now version 1 is two versions old */
+        st = status(&s);
+        make_update(&s, 13, st.round.id, 1, 1.0f, &frame, &len, sha);
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[13], &info, &r), SL_OK);
+        assert_int_equal(
+            sl_engine_accept(s.engine, st.round.id, s.devices[13], frame, len, 10, sha, &res),
+            SL_OK);
+        assert_false(res.accepted);
+        assert_int_equal(res.reason, SL_REJECT_STALE);
+        free(frame);
+    }
+    sim_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_lifecycle),
+        cmocka_unit_test(test_rejections),
+        cmocka_unit_test(test_dropout_matrix),
+        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_fedbuff),
+        cmocka_unit_test(test_kill_after_every_transition),
+        cmocka_unit_test(test_ten_thousand_devices),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
