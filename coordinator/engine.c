@@ -431,14 +431,27 @@ static int reject(sl__task *t, sl_accept_result *out, sl_reject_reason why)
     return SL_OK;
 }
 
-/* A round that already ended: a selected device hears "late" and folds the update. */
-static int answer_closed(sl_engine *e, int64_t round_id, int64_t device_id, sl_accept_result *out)
+/*
+ * A round that already ended. A retry of an update that was stored before it
+ * closed (the answer was lost) gets its original receipt: it was counted, and
+ * the device must commit, not fold. Anything else is late: the device folds.
+ */
+static int answer_closed(sl_engine *e, int64_t round_id, int64_t device_id, const uint8_t *sha256,
+                         sl_accept_result *out)
 {
     sl_round_record r;
     int rc = sl_store_get_round(e->store, round_id, &r);
     if (rc == SL_ENOENT)
         return reject(NULL, out, SL_REJECT_UNKNOWN_ROUND);
     if (rc != SL_OK)
+        return rc;
+    rc = sl_store_get_receipt(e->store, round_id, device_id, sha256, &out->receipt);
+    if (rc == SL_OK) {
+        out->accepted = 1;
+        out->reason = SL_REJECT_NONE;
+        return SL_OK;
+    }
+    if (rc != SL_ENOENT && rc != SL_ECONFLICT)
         return rc;
     r.late++;
     rc = sl_store_set_participant(e->store, round_id, device_id, SL_PART_LATE, "round closed");
@@ -479,7 +492,7 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
                 pthread_mutex_unlock(&e->lock);
         }
         if (t == NULL) {
-            rc = answer_closed(e, round_id, device_id, &res);
+            rc = answer_closed(e, round_id, device_id, sha256, &res);
             goto out_gate;
         }
     }

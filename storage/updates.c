@@ -85,6 +85,43 @@ int sl_store_put_update(sl_store *s, const sl_update_put *u, int64_t timeout_ms,
     return rc;
 }
 
+int sl_store_get_receipt(sl_store *s, int64_t round_id, int64_t device_id, const uint8_t *sha256,
+                         sl_store_receipt *out)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if (s == NULL || sha256 == NULL || out == NULL)
+        return SL_EINVAL;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c,
+                  "SELECT id, received_at, sha256 FROM updates WHERE round_id = ?1 AND "
+                  "device_id = ?2",
+                  &st);
+    if (rc == SL_OK) {
+        sqlite3_bind_int64(st, 1, round_id);
+        sqlite3_bind_int64(st, 2, device_id);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            if (sqlite3_column_bytes(st, 2) == 32 &&
+                memcmp(sqlite3_column_blob(st, 2), sha256, 32) == 0) {
+                out->update_id = sqlite3_column_int64(st, 0);
+                out->received_at_ms = sqlite3_column_int64(st, 1);
+                out->duplicate = 1;
+                rc = SL_OK;
+            } else {
+                rc = SL_ECONFLICT;
+            }
+        } else {
+            rc = rc == SQLITE_DONE ? SL_ENOENT : sl__status_from_sqlite(rc);
+        }
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
+}
+
 int sl_store_count_updates(sl_store *s, int64_t round_id, uint64_t *count)
 {
     sl__conn *c;

@@ -6,15 +6,25 @@
 #include <string.h>
 
 #include "bench.h"
+#include "train_cmd.h"
 #include "starling/common.h"
 
 static int usage(FILE *out)
 {
     fprintf(out, "usage: starling <command> [options]\n"
                  "commands:\n"
+                 "  train --model M [--epochs E] [--batch B] [--lr R] [--momentum M]\n"
+                 "        [--partition SPEC --client C --of N] [--data DIR] [--seed S]\n"
+                 "      train a registry model on Fashion-MNIST and report test accuracy\n"
                  "  bench codec [--json] [--quick] [--input F [--layout L]]\n"
                  "      update-frame sizes vs the information bound, dense fp32 and zstd -19;\n"
-                 "      selection, encode and decode-accumulate throughput\n");
+                 "      selection, encode and decode-accumulate throughput\n"
+                 "  bench store [--json] [--quick] [--dir DIR]\n"
+                 "      durable 40 KB update inserts/s: one commit per insert vs group commit\n"
+                 "  bench gemm [--json] [--quick]\n"
+                 "      SGEMM GFLOP/s beside OpenBLAS (one thread)\n"
+                 "  bench train [--model M] [--batch B] [--json] [--no-torch]\n"
+                 "      training samples/s beside PyTorch (one thread)\n");
     return out == stdout ? 0 : 2;
 }
 
@@ -25,8 +35,16 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "bench") == 0) {
         if (strcmp(argv[2], "codec") == 0)
             return sl_bench_codec(argc - 3, argv + 3);
+        if (strcmp(argv[2], "store") == 0)
+            return sl_bench_store(argc - 3, argv + 3);
+        if (strcmp(argv[2], "gemm") == 0)
+            return sl_bench_gemm(argc - 3, argv + 3);
+        if (strcmp(argv[2], "train") == 0)
+            return sl_bench_train(argc - 3, argv + 3);
         fprintf(stderr, "starling bench: unknown benchmark '%s'\n", argv[2]);
         return 2;
     }
+    if (argc >= 2 && strcmp(argv[1], "train") == 0)
+        return sl_cmd_train(argc - 1, argv + 1);
     return usage(stderr);
 }

@@ -12,6 +12,28 @@
  */
 int sl_bench_codec(int argc, char **argv);
 
+/**
+ * sl_bench_gemm - `starling bench gemm [--json] [--quick]`: GFLOP/s of
+ * sl_nn_sgemm for the models' shapes and 256..2048 squares, beside OpenBLAS's
+ * cblas_sgemm (loaded at run time, one thread) in the same run.
+ */
+int sl_bench_gemm(int argc, char **argv);
+
+/**
+ * sl_bench_train - `starling bench train --model M --batch B [--json]
+ * [--no-torch]`: training samples/s on one thread, beside PyTorch
+ * (tests/bench/torch_compare.py with Debian's python3-torch) on the same
+ * model, batch and data in the same invocation.
+ */
+int sl_bench_train(int argc, char **argv);
+
+/**
+ * sl_bench_store - `starling bench store [--json] [--quick] [--dir DIR]`:
+ * durable 40 KB update inserts/s, one commit per insert against group
+ * commit with 1, 8 and 64 writers.
+ */
+int sl_bench_store(int argc, char **argv);
+
 /** Monotonic nanoseconds (for the benchmarks' timers). */
 int64_t sl_bench_now_ns(void);
 

@@ -313,6 +313,14 @@ typedef struct sl_update_put {
 int sl_store_put_update(sl_store *s, const sl_update_put *u, int64_t timeout_ms,
                         sl_store_receipt *out);
 
+/**
+ * sl_store_get_receipt - the receipt of the update (round, device) if its
+ * digest is @sha256: SL_OK (duplicate = 1), SL_ECONFLICT (another update is
+ * stored for them), SL_ENOENT (none). Writes nothing.
+ */
+int sl_store_get_receipt(sl_store *s, int64_t round_id, int64_t device_id, const uint8_t *sha256,
+                         sl_store_receipt *out);
+
 /** sl_store_count_updates - how many updates a round has. */
 int sl_store_count_updates(sl_store *s, int64_t round_id, uint64_t *count);
 

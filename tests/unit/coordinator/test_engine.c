@@ -259,6 +259,14 @@ static void test_round_lifecycle(void **state)
         assert_false(res.accepted);
         assert_int_equal(res.reason, SL_REJECT_LATE);
         free(frame);
+        /* a retry of an update the closed round counted (its answer was lost) is not late */
+        make_update(&s, chosen[0], r1.id, 1, 1.0f, &frame, &len, sha);
+        assert_int_equal(
+            sl_engine_accept(s.engine, r1.id, s.devices[chosen[0]], frame, len, 5, sha, &res),
+            SL_OK);
+        assert_true(res.accepted);
+        assert_int_equal(res.receipt.duplicate, 1);
+        free(frame);
         assert_int_equal(sl_engine_round_stats(s.engine, r1.id, &stats), SL_OK);
         assert_int_equal(stats.round.late, 1);
         assert_true(stats.compression_vs_dense > 10);

@@ -1,0 +1,149 @@
+/*
+ * auth.c - who is asking: signed device requests (api_sign.h), the admin
+ * bearer token, and the per-device token bucket.
+ *
+ * Order of the device checks: cheap and stateless first (headers, the
+ * timestamp window), then the device's key from the store, then the
+ * signature, and only then the nonce cache. A request that fails any check
+ * changes nothing, not even the replay cache: a forged request cannot burn
+ * a nonce the real device is about to use.
+ */
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server_int.h"
+
+static int deny(sl_server *s, sl__req *rq, sl__resp *rs, const char *why)
+{
+    sl__metrics_count(&s->metrics, &s->metrics.auth_failures, 1);
+    sl__problem(rs, rq, 401, "unauthorized", NULL, "%s", why);
+    return 0;
+}
+
+int sl__auth_device(sl_server *s, sl__req *rq, sl__resp *rs)
+{
+    const char *dev = sl__req_header(rq, SL_HDR_DEVICE);
+    const char *ts = sl__req_header(rq, SL_HDR_TIMESTAMP);
+    const char *nonce = sl__req_header(rq, SL_HDR_NONCE);
+    const char *sig = sl__req_header(rq, SL_HDR_SIGNATURE);
+    sl_device_record rec;
+    int64_t device, stamp, now, retry;
+    uint8_t digest[32];
+    int rc;
+
+    if (dev == NULL || ts == NULL || nonce == NULL || sig == NULL)
+        return deny(s, rq, rs,
+                    "a signed request needs the headers " SL_HDR_DEVICE ", " SL_HDR_TIMESTAMP
+                    ", " SL_HDR_NONCE " and " SL_HDR_SIGNATURE);
+    if (sl__parse_i64(dev, 1, INT64_MAX, &device) != SL_OK ||
+        sl__parse_i64(ts, 0, INT64_MAX, &stamp) != SL_OK)
+        return deny(s, rq, rs, "malformed device id or timestamp");
+    now = sl__wall_ms(s);
+    if (stamp < now - s->opt.timestamp_window_ms || stamp > now + s->opt.timestamp_window_ms)
+        return deny(s, rq, rs, "the timestamp is outside the allowed window");
+    rc = sl_store_get_device(s->store, device, &rec);
+    if (rc == SL_ENOENT)
+        return deny(s, rq, rs, "unknown device");
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "reading the device");
+        return 0;
+    }
+    sl_sha256(rq->body_len ? (const void *)rq->body : "", rq->body_len, digest);
+    rc = sl_verify_request(rec.public_key, rec.key_len, rq->method, rq->target, stamp, nonce,
+                           digest, sig);
+    if (rc != SL_OK)
+        return deny(s, rq, rs, "the signature does not verify");
+    rc = sl_nonce_check(s->nonces, device, nonce, stamp, now);
+    if (rc == SL_EDUPLICATE)
+        return deny(s, rq, rs, "the nonce was used before (replay)");
+    if (rc == SL_ETIMEDOUT)
+        return deny(s, rq, rs, "the timestamp is outside the allowed window");
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "checking the nonce");
+        return 0;
+    }
+    rq->device_id = device;
+    if (!sl__rate_allow(s, device, &retry)) {
+        sl__metrics_count(&s->metrics, &s->metrics.rate_limited, 1);
+        sl__problem(rs, rq, 429, "rate-limited", NULL,
+                    "device %lld sends more than %.3g requests per second", (long long)device,
+                    s->opt.device_rate);
+        sl__resp_header(rs, "Retry-After", "%lld", (long long)retry);
+        return 0;
+    }
+    return 1;
+}
+
+int sl__token_matches(const uint8_t digest[32], const char *given, size_t len)
+{
+    uint8_t got[32];
+    /* comparing digests makes the time independent of the secret's length too */
+    sl_sha256(len ? (const void *)given : "", len, got);
+    return sl__ct_equal(got, digest, 32);
+}
+
+int sl__has_admin(sl_server *s, sl__req *rq)
+{
+    const char *auth = sl__req_header(rq, "Authorization");
+    const char *token;
+    if (!s->have_admin || auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
+        return 0;
+    token = auth + 7;
+    while (*token == ' ')
+        token++;
+    if (!sl__token_matches(s->admin_sha, token, strlen(token)))
+        return 0;
+    rq->admin = 1;
+    return 1;
+}
+
+int sl__auth_admin(sl_server *s, sl__req *rq, sl__resp *rs)
+{
+    if (sl__has_admin(s, rq))
+        return 1;
+    return deny(s, rq, rs,
+                s->have_admin ? "this operation needs the admin bearer token"
+                              : "operator writes are disabled (no admin token configured)");
+}
+
+int sl__auth_read(sl_server *s, sl__req *rq, sl__resp *rs)
+{
+    if (s->opt.public_status || sl__has_admin(s, rq))
+        return 1;
+    return deny(s, rq, rs, "this endpoint needs the admin bearer token");
+}
+
+int sl__rate_allow(sl_server *s, int64_t device, int64_t *retry_after_s)
+{
+    /* Direct-mapped buckets: a bounded table that never allocates. Two
+     * devices sharing a slot reset each other's bucket, which only ever
+     * errs towards letting requests through. */
+    uint64_t h = (uint64_t)device * 0x9e3779b97f4a7c15ull;
+    sl__bucket *b = &s->buckets[(h >> 40) % SL__BUCKETS];
+    int64_t now = sl__mono_ns(s);
+    int allowed;
+    if (s->opt.device_rate <= 0)
+        return 1;
+    pthread_mutex_lock(&s->rate_lock);
+    if (b->device != device) {
+        b->device = device;
+        b->tokens = s->opt.device_burst;
+        b->last_ns = now;
+    }
+    if (now > b->last_ns) {
+        b->tokens += (double)(now - b->last_ns) / 1e9 * s->opt.device_rate;
+        if (b->tokens > s->opt.device_burst)
+            b->tokens = s->opt.device_burst;
+        b->last_ns = now;
+    }
+    allowed = b->tokens >= 1.0;
+    if (allowed)
+        b->tokens -= 1.0;
+    else
+        *retry_after_s = (int64_t)ceil((1.0 - b->tokens) / s->opt.device_rate);
+    pthread_mutex_unlock(&s->rate_lock);
+    if (!allowed && *retry_after_s < 1)
+        *retry_after_s = 1;
+    return allowed;
+}

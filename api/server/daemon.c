@@ -1,0 +1,582 @@
+/*
+ * daemon.c - the server's life cycle, the libmicrohttpd glue, the ticker
+ * thread and the in-process entry point.
+ *
+ * libmicrohttpd calls us three ways per request: the URI log callback
+ * (the raw target, before any decoding: our request object is born there,
+ * so the router sees what the device signed), the access handler (first
+ * with the headers only, where a too large Content-Length is answered 413
+ * before the body is read; then with body chunks; then once more to
+ * answer), and the completion callback (metrics, access log, free).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "server_int.h"
+
+#define MAX_TLS_FILE      (1u << 20)
+#define EXPIRE_EVERY_MS   60000
+#define MAX_DISCARD_RATIO 4 /* a body streamed past max_body this many times over: hang up */
+
+struct sl_server_response {
+    sl__resp r;
+};
+
+void sl_server_options_default(sl_server_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->listen = "127.0.0.1:8443";
+    o->max_body = 16u << 20;
+    o->threads = 4;
+    o->connection_limit = 1024;
+    o->per_ip_connection_limit = 64;
+    o->connection_timeout_s = 30;
+    o->device_rate = 10;
+    o->device_burst = 50;
+    o->timestamp_window_ms = 300000;
+    o->nonce_capacity = 262144;
+    o->upload_ttl_ms = 24 * 3600 * 1000LL;
+    o->model_cache_bytes = 64u << 20;
+    o->tick_interval_ms = 100;
+}
+
+/* "a.b.c.d:port", "[v6]:port" or "localhost:port". */
+static int parse_listen(const char *text, struct sockaddr_storage *out, int *ipv6)
+{
+    char host[64];
+    const char *colon, *h = text;
+    size_t hlen;
+    int64_t port;
+    memset(out, 0, sizeof *out);
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (close == NULL || close[1] != ':')
+            return SL_EINVAL;
+        h = text + 1;
+        hlen = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(text, ':');
+        if (colon == NULL)
+            return SL_EINVAL;
+        hlen = (size_t)(colon - text);
+    }
+    if (hlen == 0 || hlen >= sizeof host || sl__parse_i64(colon + 1, 0, 65535, &port) != SL_OK)
+        return SL_EINVAL;
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    if (strcmp(host, "localhost") == 0)
+        memcpy(host, "127.0.0.1", 10);
+    if (text[0] == '[') {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)(void *)out;
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1)
+            return SL_EINVAL;
+        *ipv6 = 1;
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)(void *)out;
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+            return SL_EINVAL;
+        *ipv6 = 0;
+    }
+    return SL_OK;
+}
+
+static char *dup_text(const char *s)
+{
+    size_t n = strlen(s);
+    char *d = malloc(n + 1);
+    if (d != NULL)
+        memcpy(d, s, n + 1);
+    return d;
+}
+
+int sl_server_create(const sl_server_options *o, sl_store *store, sl_engine *engine,
+                     sl_server **out, char *err, size_t errcap)
+{
+    char dummy[8];
+    sl_server *s;
+    size_t len;
+    int rc;
+    if (err == NULL) {
+        err = dummy;
+        errcap = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (o == NULL || store == NULL || engine == NULL || out == NULL)
+        return SL_EINVAL;
+    if (o->threads < 1 || o->threads > 256 || o->max_body < 1024 || o->device_rate < 0 ||
+        (o->device_rate > 0 && o->device_burst < 1) || o->timestamp_window_ms < 1000 ||
+        o->nonce_capacity < 16 || o->upload_ttl_ms < 1000 || o->tick_interval_ms < 1) {
+        snprintf(err, errcap, "server options out of range");
+        return SL_EINVAL;
+    }
+    s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return SL_ENOMEM;
+    s->opt = *o;
+    s->store = store;
+    s->engine = engine;
+    s->clock = o->clock;
+    pthread_mutex_init(&s->rate_lock, NULL);
+    pthread_mutex_init(&s->cache_lock, NULL);
+    pthread_mutex_init(&s->tomb_lock, NULL);
+    pthread_mutex_init(&s->tick_lock, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->tick_cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    atomic_init(&s->inflight, 0);
+    atomic_init(&s->rid_counter, 1);
+    rc = sl__metrics_init(&s->metrics);
+    s->listen = dup_text(o->listen ? o->listen : "127.0.0.1:8443");
+    s->buckets = calloc(SL__BUCKETS, sizeof *s->buckets);
+    if (rc != SL_OK || s->listen == NULL || s->buckets == NULL) {
+        rc = SL_ENOMEM;
+        goto fail;
+    }
+    s->opt.listen = s->listen;
+    if (parse_listen(s->listen, &s->addr, &s->ipv6) != SL_OK) {
+        snprintf(err, errcap, "listen: \"%s\" is not host:port", s->listen);
+        rc = SL_EINVAL;
+        goto fail;
+    }
+    if (!o->insecure_http) {
+        void *buf;
+        if (o->tls_cert_file == NULL || o->tls_key_file == NULL) {
+            snprintf(err, errcap, "HTTPS needs tls_cert and tls_key (or insecure_http)");
+            rc = SL_EINVAL;
+            goto fail;
+        }
+        rc = sl_fs_read_file(o->tls_cert_file, MAX_TLS_FILE, &buf, &len);
+        if (rc != SL_OK) {
+            snprintf(err, errcap, "tls_cert %s: %s", o->tls_cert_file, sl_strerror(rc));
+            goto fail;
+        }
+        s->cert_pem = buf;
+        rc = sl_fs_read_file(o->tls_key_file, MAX_TLS_FILE, &buf, &len);
+        if (rc != SL_OK) {
+            snprintf(err, errcap, "tls_key %s: %s", o->tls_key_file, sl_strerror(rc));
+            goto fail;
+        }
+        s->key_pem = buf;
+    }
+    s->opt.tls_cert_file = s->opt.tls_key_file = NULL; /* borrowed; not needed any more */
+    if (o->admin_token != NULL && o->admin_token[0] != '\0') {
+        sl_sha256(o->admin_token, strlen(o->admin_token), s->admin_sha);
+        s->have_admin = 1;
+    }
+    if (o->enrolment_token != NULL && o->enrolment_token[0] != '\0') {
+        sl_sha256(o->enrolment_token, strlen(o->enrolment_token), s->enrol_sha);
+        s->have_enrol = 1;
+    }
+    s->opt.admin_token = s->opt.enrolment_token = NULL; /* only their digests are kept */
+    rc = sl_nonce_cache_create(o->timestamp_window_ms, o->nonce_capacity, &s->nonces);
+    if (rc != SL_OK) {
+        snprintf(err, errcap, "nonce cache: %s", sl_strerror(rc));
+        goto fail;
+    }
+    sl__random(&s->rid_prefix, sizeof s->rid_prefix);
+    s->started_ms = sl__wall_ms(s);
+    *out = s;
+    return SL_OK;
+fail:
+    sl_server_free(s);
+    return rc;
+}
+
+/* ---- libmicrohttpd glue ------------------------------------------------------ */
+
+static void *uri_cb(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    sl_server *s = cls;
+    const union MHD_ConnectionInfo *ci;
+    sl__req *rq = sl__req_new(uri);
+    atomic_fetch_add(&s->inflight, 1);
+    if (rq == NULL)
+        return NULL;
+    rq->start_ns = sl__mono_ns(s);
+    ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci != NULL && ci->client_addr != NULL) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
+                      rq->client, sizeof rq->client);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
+                      rq->client, sizeof rq->client);
+    }
+    return rq;
+}
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    (void)kind;
+    /* past the header limit the request goes on without the rest: it will
+     * fail its checks rather than be half-read */
+    sl__req_add_header(cls, key, value ? value : "");
+    return MHD_YES;
+}
+
+static enum MHD_Result respond(sl_server *s, struct MHD_Connection *conn, sl__req *rq)
+{
+    struct MHD_Response *resp;
+    enum MHD_Result ret;
+    sl__resp rs;
+    sl__resp_init(&rs);
+    sl__dispatch(s, rq, &rs);
+    if (rs.len > 0) {
+        resp = MHD_create_response_from_buffer(rs.len, rs.body, MHD_RESPMEM_MUST_FREE);
+        if (resp != NULL)
+            rs.body = NULL; /* now libmicrohttpd's */
+    } else {
+        resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    }
+    if (resp == NULL) {
+        sl__resp_reset(&rs);
+        return MHD_NO;
+    }
+    for (size_t i = 0; i < rs.nheaders; i++)
+        MHD_add_response_header(resp, rs.headers[i].name, rs.headers[i].value);
+    if (rs.content_type[0] != '\0')
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rs.content_type);
+    rq->status = rs.status;
+    rq->bytes_out = strcmp(rq->method, "HEAD") == 0 ? 0 : rs.len;
+    ret = MHD_queue_response(conn, (unsigned)rs.status, resp);
+    MHD_destroy_response(resp);
+    sl__resp_reset(&rs);
+    return ret;
+}
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
+{
+    sl_server *s = cls;
+    sl__req *rq = *con_cls;
+    (void)url;
+    (void)version;
+    if (rq == NULL)
+        return MHD_NO; /* out of memory, or a target beyond any limit: hang up */
+    if (!rq->started) {
+        const char *cl;
+        rq->started = 1;
+        snprintf(rq->method, sizeof rq->method, "%s", method);
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, rq);
+        sl__req_assign_id(s, rq);
+        cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl != NULL) {
+            char *end;
+            unsigned long long n;
+            errno = 0;
+            n = strtoull(cl, &end, 10);
+            if (errno == ERANGE || (*end == '\0' && end != cl && n > s->opt.max_body)) {
+                rq->too_big = 1; /* answered now: the body is never read */
+                return respond(s, conn, rq);
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (rq->status != 0)
+            return MHD_YES; /* answered already; libmicrohttpd drains the rest */
+        if (sl__req_add_body(rq, upload_data, n, s->opt.max_body) == SL_ENOMEM)
+            return MHD_NO;
+        if (rq->too_big && rq->discarded > MAX_DISCARD_RATIO * s->opt.max_body)
+            return MHD_NO; /* a body without Content-Length that does not end */
+        return MHD_YES;
+    }
+    if (rq->status != 0)
+        return MHD_YES;
+    return respond(s, conn, rq);
+}
+
+static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    sl_server *s = cls;
+    sl__req *rq = *con_cls;
+    (void)conn;
+    if (rq != NULL) {
+        if (rq->status == 0) /* nothing was answered: the client went away (nginx's 499) */
+            rq->status = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? 408 : 499;
+        if (rq->started)
+            sl__request_done(s, rq);
+        sl__req_free(rq);
+        *con_cls = NULL;
+    }
+    atomic_fetch_sub(&s->inflight, 1);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    size_t n;
+    (void)cls;
+    vsnprintf(line, sizeof line, fmt, ap);
+    n = strlen(line);
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = '\0';
+    sl_log(SL_LOG_WARN, "mhd", "%s", line);
+}
+
+/* ---- ticker ------------------------------------------------------------------- */
+
+static void *ticker_main(void *arg)
+{
+    sl_server *s = arg;
+    int64_t last_expire = sl__mono_ns(s), last_error = 0;
+    pthread_mutex_lock(&s->tick_lock);
+    while (!s->stopping) {
+        int64_t next = INT64_MAX, wait_ms = s->opt.tick_interval_ms, now;
+        struct timespec until;
+        int rc;
+        pthread_mutex_unlock(&s->tick_lock);
+        rc = sl_engine_tick(s->engine, &next);
+        now = sl__wall_ms(s);
+        if (rc != SL_OK) {
+            if (last_error != rc)
+                sl_log(SL_LOG_WARN, "http", "engine tick failed: %s", sl_strerror(rc));
+            wait_ms = wait_ms < 10 ? 10 : wait_ms;
+        } else if (next != INT64_MAX && next - now < wait_ms) {
+            wait_ms = next - now < 1 ? 1 : next - now;
+        }
+        last_error = rc;
+        if (sl__mono_ns(s) - last_expire > (int64_t)EXPIRE_EVERY_MS * 1000000) {
+            last_expire = sl__mono_ns(s);
+            rc = sl_store_expire_uploads(s->store, NULL);
+            if (rc != SL_OK)
+                sl_log(SL_LOG_WARN, "http", "expiring uploads failed: %s", sl_strerror(rc));
+        }
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += wait_ms / 1000;
+        until.tv_nsec += (wait_ms % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_mutex_lock(&s->tick_lock);
+        if (!s->stopping)
+            pthread_cond_timedwait(&s->tick_cond, &s->tick_lock, &until);
+    }
+    pthread_mutex_unlock(&s->tick_lock);
+    return NULL;
+}
+
+/* ---- life cycle ---------------------------------------------------------------- */
+
+int sl_server_start(sl_server *s, char *err, size_t errcap)
+{
+    struct MHD_OptionItem tls[3] = {
+        {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+    const union MHD_DaemonInfo *info;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    struct MHD_Daemon *d;
+    char dummy[8];
+    if (err == NULL) {
+        err = dummy;
+        errcap = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (s == NULL || s->daemon != NULL || s->ticker_running)
+        return SL_ESTATE;
+    if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) != MHD_YES) {
+        snprintf(err, errcap, "libmicrohttpd was built without epoll");
+        return SL_EUNSUPPORTED;
+    }
+    if (!s->opt.insecure_http) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            snprintf(err, errcap, "libmicrohttpd was built without TLS");
+            return SL_EUNSUPPORTED;
+        }
+        flags |= MHD_USE_TLS;
+        tls[0].option = MHD_OPTION_HTTPS_MEM_KEY;
+        tls[0].ptr_value = s->key_pem;
+        tls[1].option = MHD_OPTION_HTTPS_MEM_CERT;
+        tls[1].ptr_value = s->cert_pem;
+    }
+    if (s->ipv6)
+        flags |= MHD_USE_IPv6;
+    d = MHD_start_daemon(
+        flags, 0, NULL, NULL, access_cb, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)s->opt.threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->opt.connection_limit,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->opt.per_ip_connection_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->opt.connection_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64u << 10), MHD_OPTION_URI_LOG_CALLBACK,
+        uri_cb, s, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, s, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_END);
+    if (d == NULL) {
+        snprintf(err, errcap, "cannot listen on %s (in use, no permission, or bad TLS files)",
+                 s->listen);
+        return SL_EIO;
+    }
+    info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : 0;
+    s->daemon = d;
+    if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0) {
+        MHD_stop_daemon(d);
+        s->daemon = NULL;
+        snprintf(err, errcap, "cannot start the ticker thread");
+        return SL_ENOMEM;
+    }
+    s->ticker_running = 1;
+    sl_log(SL_LOG_INFO, "http", "listening on %s port %u (%s, %u threads)", s->listen,
+           (unsigned)s->port, s->opt.insecure_http ? "plain HTTP" : "HTTPS", s->opt.threads);
+    return SL_OK;
+}
+
+uint16_t sl_server_port(const sl_server *s)
+{
+    return s ? s->port : 0;
+}
+
+void sl_server_quiesce(sl_server *s)
+{
+    MHD_socket fd;
+    if (s == NULL || s->daemon == NULL || s->quiesced)
+        return;
+    s->quiesced = 1;
+    fd = MHD_quiesce_daemon(s->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd); /* ours now: closing it refuses new connections at once */
+}
+
+int sl_server_drain(sl_server *s, int64_t grace_ms)
+{
+    int64_t until;
+    if (s == NULL)
+        return SL_OK;
+    until = sl_clock_monotonic_ns(NULL) + grace_ms * 1000000;
+    while (atomic_load(&s->inflight) > 0) {
+        struct timespec ten_ms = {0, 10000000};
+        if (sl_clock_monotonic_ns(NULL) >= until)
+            return SL_ETIMEDOUT;
+        nanosleep(&ten_ms, NULL);
+    }
+    return SL_OK;
+}
+
+void sl_server_free(sl_server *s)
+{
+    if (s == NULL)
+        return;
+    if (s->daemon != NULL)
+        MHD_stop_daemon(s->daemon);
+    if (s->ticker_running) {
+        pthread_mutex_lock(&s->tick_lock);
+        s->stopping = 1;
+        pthread_cond_signal(&s->tick_cond);
+        pthread_mutex_unlock(&s->tick_lock);
+        pthread_join(s->ticker, NULL);
+    }
+    sl__cache_free(s);
+    sl_nonce_cache_free(s->nonces);
+    sl__metrics_free(&s->metrics);
+    pthread_mutex_destroy(&s->rate_lock);
+    pthread_mutex_destroy(&s->cache_lock);
+    pthread_mutex_destroy(&s->tomb_lock);
+    pthread_mutex_destroy(&s->tick_lock);
+    pthread_cond_destroy(&s->tick_cond);
+    if (s->key_pem != NULL) {
+        volatile char *p = s->key_pem;
+        for (size_t i = 0; p[i] != '\0'; i++)
+            p[i] = 0; /* the private key does not outlive the server in memory */
+    }
+    free(s->key_pem);
+    free(s->cert_pem);
+    free(s->buckets);
+    free(s->listen);
+    free(s);
+}
+
+/* ---- in-process requests ------------------------------------------------------------ */
+
+int sl_server_handle(sl_server *s, const char *method, const char *target,
+                     const sl_server_header *headers, size_t nheaders, const void *body,
+                     size_t body_len, sl_server_response **out)
+{
+    sl_server_response *resp;
+    sl__req *rq;
+    if (s == NULL || method == NULL || target == NULL || out == NULL ||
+        (headers == NULL && nheaders > 0) || (body == NULL && body_len > 0))
+        return SL_EINVAL;
+    resp = malloc(sizeof *resp);
+    rq = sl__req_new(target);
+    if (resp == NULL || rq == NULL) {
+        free(resp);
+        sl__req_free(rq);
+        return rq == NULL && resp != NULL ? SL_EINVAL : SL_ENOMEM;
+    }
+    atomic_fetch_add(&s->inflight, 1);
+    rq->start_ns = sl__mono_ns(s);
+    rq->started = 1;
+    snprintf(rq->method, sizeof rq->method, "%s", method);
+    snprintf(rq->client, sizeof rq->client, "in-process");
+    for (size_t i = 0; i < nheaders; i++)
+        sl__req_add_header(rq, headers[i].name, headers[i].value);
+    sl__req_assign_id(s, rq);
+    if ((uint64_t)body_len > s->opt.max_body) {
+        rq->too_big = 1;
+        rq->discarded = body_len;
+    } else if (body_len > 0 && sl__req_add_body(rq, body, body_len, s->opt.max_body) != SL_OK) {
+        atomic_fetch_sub(&s->inflight, 1);
+        sl__req_free(rq);
+        free(resp);
+        return SL_ENOMEM;
+    }
+    sl__resp_init(&resp->r);
+    sl__dispatch(s, rq, &resp->r);
+    if (resp->r.content_type[0] != '\0')
+        sl__resp_header(&resp->r, "Content-Type", "%s", resp->r.content_type);
+    rq->status = resp->r.status;
+    rq->bytes_out = resp->r.len;
+    sl__request_done(s, rq);
+    sl__req_free(rq);
+    atomic_fetch_sub(&s->inflight, 1);
+    *out = resp;
+    return SL_OK;
+}
+
+int sl_server_response_status(const sl_server_response *r)
+{
+    return r ? r->r.status : 0;
+}
+
+const void *sl_server_response_body(const sl_server_response *r, size_t *len)
+{
+    if (len != NULL)
+        *len = r ? r->r.len : 0;
+    return r ? r->r.body : NULL;
+}
+
+const char *sl_server_response_header(const sl_server_response *r, const char *name)
+{
+    return r && name ? sl__resp_get_header(&r->r, name) : NULL;
+}
+
+void sl_server_response_free(sl_server_response *r)
+{
+    if (r == NULL)
+        return;
+    free(r->r.body);
+    free(r);
+}

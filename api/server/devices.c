@@ -1,0 +1,311 @@
+/*
+ * devices.c - enrolment, check-in, a device's record, and metrics reports.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mbedtls/ecp.h>
+
+#include "server_int.h"
+
+/* An uncompressed P-256 point that lies on the curve: anything else could
+ * never verify a signature, so it is refused at the door. */
+static int valid_public_key(const uint8_t *key, size_t len)
+{
+    mbedtls_ecp_group grp;
+    mbedtls_ecp_point pt;
+    int ok;
+    if (len != SL_PUBKEY_LEN || key[0] != 0x04)
+        return 0;
+    mbedtls_ecp_group_init(&grp);
+    mbedtls_ecp_point_init(&pt);
+    ok = mbedtls_ecp_group_load(&grp, MBEDTLS_ECP_DP_SECP256R1) == 0 &&
+         mbedtls_ecp_point_read_binary(&grp, &pt, key, len) == 0 &&
+         mbedtls_ecp_check_pubkey(&grp, &pt) == 0;
+    mbedtls_ecp_point_free(&pt);
+    mbedtls_ecp_group_free(&grp);
+    return ok;
+}
+
+void sl__h_enrol(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    cJSON *doc = sl__json_body(rq, rs), *out;
+    const cJSON *token, *key, *caps;
+    uint8_t pub[SL_PUBKEY_LEN];
+    char *caps_text = NULL, detail[64];
+    int64_t id;
+    int rc;
+    (void)p;
+    if (doc == NULL)
+        return;
+    token = cJSON_GetObjectItemCaseSensitive(doc, "enrolment_token");
+    key = cJSON_GetObjectItemCaseSensitive(doc, "public_key");
+    caps = cJSON_GetObjectItemCaseSensitive(doc, "capabilities");
+    if (!cJSON_IsString(token) || !cJSON_IsString(key)) {
+        sl__problem(rs, rq, 400, "bad-request", NULL,
+                    "enrolment_token and public_key (strings) are required");
+        goto done;
+    }
+    if (!s->have_enrol ||
+        !sl__token_matches(s->enrol_sha, token->valuestring, strlen(token->valuestring))) {
+        sl__metrics_count(&s->metrics, &s->metrics.auth_failures, 1);
+        sl__problem(rs, rq, 401, "unauthorized", NULL, "the enrolment token is not valid");
+        goto done;
+    }
+    if (strlen(key->valuestring) != 2 * SL_PUBKEY_LEN ||
+        sl_unhex(key->valuestring, pub, SL_PUBKEY_LEN) != SL_OK ||
+        !valid_public_key(pub, SL_PUBKEY_LEN)) {
+        sl__problem(rs, rq, 400, "bad-request", NULL,
+                    "public_key must be the hex of an uncompressed P-256 point (65 bytes)");
+        goto done;
+    }
+    if (caps != NULL && !cJSON_IsNull(caps)) {
+        if (!cJSON_IsObject(caps) && !cJSON_IsArray(caps) && !cJSON_IsString(caps)) {
+            sl__problem(rs, rq, 400, "bad-request", NULL,
+                        "capabilities must be an object, an array or a string");
+            goto done;
+        }
+        caps_text = cJSON_PrintUnformatted(caps);
+        if (caps_text == NULL) {
+            sl__problem_status(rs, rq, SL_ENOMEM, "enrolment");
+            goto done;
+        }
+        if (strlen(caps_text) >= SL_STORE_MAX_TEXT) {
+            sl__problem(rs, rq, 400, "bad-request", NULL, "capabilities exceed %d bytes",
+                        SL_STORE_MAX_TEXT - 1);
+            goto done;
+        }
+    }
+    rc = sl_store_enrol_device(s->store, pub, SL_PUBKEY_LEN, caps_text ? caps_text : "{}", &id);
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "storing the device");
+        goto done;
+    }
+    snprintf(detail, sizeof detail, "{\"device_id\":%lld}", (long long)id);
+    rc = sl_store_audit(s->store, "enrolment", "enrol_device", detail);
+    if (rc != SL_OK)
+        sl_log(SL_LOG_WARN, "http", "audit of enrolment %lld failed: %s", (long long)id,
+               sl_strerror(rc));
+    out = cJSON_CreateObject();
+    if (out != NULL)
+        cJSON_AddNumberToObject(out, "device_id", (double)id);
+    sl__resp_json(rs, 201, out);
+    sl__resp_header(rs, "Location", "/v1/devices/%lld", (long long)id);
+done:
+    free(caps_text);
+    cJSON_Delete(doc);
+}
+
+/* Capabilities as one comma-separated list (the engine's form). */
+static int caps_list(const cJSON *caps, char *out, size_t cap)
+{
+    size_t o = 0;
+    const cJSON *it;
+    out[0] = '\0';
+    if (caps == NULL || cJSON_IsNull(caps))
+        return SL_OK;
+    if (cJSON_IsString(caps)) {
+        size_t n = strlen(caps->valuestring);
+        if (n >= cap)
+            return SL_ETOOBIG;
+        memcpy(out, caps->valuestring, n + 1);
+        return SL_OK;
+    }
+    if (!cJSON_IsArray(caps))
+        return SL_EINVAL;
+    cJSON_ArrayForEach(it, caps)
+    {
+        size_t n;
+        if (!cJSON_IsString(it) || strchr(it->valuestring, ',') != NULL)
+            return SL_EINVAL;
+        n = strlen(it->valuestring);
+        if (o + n + 2 > cap)
+            return SL_ETOOBIG;
+        if (o > 0)
+            out[o++] = ',';
+        memcpy(out + o, it->valuestring, n);
+        o += n;
+        out[o] = '\0';
+    }
+    return SL_OK;
+}
+
+void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    cJSON *doc = sl__json_body(rq, rs), *out, *comp, *train;
+    sl_checkin_info info;
+    sl_checkin_result res;
+    sl_task_status *st = NULL;
+    int64_t task, samples = 0;
+    int rc;
+    (void)p;
+    if (doc == NULL)
+        return;
+    memset(&info, 0, sizeof info);
+    if (sl__json_i64(doc, "task_id", 1, INT64_MAX, &task) != SL_OK) {
+        sl__problem(rs, rq, 400, "bad-request", NULL, "task_id (a positive integer) is required");
+        goto done;
+    }
+    rc = sl__json_i64(doc, "num_samples", 0, UINT32_MAX, &samples);
+    if (rc == SL_EINVAL || caps_list(cJSON_GetObjectItemCaseSensitive(doc, "capabilities"),
+                                     info.capabilities, sizeof info.capabilities) != SL_OK) {
+        sl__problem(rs, rq, 400, "bad-request", NULL,
+                    "num_samples must be an integer in [0, 2^32) and capabilities a string or "
+                    "an array of names (at most %zu bytes)",
+                    sizeof info.capabilities - 1);
+        goto done;
+    }
+    info.num_samples = (uint32_t)samples;
+    st = malloc(sizeof *st);
+    if (st == NULL) {
+        sl__problem_status(rs, rq, SL_ENOMEM, "check-in");
+        goto done;
+    }
+    rc = sl_engine_checkin(s->engine, task, rq->device_id, &info, &res);
+    if (rc == SL_OK)
+        rc = sl_engine_task_status(s->engine, task, st);
+    if (rc == SL_ENOENT) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "no task %lld", (long long)task);
+        goto done;
+    }
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "check-in");
+        goto done;
+    }
+    rc = sl_store_touch_device(s->store, rq->device_id);
+    if (rc != SL_OK)
+        sl_log(SL_LOG_DEBUG, "http", "last_seen of device %lld not updated: %s",
+               (long long)rq->device_id, sl_strerror(rc));
+    out = cJSON_CreateObject();
+    comp = cJSON_CreateObject();
+    train = cJSON_CreateObject();
+    if (out == NULL || comp == NULL || train == NULL) {
+        cJSON_Delete(out);
+        cJSON_Delete(comp);
+        cJSON_Delete(train);
+        sl__problem_status(rs, rq, SL_ENOMEM, "check-in");
+        goto done;
+    }
+    cJSON_AddBoolToObject(out, "selected", res.selected);
+    cJSON_AddNumberToObject(out, "task_id", (double)res.task_id);
+    cJSON_AddNumberToObject(out, "round_id", (double)res.round_id);
+    cJSON_AddNumberToObject(out, "round_no", (double)res.round_no);
+    cJSON_AddNumberToObject(out, "model_version", (double)res.model_version);
+    cJSON_AddNumberToObject(out, "report_deadline_ms", (double)res.report_deadline_ms);
+    cJSON_AddNumberToObject(out, "retry_after_ms", (double)res.retry_after_ms);
+    cJSON_AddNumberToObject(out, "participation", (double)res.participation);
+    cJSON_AddStringToObject(comp, "values", sl_value_mode_name(st->cfg.values));
+    cJSON_AddNumberToObject(comp, "density", st->cfg.density);
+    cJSON_AddNumberToObject(comp, "warmup_rounds", st->cfg.warmup_rounds);
+    cJSON_AddNumberToObject(comp, "warmup_density", st->cfg.warmup_density);
+    cJSON_AddItemToObject(out, "compression", comp);
+    cJSON_AddNumberToObject(train, "epochs", st->cfg.local_epochs);
+    cJSON_AddNumberToObject(train, "batch", st->cfg.batch);
+    cJSON_AddNumberToObject(train, "lr", st->cfg.local_lr);
+    cJSON_AddNumberToObject(train, "momentum", st->cfg.local_momentum);
+    cJSON_AddNumberToObject(train, "prox_mu", st->cfg.prox_mu);
+    cJSON_AddItemToObject(out, "training", train);
+    sl__resp_json(rs, 200, out);
+done:
+    free(st);
+    cJSON_Delete(doc);
+}
+
+void sl__h_device(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    sl_device_record *rec = malloc(sizeof *rec);
+    char hex[2 * SL_STORE_MAX_KEY + 1];
+    cJSON *out = NULL, *caps;
+    int64_t id;
+    int rc;
+    if (rec == NULL) {
+        sl__problem_status(rs, rq, SL_ENOMEM, "reading the device");
+        return;
+    }
+    if (sl__parse_i64(p->seg[0], 1, INT64_MAX, &id) != SL_OK) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "no device %s", p->seg[0]);
+        goto done;
+    }
+    rc = sl_store_get_device(s->store, id, rec);
+    if (rc == SL_ENOENT) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "no device %lld", (long long)id);
+        goto done;
+    }
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "reading the device");
+        goto done;
+    }
+    sl_hex(rec->public_key, rec->key_len, hex);
+    out = cJSON_CreateObject();
+    caps = cJSON_Parse(rec->capabilities);
+    if (caps == NULL)
+        caps = cJSON_CreateString(rec->capabilities);
+    if (out == NULL || caps == NULL) {
+        cJSON_Delete(caps);
+        cJSON_Delete(out);
+        sl__problem_status(rs, rq, SL_ENOMEM, "reading the device");
+        goto done;
+    }
+    cJSON_AddNumberToObject(out, "device_id", (double)rec->id);
+    cJSON_AddStringToObject(out, "public_key", hex);
+    cJSON_AddNumberToObject(out, "enrolled_at_ms", (double)rec->enrolled_at_ms);
+    cJSON_AddNumberToObject(out, "last_seen_ms", (double)rec->last_seen_ms);
+    cJSON_AddItemToObject(out, "capabilities", caps);
+    sl__resp_json(rs, 200, out);
+done:
+    free(rec);
+}
+
+void sl__h_report_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    cJSON *doc;
+    const cJSON *loss, *acc;
+    int64_t version, task, samples;
+    int64_t reporter = 0;
+    int rc;
+    /* an operator (the evaluator) reports with the admin token: its metrics
+     * become the version's; a device's go to its round's statistics */
+    if (!sl__has_admin(s, rq)) {
+        if (!sl__auth_device(s, rq, rs))
+            return;
+        reporter = rq->device_id;
+    }
+    if (sl__parse_i64(p->seg[0], 1, INT64_MAX, &version) != SL_OK) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "no model version %s", p->seg[0]);
+        return;
+    }
+    doc = sl__json_body(rq, rs);
+    if (doc == NULL)
+        return;
+    loss = cJSON_GetObjectItemCaseSensitive(doc, "loss");
+    acc = cJSON_GetObjectItemCaseSensitive(doc, "accuracy");
+    if (sl__json_i64(doc, "task_id", 1, INT64_MAX, &task) != SL_OK ||
+        sl__json_i64(doc, "samples", 1, UINT32_MAX, &samples) != SL_OK || !cJSON_IsNumber(loss) ||
+        !cJSON_IsNumber(acc) || !isfinite(loss->valuedouble) || loss->valuedouble < 0 ||
+        !(acc->valuedouble >= 0 && acc->valuedouble <= 1)) {
+        sl__problem(rs, rq, 400, "bad-request", NULL,
+                    "task_id, samples (>= 1), loss (finite, >= 0) and accuracy (in [0, 1]) are "
+                    "required");
+        cJSON_Delete(doc);
+        return;
+    }
+    rc = sl_engine_report_metrics(s->engine, task, version, reporter, loss->valuedouble,
+                                  acc->valuedouble, (uint32_t)samples);
+    cJSON_Delete(doc);
+    if (rc == SL_ENOENT) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "no task %lld or version %lld", (long long)task,
+                    (long long)version);
+        return;
+    }
+    if (rc == SL_EINVAL) {
+        sl__problem(rs, rq, 400, "bad-request", NULL, "the metrics were refused");
+        return;
+    }
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "storing the metrics");
+        return;
+    }
+    sl__resp_bytes(rs, 204, "", NULL, 0);
+}

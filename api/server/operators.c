@@ -1,0 +1,468 @@
+/*
+ * operators.c - the operator endpoints: status, rounds, a round's
+ * statistics, creating tasks, aborting rounds (both audited), the status
+ * page and the OpenAPI document.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server_int.h"
+
+#define ROUNDS_MAX_LIMIT 1000
+#define PAGE_ROUNDS      10
+
+static const char *const state_names[] = {"selecting", "training", "aggregating", "closed",
+                                          "abandoned"};
+
+const char *sl__round_state_name(sl_round_state st)
+{
+    return (unsigned)st < 5 ? state_names[st] : "unknown";
+}
+
+cJSON *sl__round_json(const sl_round_record *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL)
+        return NULL;
+    cJSON_AddNumberToObject(o, "round_id", (double)r->id);
+    cJSON_AddNumberToObject(o, "task_id", (double)r->task_id);
+    cJSON_AddNumberToObject(o, "round_no", (double)r->round_no);
+    cJSON_AddNumberToObject(o, "base_version", (double)r->base_version);
+    cJSON_AddStringToObject(o, "state", sl__round_state_name(r->state));
+    cJSON_AddNumberToObject(o, "target", r->target);
+    cJSON_AddNumberToObject(o, "quorum", r->quorum);
+    cJSON_AddNumberToObject(o, "opened_at_ms", (double)r->opened_at_ms);
+    cJSON_AddNumberToObject(o, "select_deadline_ms", (double)r->select_deadline_ms);
+    cJSON_AddNumberToObject(o, "report_deadline_ms", (double)r->report_deadline_ms);
+    cJSON_AddNumberToObject(o, "closed_at_ms", (double)r->closed_at_ms);
+    cJSON_AddNumberToObject(o, "selected", r->selected);
+    cJSON_AddNumberToObject(o, "reported", r->reported);
+    cJSON_AddNumberToObject(o, "dropped", r->dropped);
+    cJSON_AddNumberToObject(o, "late", r->late);
+    cJSON_AddNumberToObject(o, "rejected", r->rejected);
+    cJSON_AddNumberToObject(o, "bytes_up", (double)r->bytes_up);
+    cJSON_AddNumberToObject(o, "bytes_down", (double)r->bytes_down);
+    cJSON_AddStringToObject(o, "error", r->error);
+    return o;
+}
+
+/* ---- every task's status (status, dashboard) ----------------------------- */
+
+typedef struct id_list {
+    int64_t *ids;
+    size_t n, cap;
+} id_list;
+
+static int collect_id(void *ctx, int64_t id)
+{
+    id_list *l = ctx;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        int64_t *grown = realloc(l->ids, cap * sizeof *grown);
+        if (grown == NULL)
+            return SL_ENOMEM;
+        l->ids = grown;
+        l->cap = cap;
+    }
+    l->ids[l->n++] = id;
+    return 0;
+}
+
+/* Status of every task the engine runs, oldest first (*out malloc'd). */
+static int all_status(sl_server *s, sl_task_status **out, size_t *n)
+{
+    id_list l = {NULL, 0, 0};
+    sl_task_status *st;
+    size_t k = 0;
+    int rc = sl_store_list_tasks(s->store, collect_id, &l);
+    if (rc != SL_OK) {
+        free(l.ids);
+        return rc;
+    }
+    st = malloc((l.n ? l.n : 1) * sizeof *st);
+    if (st == NULL) {
+        free(l.ids);
+        return SL_ENOMEM;
+    }
+    for (size_t i = 0; i < l.n; i++)
+        if (sl_engine_task_status(s->engine, l.ids[i], &st[k]) == SL_OK)
+            k++; /* a task whose initial model never landed is not running: skip it */
+    free(l.ids);
+    *out = st;
+    *n = k;
+    return SL_OK;
+}
+
+void sl__h_status(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    sl_task_status *st = NULL;
+    cJSON *out = cJSON_CreateObject(), *tasks, *server;
+    size_t n = 0;
+    int rc = all_status(s, &st, &n);
+    (void)p;
+    if (rc != SL_OK || out == NULL) {
+        cJSON_Delete(out);
+        sl__problem_status(rs, rq, rc != SL_OK ? rc : SL_ENOMEM, "listing tasks");
+        free(st);
+        return;
+    }
+    tasks = cJSON_AddArrayToObject(out, "tasks");
+    for (size_t i = 0; tasks != NULL && i < n; i++) {
+        cJSON *t = cJSON_CreateObject();
+        if (t == NULL)
+            break;
+        cJSON_AddNumberToObject(t, "task_id", (double)st[i].task_id);
+        cJSON_AddStringToObject(t, "name", st[i].cfg.name);
+        cJSON_AddNumberToObject(t, "model_version", (double)st[i].model_version);
+        cJSON_AddBoolToObject(t, "round_open", st[i].round_open);
+        cJSON_AddBoolToObject(t, "finished", st[i].finished);
+        cJSON_AddNumberToObject(t, "checked_in", st[i].checked_in);
+        cJSON_AddStringToObject(t, "aggregator", sl_aggregator_name(st[i].cfg.aggregator));
+        if (st[i].round.id > 0)
+            cJSON_AddItemToObject(t, "round", sl__round_json(&st[i].round));
+        else
+            cJSON_AddNullToObject(t, "round");
+        cJSON_AddItemToArray(tasks, t);
+    }
+    server = cJSON_AddObjectToObject(out, "server");
+    if (server != NULL) {
+        cJSON_AddNumberToObject(server, "time_ms", (double)sl__wall_ms(s));
+        cJSON_AddNumberToObject(server, "started_at_ms", (double)s->started_ms);
+    }
+    free(st);
+    sl__resp_json(rs, 200, out);
+}
+
+typedef struct rounds_ctx {
+    cJSON *array;
+    int failed;
+} rounds_ctx;
+
+static int add_round(void *ctx, const sl_round_record *r)
+{
+    rounds_ctx *c = ctx;
+    cJSON *o = sl__round_json(r);
+    if (o == NULL) {
+        c->failed = 1;
+        return 1;
+    }
+    cJSON_AddItemToArray(c->array, o);
+    return 0;
+}
+
+void sl__h_rounds(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    char text[32];
+    int64_t task, offset = 0, limit = 50;
+    sl_task_record t;
+    rounds_ctx ctx = {NULL, 0};
+    cJSON *out;
+    int rc;
+    (void)p;
+    if (sl__query_get(rq->query, "task", text, sizeof text) != 1 ||
+        sl__parse_i64(text, 1, INT64_MAX, &task) != SL_OK) {
+        sl__problem(rs, rq, 400, "bad-request", NULL, "?task=<task id> is required");
+        return;
+    }
+    if ((rc = sl__query_get(rq->query, "offset", text, sizeof text)) != 0 &&
+        (rc < 0 || sl__parse_i64(text, 0, UINT32_MAX, &offset) != SL_OK)) {
+        sl__problem(rs, rq, 400, "bad-request", NULL, "offset must be an integer >= 0");
+        return;
+    }
+    if ((rc = sl__query_get(rq->query, "limit", text, sizeof text)) != 0 &&
+        (rc < 0 || sl__parse_i64(text, 1, ROUNDS_MAX_LIMIT, &limit) != SL_OK)) {
+        sl__problem(rs, rq, 400, "bad-request", NULL, "limit must be in [1, %d]", ROUNDS_MAX_LIMIT);
+        return;
+    }
+    rc = sl_store_get_task(s->store, task, &t);
+    if (rc == SL_ENOENT) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "no task %lld", (long long)task);
+        return;
+    }
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "reading the task");
+        return;
+    }
+    sl_store_task_free(&t);
+    out = cJSON_CreateObject();
+    ctx.array = cJSON_AddArrayToObject(out, "rounds");
+    if (ctx.array == NULL) {
+        cJSON_Delete(out);
+        sl__problem_status(rs, rq, SL_ENOMEM, "listing rounds");
+        return;
+    }
+    cJSON_AddNumberToObject(out, "task_id", (double)task);
+    cJSON_AddNumberToObject(out, "offset", (double)offset);
+    cJSON_AddNumberToObject(out, "limit", (double)limit);
+    rc = sl_store_list_rounds(s->store, task, (uint32_t)offset, (uint32_t)limit, add_round, &ctx);
+    if (rc != SL_OK || ctx.failed) {
+        cJSON_Delete(out);
+        sl__problem_status(rs, rq, ctx.failed ? SL_ENOMEM : rc, "listing rounds");
+        return;
+    }
+    sl__resp_json(rs, 200, out);
+}
+
+static void add_finite(cJSON *o, const char *key, double v)
+{
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, key, v);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+void sl__h_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    sl_round_stats st;
+    int64_t id;
+    cJSON *out, *rej;
+    int rc;
+    if (sl__parse_i64(p->seg[0], 1, INT64_MAX, &id) != SL_OK) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "no round %s", p->seg[0]);
+        return;
+    }
+    rc = sl_engine_round_stats(s->engine, id, &st);
+    if (rc == SL_ENOENT) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "no round %lld", (long long)id);
+        return;
+    }
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "reading the round");
+        return;
+    }
+    out = sl__round_json(&st.round);
+    rej = cJSON_CreateObject();
+    if (out == NULL || rej == NULL) {
+        cJSON_Delete(out);
+        cJSON_Delete(rej);
+        sl__problem_status(rs, rq, SL_ENOMEM, "reading the round");
+        return;
+    }
+    cJSON_AddNumberToObject(out, "checked_in", st.checked_in);
+    for (int r = 1; r < 10; r++)
+        cJSON_AddNumberToObject(rej, sl_reject_reason_name((sl_reject_reason)r),
+                                st.rejected_by_reason[r]);
+    cJSON_AddItemToObject(out, "rejected_by_reason", rej);
+    add_finite(out, "compression_vs_dense", st.compression_vs_dense);
+    cJSON_AddNumberToObject(out, "time_to_quorum_ms", (double)st.time_to_quorum_ms);
+    add_finite(out, "mean_loss", st.mean_loss);
+    add_finite(out, "mean_accuracy", st.mean_accuracy);
+    sl__resp_json(rs, 200, out);
+}
+
+/* ---- writes ---------------------------------------------------------------- */
+
+static void audit(sl_server *s, const char *action, const char *detail)
+{
+    int rc = sl_store_audit(s->store, "admin", action, detail);
+    if (rc != SL_OK)
+        sl_log(SL_LOG_WARN, "http", "audit of %s (%s) failed: %s", action, detail, sl_strerror(rc));
+}
+
+void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    cJSON *doc = sl__json_body(rq, rs), *out;
+    const cJSON *cfg, *layout, *model;
+    char *cfg_text = NULL, err[256] = "", detail[160];
+    uint8_t *frame = NULL;
+    size_t cap, len = 0;
+    int64_t id;
+    int rc;
+    (void)p;
+    if (doc == NULL)
+        return;
+    cfg = cJSON_GetObjectItemCaseSensitive(doc, "config");
+    layout = cJSON_GetObjectItemCaseSensitive(doc, "layout");
+    model = cJSON_GetObjectItemCaseSensitive(doc, "model");
+    if (!cJSON_IsObject(cfg) || !cJSON_IsString(layout) || !cJSON_IsString(model)) {
+        sl__problem(rs, rq, 400, "bad-request", NULL,
+                    "config (object), layout (text) and model (base64 frame) are required");
+        goto done;
+    }
+    cap = strlen(model->valuestring) / 4 * 3 + 3;
+    frame = malloc(cap);
+    cfg_text = cJSON_PrintUnformatted(cfg);
+    if (frame == NULL || cfg_text == NULL) {
+        sl__problem_status(rs, rq, SL_ENOMEM, "creating the task");
+        goto done;
+    }
+    if (sl_base64_decode(model->valuestring, frame, cap, &len) != SL_OK || len == 0) {
+        sl__problem(rs, rq, 400, "bad-request", NULL, "model is not valid base64");
+        goto done;
+    }
+    rc = sl_engine_create_task(s->engine, cfg_text, layout->valuestring, frame, len, &id, err,
+                               sizeof err);
+    if (rc == SL_ECONFLICT) {
+        sl__problem(rs, rq, 409, "conflict", NULL, "%s",
+                    err[0] ? err : "a task with this name and another configuration exists");
+        goto done;
+    }
+    if (rc == SL_ECONFIG_KEY || rc == SL_ECONFIG_VALUE) {
+        sl__problem(rs, rq, 422, "unprocessable", "config", "%s", err);
+        goto done;
+    }
+    if (strncmp(err, "layout", 6) == 0 || strncmp(err, "initial model", 13) == 0) {
+        sl__problem(rs, rq, 422, "unprocessable", err[0] == 'l' ? "layout" : "model", "%s", err);
+        goto done;
+    }
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "creating the task");
+        goto done;
+    }
+    snprintf(detail, sizeof detail, "{\"task_id\":%lld}", (long long)id);
+    audit(s, "create_task", detail);
+    out = cJSON_CreateObject();
+    if (out != NULL)
+        cJSON_AddNumberToObject(out, "task_id", (double)id);
+    sl__resp_json(rs, 201, out);
+done:
+    free(frame);
+    free(cfg_text);
+    cJSON_Delete(doc);
+}
+
+void sl__h_abort_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    char detail[64];
+    int64_t id;
+    cJSON *out;
+    int rc;
+    if (sl__parse_i64(p->seg[0], 1, INT64_MAX, &id) != SL_OK) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "no round %s", p->seg[0]);
+        return;
+    }
+    rc = sl_engine_abort_round(s->engine, id);
+    if (rc == SL_ENOENT) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "no round %lld", (long long)id);
+        return;
+    }
+    if (rc == SL_ESTATE) {
+        sl__problem(rs, rq, 409, "conflict", NULL, "round %lld has already ended", (long long)id);
+        return;
+    }
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "aborting the round");
+        return;
+    }
+    snprintf(detail, sizeof detail, "{\"round_id\":%lld}", (long long)id);
+    audit(s, "abort_round", detail);
+    out = cJSON_CreateObject();
+    if (out != NULL) {
+        cJSON_AddNumberToObject(out, "round_id", (double)id);
+        cJSON_AddStringToObject(out, "state", "abandoned");
+    }
+    sl__resp_json(rs, 200, out);
+}
+
+/* ---- the status page ------------------------------------------------------------ */
+
+static void utc(sl__text *b, int64_t ms)
+{
+    char text[32];
+    if (ms <= 0 || sl_clock_format_utc(ms * 1000000, text, sizeof text) != SL_OK) {
+        sl__text_puts(b, "-");
+        return;
+    }
+    sl__text_puts(b, text);
+}
+
+typedef struct page_ctx {
+    sl__text *b;
+} page_ctx;
+
+static int page_round(void *ctx, const sl_round_record *r)
+{
+    sl__text *b = ((page_ctx *)ctx)->b;
+    sl__text_printf(b,
+                    "<tr><td>%lld</td><td>%s</td><td>%lld</td><td>%u / %u</td><td>%u</td>"
+                    "<td>%u</td><td>%u</td><td>%u</td><td>%lld</td><td>",
+                    (long long)r->round_no, sl__round_state_name(r->state),
+                    (long long)r->base_version, r->reported, r->target, r->selected, r->late,
+                    r->rejected, r->dropped, (long long)r->bytes_up);
+    utc(b, r->opened_at_ms);
+    sl__text_puts(b, "</td><td>");
+    utc(b, r->closed_at_ms);
+    sl__text_puts(b, "</td><td>");
+    sl__text_html(b, r->error);
+    sl__text_puts(b, "</td></tr>\n");
+    return 0;
+}
+
+void sl__h_dashboard(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    sl__text b = {NULL, 0, 0, 0};
+    sl_task_status *st = NULL;
+    size_t n = 0;
+    int rc = all_status(s, &st, &n);
+    (void)p;
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "listing tasks");
+        return;
+    }
+    sl__text_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                      "<meta http-equiv=\"refresh\" content=\"5\">"
+                      "<title>Starling coordinator</title><style>"
+                      "body{font:14px system-ui,sans-serif;margin:2em;color:#222}"
+                      "table{border-collapse:collapse;margin-bottom:1.5em}"
+                      "th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+                      "th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}"
+                      "</style></head><body>\n<h1>Starling coordinator</h1>\n<p>Now: ");
+    utc(&b, sl__wall_ms(s));
+    sl__text_printf(&b,
+                    " &middot; %zu task(s) &middot; refreshes every 5 s &middot; "
+                    "<a href=\"/v1/status\">JSON</a> &middot; <a href=\"/metrics\">metrics</a>"
+                    "</p>\n",
+                    n);
+    sl__text_puts(&b, "<h2>Tasks</h2>\n<table><tr><th>Task</th><th>Name</th><th>Model version</th>"
+                      "<th>Round</th><th>State</th><th>Checked in</th><th>Selected</th>"
+                      "<th>Reported / target</th><th>Quorum</th><th>Report deadline</th>"
+                      "<th>Aggregator</th></tr>\n");
+    for (size_t i = 0; i < n; i++) {
+        const sl_round_record *r = &st[i].round;
+        sl__text_printf(&b, "<tr><td>%lld</td><td>", (long long)st[i].task_id);
+        sl__text_html(&b, st[i].cfg.name);
+        sl__text_printf(&b,
+                        "</td><td>%lld</td><td>%lld</td><td>%s</td><td>%u</td><td>%u</td>"
+                        "<td>%u / %u</td><td>%u</td><td>",
+                        (long long)st[i].model_version, (long long)r->round_no,
+                        st[i].finished ? "finished" : sl__round_state_name(r->state),
+                        st[i].checked_in, r->selected, r->reported, r->target, r->quorum);
+        utc(&b, st[i].round_open ? r->report_deadline_ms : 0);
+        sl__text_printf(&b, "</td><td>%s</td></tr>\n", sl_aggregator_name(st[i].cfg.aggregator));
+    }
+    sl__text_puts(&b, "</table>\n");
+    for (size_t i = 0; i < n; i++) {
+        page_ctx ctx = {&b};
+        sl__text_printf(&b, "<h2>Task %lld: recent rounds</h2>\n", (long long)st[i].task_id);
+        sl__text_puts(&b, "<table><tr><th>Round</th><th>State</th><th>Base version</th>"
+                          "<th>Reported / target</th><th>Selected</th><th>Late</th>"
+                          "<th>Rejected</th><th>Dropped</th><th>Bytes up</th><th>Opened</th>"
+                          "<th>Closed</th><th>Note</th></tr>\n");
+        rc = sl_store_list_rounds(s->store, st[i].task_id, 0, PAGE_ROUNDS, page_round, &ctx);
+        if (rc != SL_OK)
+            sl__text_printf(&b, "<tr><td colspan=\"12\">rounds unavailable: %s</td></tr>\n",
+                            sl_strerror(rc));
+        sl__text_puts(&b, "</table>\n");
+    }
+    if (n == 0)
+        sl__text_puts(&b, "<p>No task yet: create one with POST /v1/tasks.</p>\n");
+    sl__text_puts(&b, "</body></html>\n");
+    free(st);
+    if (b.failed) {
+        sl__text_free(&b);
+        sl__problem_status(rs, rq, SL_ENOMEM, "rendering the page");
+        return;
+    }
+    sl__resp_bytes(rs, 200, "text/html; charset=utf-8", b.data, b.len);
+    sl__resp_header(rs, "Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'");
+}
+
+void sl__h_openapi(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    (void)s;
+    (void)rq;
+    (void)p;
+    sl__resp_copy(rs, 200, "application/yaml", sl__openapi_yaml, sl__openapi_yaml_len);
+}

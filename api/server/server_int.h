@@ -1,0 +1,322 @@
+/*
+ * server_int.h - internals shared by the files of libstarling-api-server.
+ *
+ * A request travels as an sl__req (method, raw target, headers, body,
+ * identity once checked) through the router (router.c) to one handler,
+ * which fills an sl__resp. The libmicrohttpd glue (daemon.c) and the
+ * in-process entry point sl_server_handle() build the same sl__req, so
+ * tests and fuzzers exercise exactly the code the network path runs.
+ */
+#ifndef STARLING_SERVER_INT_H
+#define STARLING_SERVER_INT_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <cjson/cJSON.h>
+
+#include "starling/api_server.h"
+#include "starling/api_sign.h"
+
+/* ------------------------------------------------------------------------ */
+/* Buffers, requests, responses (http.c)                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A growable byte buffer; after an allocation failure it stays failed and
+ * every append is a no-op, so callers check once at the end. */
+typedef struct sl__text {
+    char *data;
+    size_t len, cap;
+    int failed;
+} sl__text;
+
+void sl__text_put(sl__text *b, const void *p, size_t n);
+void sl__text_puts(sl__text *b, const char *s);
+void sl__text_printf(sl__text *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void sl__text_html(sl__text *b, const char *s); /* HTML-escaped */
+void sl__text_free(sl__text *b);
+
+typedef struct sl__kv {
+    char *name;
+    char *value;
+} sl__kv;
+
+#define SL__MAX_HEADERS 100
+
+typedef struct sl__req {
+    char method[16];
+    char *target;      /* raw request target: path and query as sent */
+    char *path;        /* the target up to '?' (own copy) */
+    const char *query; /* into target, after '?'; "" when none */
+    sl__kv *headers;
+    size_t nheaders, cap_headers;
+    uint8_t *body;
+    size_t body_len, body_cap;
+    uint64_t discarded; /* body bytes beyond max_body, thrown away */
+    int too_big;        /* the body exceeded max_body */
+    int started;        /* daemon.c: the first access-handler call happened */
+    char request_id[65];
+    char client[64];   /* peer address, for the access log */
+    int64_t device_id; /* the authenticated device, 0 when none */
+    int admin;         /* the admin token was presented and matched */
+    int route;         /* index in the route table, -1 when none matched */
+    int64_t start_ns;  /* monotonic */
+    int status;        /* the answer's status, once queued */
+    size_t bytes_out;
+} sl__req;
+
+#define SL__RESP_HEADERS 12
+
+typedef struct sl__resp_hdr {
+    char name[40];
+    char value[256];
+} sl__resp_hdr;
+
+typedef struct sl__resp {
+    int status;
+    char *body; /* malloc'd, may be NULL */
+    size_t len;
+    char content_type[64];
+    sl__resp_hdr headers[SL__RESP_HEADERS];
+    size_t nheaders;
+} sl__resp;
+
+/* A request for @target (copied). NULL on ENOMEM or a target above 8 KiB. */
+sl__req *sl__req_new(const char *target);
+void sl__req_free(sl__req *rq);
+int sl__req_add_header(sl__req *rq, const char *name, const char *value);
+/* Append body bytes, keeping at most @max; beyond it too_big is set. */
+int sl__req_add_body(sl__req *rq, const void *data, size_t len, uint64_t max);
+/* The value of a request header (case-insensitive name), or NULL. */
+const char *sl__req_header(const sl__req *rq, const char *name);
+/* Adopt the client's X-Request-Id when it is 1..64 of [A-Za-z0-9._-], else make one. */
+void sl__req_assign_id(sl_server *s, sl__req *rq);
+
+void sl__resp_init(sl__resp *rs);
+void sl__resp_reset(sl__resp *rs);
+void sl__resp_header(sl__resp *rs, const char *name, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+const char *sl__resp_get_header(const sl__resp *rs, const char *name);
+/* Serialise @doc (consumed) as the body. */
+void sl__resp_json(sl__resp *rs, int status, cJSON *doc);
+/* Take ownership of @bytes (malloc'd). */
+void sl__resp_bytes(sl__resp *rs, int status, const char *ctype, void *bytes, size_t len);
+/* Copy @len bytes of @text. */
+void sl__resp_copy(sl__resp *rs, int status, const char *ctype, const void *text, size_t len);
+
+/*
+ * sl__problem - an application/problem+json answer with the stable type
+ * "https://starling.dev/problems/<name>". @reason: an extra "reason"
+ * member (NULL for none).
+ */
+void sl__problem(sl__resp *rs, const sl__req *rq, int status, const char *name, const char *reason,
+                 const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 6, 7)))
+#endif
+    ;
+/* A storage or engine status as a problem: 503 for busy/timeouts, 507-ish
+ * conditions as 503, everything else 500. */
+void sl__problem_status(sl__resp *rs, const sl__req *rq, int rc, const char *what);
+
+/* The value of @key in a query string (percent-decoded into @out): 1 found,
+ * 0 absent, -1 malformed or longer than @cap - 1. */
+int sl__query_get(const char *query, const char *key, char *out, size_t cap);
+/* A strict decimal integer in [min, max]: SL_OK or SL_EINVAL. */
+int sl__parse_i64(const char *text, int64_t min, int64_t max, int64_t *out);
+/* An integral JSON number in [min, max]: SL_OK, SL_ENOENT (absent), SL_EINVAL. */
+int sl__json_i64(const cJSON *obj, const char *key, int64_t min, int64_t max, int64_t *out);
+/* The body as a JSON object, or a 400 problem written into @rs (returns NULL). */
+cJSON *sl__json_body(const sl__req *rq, sl__resp *rs);
+void sl__random(void *out, size_t len);
+/* @nbytes random bytes as unpadded base64url into @out (cap >= 4 * nbytes / 3 + 2). */
+void sl__random_id(char *out, size_t cap, size_t nbytes);
+int sl__ct_equal(const uint8_t *a, const uint8_t *b, size_t n);
+int64_t sl__wall_ms(const sl_server *s);
+int64_t sl__mono_ns(const sl_server *s);
+
+/* ------------------------------------------------------------------------ */
+/* Metrics (metrics.c)                                                      */
+/* ------------------------------------------------------------------------ */
+
+#define SL__HIST_BUCKETS 12
+#define SL__MAX_ROUTES   24
+#define SL__MAX_STATUSES 16
+
+typedef struct sl__hist {
+    uint64_t bucket[SL__HIST_BUCKETS]; /* cumulative at render time, per bucket here */
+    uint64_t count;
+    double sum;
+} sl__hist;
+
+typedef struct sl__route_stats {
+    int status[SL__MAX_STATUSES];
+    uint64_t count[SL__MAX_STATUSES];
+    sl__hist latency;
+} sl__route_stats;
+
+typedef struct sl__metrics {
+    pthread_mutex_t lock;
+    sl__route_stats routes[SL__MAX_ROUTES + 1]; /* the last: unmatched */
+    uint64_t bytes_in, bytes_out;
+    uint64_t uploads_created, uploads_completed, upload_bytes;
+    uint64_t rejected[16]; /* by sl_reject_reason; [15]: digest mismatch */
+    uint64_t auth_failures, rate_limited;
+    sl__hist store_write;
+    atomic_long uploads_in_flight;
+} sl__metrics;
+
+int sl__metrics_init(sl__metrics *m);
+void sl__metrics_free(sl__metrics *m);
+void sl__metrics_request(sl__metrics *m, int route, int status, int64_t dur_ns, size_t in,
+                         size_t out);
+void sl__metrics_store_write(sl__metrics *m, int64_t dur_ns);
+void sl__metrics_count(sl__metrics *m, uint64_t *counter, uint64_t by);
+
+/* ------------------------------------------------------------------------ */
+/* The server                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sl__bucket {
+    int64_t device;
+    double tokens;
+    int64_t last_ns;
+} sl__bucket;
+
+#define SL__BUCKETS 16384
+
+typedef struct sl__blob sl__blob; /* models.c */
+
+#define SL__TOMBSTONES 1024
+
+typedef struct sl__tombstone {
+    char id[SL_STORE_UPLOAD_ID + 1];
+    int status;
+    char reason[32];
+} sl__tombstone;
+
+struct sl_server {
+    sl_server_options opt; /* strings below are the server's own copies */
+    char *listen;
+    char *cert_pem, *key_pem;
+    uint8_t admin_sha[32], enrol_sha[32];
+    int have_admin, have_enrol;
+    sl_store *store;
+    sl_engine *engine;
+    const sl_clock *clock;
+    sl_nonce_cache *nonces;
+
+    pthread_mutex_t rate_lock;
+    sl__bucket *buckets;
+
+    pthread_mutex_t cache_lock;
+    sl__blob *cache;
+    size_t cache_bytes, cache_entries;
+    uint64_t cache_clock;
+
+    pthread_mutex_t tomb_lock;
+    sl__tombstone tombs[SL__TOMBSTONES];
+    size_t tomb_next;
+    char completing[64][SL_STORE_UPLOAD_ID + 1]; /* sessions being completed now */
+
+    sl__metrics metrics;
+
+    struct sockaddr_storage addr; /* the parsed listen address */
+    int ipv6;
+    void *daemon; /* struct MHD_Daemon */
+    uint16_t port;
+    int quiesced;
+    atomic_long inflight;
+
+    pthread_t ticker;
+    int ticker_running, stopping;
+    pthread_mutex_t tick_lock;
+    pthread_cond_t tick_cond;
+
+    uint64_t rid_prefix;
+    atomic_uint_fast64_t rid_counter;
+    int64_t started_ms;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Router (router.c) and authentication (auth.c)                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sl__params {
+    char seg[2][80];
+    int n;
+} sl__params;
+
+typedef void (*sl__handler)(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+
+/* Route the request to its handler; every outcome is a response in @rs. */
+void sl__dispatch(sl_server *s, sl__req *rq, sl__resp *rs);
+/* The request ended: metrics and one access-log line. */
+void sl__request_done(sl_server *s, const sl__req *rq);
+/* The route's label for metrics ("unmatched" for -1). */
+const char *sl__route_label(int route);
+int sl__route_count(void);
+
+/* Each returns 1 when the request may proceed, else 0 with a problem in @rs. */
+int sl__auth_device(sl_server *s, sl__req *rq, sl__resp *rs);
+int sl__auth_admin(sl_server *s, sl__req *rq, sl__resp *rs);
+int sl__auth_read(sl_server *s, sl__req *rq, sl__resp *rs);
+/* 1 when the request carries the matching admin bearer token (no answer written). */
+int sl__has_admin(sl_server *s, sl__req *rq);
+/* 1 when @given hashes to @digest (constant time). */
+int sl__token_matches(const uint8_t digest[32], const char *given, size_t len);
+/* A device's token bucket: 1 allowed, 0 limited (*retry_after_s set). */
+int sl__rate_allow(sl_server *s, int64_t device, int64_t *retry_after_s);
+
+/* ------------------------------------------------------------------------ */
+/* Handlers                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* devices.c */
+void sl__h_enrol(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_device(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_report_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+
+/* uploads.c */
+void sl__h_upload_create(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_upload_patch(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_upload_head(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+
+/* models.c */
+void sl__h_model(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__cache_free(sl_server *s);
+
+/* operators.c */
+void sl__h_status(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_rounds(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_abort_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_dashboard(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_openapi(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+/* JSON of a round record (shared by status, rounds and round). */
+cJSON *sl__round_json(const sl_round_record *r);
+const char *sl__round_state_name(sl_round_state st);
+
+/* metrics.c */
+void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_healthz(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_readyz(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+
+/* openapi_yaml.c (generated from api/openapi.yaml at configure time) */
+extern const unsigned char sl__openapi_yaml[];
+extern const size_t sl__openapi_yaml_len;
+
+#endif /* STARLING_SERVER_INT_H */

@@ -1,0 +1,292 @@
+/*
+ * starling-coordinator - the coordinator program: opens the store
+ * (<data-dir>/starling.db), the round engine (which recovers open rounds)
+ * and the HTTPS server, then waits for SIGTERM or SIGINT.
+ *
+ * Configuration: defaults < --config FILE (key = value lines) <
+ * STARLING_* environment < command-line flags. `--help` lists every key.
+ *
+ * Shutdown: stop accepting connections, let requests in flight finish
+ * within the grace period, stop the daemon and the ticker, close the
+ * engine and the store (which finishes queued writes and checkpoints), and
+ * exit 0. Every acknowledged update was durable before its answer, so a
+ * kill -9 instead loses nothing acknowledged either.
+ *
+ * Exit status: 0 after a clean shutdown, 1 when something failed at
+ * run time, 2 for a configuration error.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "starling/api_server.h"
+#include "starling/common.h"
+#include "starling/round.h"
+#include "starling/store.h"
+
+extern char **environ;
+
+static const sl_config_spec specs[] = {
+    {"config", SL_CONFIG_STRING, NULL, 0, 0, "a file of key = value lines (read first)"},
+    {"listen", SL_CONFIG_STRING, "127.0.0.1:8443", 0, 0, "address:port to serve on"},
+    {"data_dir", SL_CONFIG_STRING, "./starling-data", 0, 0, "directory of starling.db"},
+    {"tls_cert", SL_CONFIG_STRING, NULL, 0, 0, "TLS certificate chain (PEM)"},
+    {"tls_key", SL_CONFIG_STRING, NULL, 0, 0, "TLS private key (PEM)"},
+    {"insecure_http", SL_CONFIG_BOOL, "false", 0, 0,
+     "serve plain HTTP (loopback demos, TLS-terminating ingress)"},
+    {"admin_token_file", SL_CONFIG_STRING, NULL, 0, 0,
+     "file holding the operators' bearer token (unset: operator writes refused)"},
+    {"enrolment_token_file", SL_CONFIG_STRING, NULL, 0, 0,
+     "file holding the device enrolment token (unset: enrolment refused)"},
+    {"public_status", SL_CONFIG_BOOL, "false", 0, 0,
+     "read-only operator endpoints (status, rounds, metrics, page) need no token"},
+    {"max_body", SL_CONFIG_SIZE, "16M", 1024, 1073741824.0, "largest request body"},
+    {"threads", SL_CONFIG_INT, "4", 1, 256, "HTTP worker threads"},
+    {"connection_limit", SL_CONFIG_INT, "1024", 1, 1000000, "concurrent connections"},
+    {"per_ip_limit", SL_CONFIG_INT, "64", 1, 1000000, "concurrent connections per client IP"},
+    {"connection_timeout", SL_CONFIG_DURATION, "30s", 1000, 3600000,
+     "idle or too slow connections are closed after this"},
+    {"device_rate", SL_CONFIG_DOUBLE, "10", 0, 1e6, "requests per second per device (0: off)"},
+    {"device_burst", SL_CONFIG_DOUBLE, "50", 1, 1e6, "burst of requests per device"},
+    {"timestamp_window", SL_CONFIG_DURATION, "5m", 1000, 86400000,
+     "allowed clock skew of signed requests"},
+    {"upload_ttl", SL_CONFIG_DURATION, "24h", 1000, 2592000000.0,
+     "upload sessions expire after this"},
+    {"model_cache", SL_CONFIG_SIZE, "64M", 0, 17179869184.0, "memory for encoded models"},
+    {"log_level", SL_CONFIG_STRING, "info", 0, 0, "error, warn, info, debug or trace"},
+    {"grace", SL_CONFIG_DURATION, "10s", 0, 3600000,
+     "on SIGTERM, how long requests in flight may take to finish"},
+};
+
+#define NSPECS (sizeof specs / sizeof specs[0])
+
+static void usage(const sl_config *cfg)
+{
+    char text[8192];
+    sl_config_usage(cfg, text, sizeof text);
+    fprintf(stderr,
+            "usage: starling-coordinator [--key value | --key=value]...\n"
+            "Each key may also be set as STARLING_<KEY> in the environment.\n\n%s",
+            text);
+}
+
+/* defaults < --config file < environment < flags */
+static int load_config(int argc, char **argv, sl_config **out)
+{
+    sl_config *cfg = NULL;
+    const char *file = NULL;
+    int rc = sl_config_create(specs, NSPECS, &cfg);
+    if (rc == SL_OK)
+        rc = sl_config_load_env(cfg, "STARLING_", environ, 0);
+    if (rc == SL_OK)
+        rc = sl_config_load_args(cfg, argc, argv, NULL);
+    if (rc == SL_OK && sl_config_get_string(cfg, "config", &file) == SL_OK && file != NULL) {
+        sl_config *full = NULL;
+        char path[4096];
+        snprintf(path, sizeof path, "%s", file);
+        rc = sl_config_create(specs, NSPECS, &full);
+        if (rc == SL_OK)
+            rc = sl_config_load_file(full, path);
+        if (rc == SL_OK)
+            rc = sl_config_load_env(full, "STARLING_", environ, 0);
+        if (rc == SL_OK)
+            rc = sl_config_load_args(full, argc, argv, NULL);
+        if (full != NULL) {
+            sl_config_free(cfg);
+            cfg = full;
+        }
+    }
+    if (rc != SL_OK) {
+        fprintf(stderr, "starling-coordinator: %s\n", cfg ? sl_config_error(cfg) : sl_strerror(rc));
+        sl_config_free(cfg);
+        return rc;
+    }
+    *out = cfg;
+    return SL_OK;
+}
+
+/* A secret file's content without surrounding whitespace (malloc'd). */
+static int read_token(const char *path, char **out)
+{
+    void *buf;
+    size_t len;
+    char *text, *start;
+    int rc = sl_fs_read_file(path, 4096, &buf, &len);
+    if (rc != SL_OK)
+        return rc;
+    text = buf;
+    while (len > 0 && isspace((unsigned char)text[len - 1]))
+        text[--len] = '\0';
+    start = text;
+    while (*start != '\0' && isspace((unsigned char)*start))
+        start++;
+    if (*start == '\0' || strlen(start) != (size_t)(text + len - start)) {
+        free(buf);
+        return SL_EINVAL; /* empty, or a NUL byte inside */
+    }
+    memmove(text, start, strlen(start) + 1);
+    *out = text;
+    return SL_OK;
+}
+
+static const char *str(const sl_config *cfg, const char *key)
+{
+    const char *v = NULL;
+    sl_config_get_string(cfg, key, &v);
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    sl_config *cfg = NULL;
+    sl_server_options so;
+    sl_store_options sto;
+    sl_engine_options eo;
+    sl_store *store = NULL;
+    sl_engine *engine = NULL;
+    sl_server *server = NULL;
+    char *admin = NULL, *enrol = NULL, db[4200], err[512];
+    const char *data_dir;
+    sl_log_level level;
+    int64_t v, grace = 0;
+    uint64_t size;
+    double d;
+    int flag, rc, sig, status = 1;
+    sigset_t stop;
+
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            if (sl_config_create(specs, NSPECS, &cfg) == SL_OK)
+                usage(cfg);
+            sl_config_free(cfg);
+            return 0;
+        }
+    if (load_config(argc, argv, &cfg) != SL_OK)
+        return 2;
+    if (sl_log_parse_level(str(cfg, "log_level"), &level) != SL_OK) {
+        fprintf(stderr, "starling-coordinator: log_level: \"%s\" is not a level\n",
+                str(cfg, "log_level"));
+        sl_config_free(cfg);
+        return 2;
+    }
+    sl_log_set_sink(sl_log_sink_stderr, NULL);
+    sl_log_set_level(level);
+
+    sl_server_options_default(&so);
+    so.listen = str(cfg, "listen");
+    so.tls_cert_file = str(cfg, "tls_cert");
+    so.tls_key_file = str(cfg, "tls_key");
+    sl_config_get_bool(cfg, "insecure_http", &so.insecure_http);
+    sl_config_get_bool(cfg, "public_status", &flag);
+    so.public_status = flag;
+    sl_config_get_size(cfg, "max_body", &so.max_body);
+    sl_config_get_int(cfg, "threads", &v);
+    so.threads = (unsigned)v;
+    sl_config_get_int(cfg, "connection_limit", &v);
+    so.connection_limit = (unsigned)v;
+    sl_config_get_int(cfg, "per_ip_limit", &v);
+    so.per_ip_connection_limit = (unsigned)v;
+    sl_config_get_duration_ms(cfg, "connection_timeout", &v);
+    so.connection_timeout_s = (unsigned)((v + 999) / 1000);
+    sl_config_get_double(cfg, "device_rate", &d);
+    so.device_rate = d;
+    sl_config_get_double(cfg, "device_burst", &d);
+    so.device_burst = d;
+    sl_config_get_duration_ms(cfg, "timestamp_window", &so.timestamp_window_ms);
+    sl_config_get_duration_ms(cfg, "upload_ttl", &so.upload_ttl_ms);
+    sl_config_get_size(cfg, "model_cache", &size);
+    so.model_cache_bytes = size > SIZE_MAX ? SIZE_MAX : (size_t)size;
+    sl_config_get_duration_ms(cfg, "grace", &grace);
+    if (str(cfg, "admin_token_file") != NULL &&
+        (rc = read_token(str(cfg, "admin_token_file"), &admin)) != SL_OK) {
+        sl_log(SL_LOG_ERROR, "main", "admin_token_file %s: %s", str(cfg, "admin_token_file"),
+               rc == SL_EINVAL ? "empty" : sl_strerror(rc));
+        status = 2;
+        goto out;
+    }
+    if (str(cfg, "enrolment_token_file") != NULL &&
+        (rc = read_token(str(cfg, "enrolment_token_file"), &enrol)) != SL_OK) {
+        sl_log(SL_LOG_ERROR, "main", "enrolment_token_file %s: %s",
+               str(cfg, "enrolment_token_file"), rc == SL_EINVAL ? "empty" : sl_strerror(rc));
+        status = 2;
+        goto out;
+    }
+    so.admin_token = admin;
+    so.enrolment_token = enrol;
+    if (admin == NULL)
+        sl_log(SL_LOG_WARN, "main", "no admin_token_file: operator writes are refused");
+    if (enrol == NULL)
+        sl_log(SL_LOG_WARN, "main", "no enrolment_token_file: enrolment is refused");
+    if (so.insecure_http)
+        sl_log(SL_LOG_WARN, "main", "serving plain HTTP (insecure_http)");
+
+    /* SIGTERM/SIGINT go to sigwait() below, never to another thread: block
+     * them before any thread starts so every thread inherits the mask */
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    data_dir = str(cfg, "data_dir");
+    if (mkdir(data_dir, 0700) != 0 && errno != EEXIST) {
+        sl_log(SL_LOG_ERROR, "main", "data_dir %s: %s", data_dir, strerror(errno));
+        goto out;
+    }
+    snprintf(db, sizeof db, "%s/starling.db", data_dir);
+    sl_store_options_default(&sto);
+    sto.path = db;
+    rc = sl_store_open(&sto, &store, err, sizeof err);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERROR, "main", "store %s: %s", db, err);
+        goto out;
+    }
+    sl_engine_options_default(&eo);
+    rc = sl_engine_open(store, &eo, &engine, err, sizeof err);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERROR, "main", "engine: %s", err);
+        goto out;
+    }
+    rc = sl_server_create(&so, store, engine, &server, err, sizeof err);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERROR, "main", "server: %s", err);
+        status = rc == SL_EINVAL ? 2 : 1;
+        goto out;
+    }
+    rc = sl_server_start(server, err, sizeof err);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERROR, "main", "server: %s", err);
+        goto out;
+    }
+    sl_log(SL_LOG_INFO, "main", "coordinator ready: %s (port %u), data in %s", so.listen,
+           (unsigned)sl_server_port(server), data_dir);
+
+    while (sigwait(&stop, &sig) != 0)
+        ;
+    sl_log(SL_LOG_INFO, "main", "%s: stopping (grace %lld ms)",
+           sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)grace);
+    sl_server_quiesce(server);
+    if (sl_server_drain(server, grace) != SL_OK)
+        sl_log(SL_LOG_WARN, "main", "requests still running after the grace period: closed");
+    status = 0;
+out:
+    sl_server_free(server);
+    sl_engine_close(engine);
+    sl_store_close(store);
+    if (status == 0)
+        sl_log(SL_LOG_INFO, "main", "stopped cleanly");
+    if (admin != NULL)
+        memset(admin, 0, strlen(admin));
+    if (enrol != NULL)
+        memset(enrol, 0, strlen(enrol));
+    free(admin);
+    free(enrol);
+    sl_config_free(cfg);
+    return status;
+}

@@ -1,0 +1,148 @@
+/*
+ * train.c - the training and evaluation loops: shuffled mini-batches
+ * gathered into one contiguous batch, sl_model_loss_grad, sl_sgd_step.
+ * Buffers are allocated once per call, never per step.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn_int.h"
+
+/* The sample order of one epoch: @indices (or 0..n-1) shuffled by
+ * Fisher-Yates with a generator seeded by (seed, epoch). */
+static void epoch_order(uint32_t *order, const uint32_t *indices, size_t n, uint64_t seed,
+                        uint32_t epoch)
+{
+    uint64_t rng = sl__nn_rng_state(seed, epoch);
+    for (size_t i = 0; i < n; i++)
+        order[i] = indices != NULL ? indices[i] : (uint32_t)i;
+    for (size_t i = n; i > 1; i--) {
+        size_t j = sl__nn_rng_below(&rng, (uint32_t)i);
+        uint32_t t = order[i - 1];
+        order[i - 1] = order[j];
+        order[j] = t;
+    }
+}
+
+static void gather(const float *x, const int32_t *y, const uint32_t *idx, size_t count, size_t dim,
+                   float *xb, int32_t *yb)
+{
+    for (size_t i = 0; i < count; i++) {
+        memcpy(xb + i * dim, x + (size_t)idx[i] * dim, dim * sizeof *xb);
+        yb[i] = y[idx[i]];
+    }
+}
+
+int sl_train(sl_model *model, float *params, sl_sgd *sgd, const float *global, const float *x,
+             const int32_t *y, const uint32_t *indices, size_t n, const sl_train_opts *opts,
+             float *mean_loss)
+{
+    size_t dim, batch, np;
+    uint32_t *order = NULL;
+    float *xb = NULL, *grad = NULL;
+    int32_t *yb = NULL;
+    double epoch_loss = 0.0;
+    int rc = SL_OK;
+
+    if (model == NULL || params == NULL || sgd == NULL || x == NULL || y == NULL || opts == NULL ||
+        n == 0 || opts->batch == 0 || n > UINT32_MAX)
+        return SL_EINVAL;
+    np = sl_model_params(model);
+    if (sl__nn_sgd_size(sgd) != np)
+        return SL_EINVAL;
+    dim = sl_model_input_size(model);
+    batch = opts->batch < n ? opts->batch : n;
+    order = malloc(n * sizeof *order);
+    xb = aligned_alloc(SL__NN_ALIGN,
+                       (batch * dim * sizeof *xb + SL__NN_ALIGN - 1) / SL__NN_ALIGN * SL__NN_ALIGN);
+    yb = malloc(batch * sizeof *yb);
+    grad = aligned_alloc(SL__NN_ALIGN,
+                         (np * sizeof *grad + SL__NN_ALIGN - 1) / SL__NN_ALIGN * SL__NN_ALIGN);
+    if (order == NULL || xb == NULL || yb == NULL || grad == NULL) {
+        rc = SL_ENOMEM;
+        goto done;
+    }
+    for (uint32_t e = 0; rc == SL_OK && e < opts->epochs; e++) {
+        epoch_loss = 0.0;
+        epoch_order(order, indices, n, opts->seed, e);
+        for (size_t done = 0; done < n;) {
+            size_t count = n - done < batch ? n - done : batch;
+            float loss;
+            gather(x, y, order + done, count, dim, xb, yb);
+            rc = sl_model_loss_grad(model, params, xb, yb, count, &loss, grad, NULL);
+            if (rc == SL_OK)
+                rc = sl_sgd_step(sgd, params, grad, global, e);
+            if (rc != SL_OK)
+                goto done;
+            epoch_loss += (double)loss * (double)count;
+            done += count;
+            if (opts->progress != NULL)
+                opts->progress(opts->progress_ctx, e, done, n, (float)(epoch_loss / (double)done));
+        }
+    }
+    if (mean_loss != NULL && opts->epochs > 0)
+        *mean_loss = (float)(epoch_loss / (double)n);
+done:
+    free(order);
+    free(xb);
+    free(yb);
+    free(grad);
+    return rc;
+}
+
+int sl_evaluate(sl_model *model, const float *params, const float *x, const int32_t *y,
+                const uint32_t *indices, size_t n, size_t batch, double *accuracy, double *loss)
+{
+    size_t dim, correct = 0, classes;
+    float *xb = NULL, *logits = NULL;
+    int32_t *yb = NULL;
+    double total = 0.0;
+    int rc = SL_OK;
+
+    if (model == NULL || params == NULL || x == NULL || y == NULL || n == 0 || batch == 0)
+        return SL_EINVAL;
+    dim = sl_model_input_size(model);
+    classes = sl_model_classes(model);
+    batch = batch < n ? batch : n;
+    logits = malloc(batch * classes * sizeof *logits);
+    yb = malloc(batch * sizeof *yb);
+    xb = indices != NULL ? malloc(batch * dim * sizeof *xb) : NULL;
+    if (logits == NULL || yb == NULL || (indices != NULL && xb == NULL)) {
+        rc = SL_ENOMEM;
+        goto done;
+    }
+    for (size_t start = 0; start < n; start += batch) {
+        size_t count = n - start < batch ? n - start : batch;
+        const float *in = x + start * dim;
+        double mean;
+        if (indices != NULL) {
+            gather(x, y, indices + start, count, dim, xb, yb);
+            in = xb;
+        } else {
+            memcpy(yb, y + start, count * sizeof *yb);
+        }
+        rc = sl_model_forward(model, params, in, count, logits);
+        if (rc == SL_OK)
+            rc = sl__nn_softmax_ce(logits, yb, count, classes, &mean, NULL, NULL);
+        if (rc != SL_OK)
+            goto done;
+        total += mean * (double)count;
+        for (size_t i = 0; i < count; i++) {
+            const float *z = logits + i * classes;
+            size_t best = 0;
+            for (size_t j = 1; j < classes; j++)
+                if (z[j] > z[best])
+                    best = j;
+            correct += (int32_t)best == yb[i];
+        }
+    }
+    if (accuracy != NULL)
+        *accuracy = (double)correct / (double)n;
+    if (loss != NULL)
+        *loss = total / (double)n;
+done:
+    free(xb);
+    free(yb);
+    free(logits);
+    return rc;
+}

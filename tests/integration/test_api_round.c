@@ -1,0 +1,392 @@
+/*
+ * A complete round over HTTP: a task made by the operator, devices that
+ * check in and are selected after the window, model downloads (ETag, 304,
+ * ranges, deltas from a base version, safetensors), every way an upload is
+ * refused (digest, malformed, layout, NaN, not selected, conflict, late,
+ * wrong offset, too many bytes, wrong media type, another device's session)
+ * and the resumable upload that ends in the engine; then the new version,
+ * rounds, metrics reports, abort and the audit log.
+ */
+#include <cjson/cJSON.h>
+
+#include "../support/sl_test.h"
+#include "api_harness.h"
+
+/* ---- a complete round ------------------------------------------------------------ */
+
+#define ROUND_TASK                                                                      \
+    "{\"config\":{\"name\":\"round\",\"target\":2,\"quorum\":2,\"over_selection\":1.5," \
+    "\"selection_window_ms\":300,\"report_deadline_ms\":30000,\"values\":\"fp16\","     \
+    "\"density\":0.1},\"layout\":\"w 4 8\\nb 4\\n\",\"model\":\"%s\"}"
+
+void test_complete_round(void **state)
+{
+    ah_fx f;
+    ah_dev dev[4]; /* a, b, c selected; d checks in too late */
+    ah_resp r;
+    sl_layout *layout, *other;
+    char path[160], etag[80], value[200], id[40], late_id[40], body[128];
+    const char *auth[] = {"Authorization: Bearer " AH_ADMIN};
+    float *v1, *v2, *v2_delta;
+    void *good, *frame;
+    size_t good_len, len, n;
+    int64_t task, round, round2;
+    uint64_t audits;
+    uint8_t wrong_sha[32] = {1};
+    long status;
+    (void)state;
+    ah_fx_open(&f, "api_round", NULL);
+    assert_int_equal(sl_layout_parse(AH_LAYOUT, strlen(AH_LAYOUT), &layout), SL_OK);
+    assert_int_equal(sl_layout_parse("w 4 8\nb 5\n", 10, &other), SL_OK);
+    n = (size_t)sl_layout_params(layout);
+    v1 = calloc(n, sizeof *v1);
+    v2 = calloc(n, sizeof *v2);
+    v2_delta = calloc(n, sizeof *v2_delta);
+
+    /* creating a task needs the token; bad input changes nothing */
+    {
+        char url[128];
+        snprintf(url, sizeof url, "%s/v1/tasks", f.base);
+        ah_http("POST", url, NULL, 0, "{}", 2, &r);
+        ah_expect_problem(&r, 401, "unauthorized");
+        ah_resp_free(&r);
+        const char *bogus = "{\"config\":{\"name\":\"x\",\"target\":1,\"bogus\":1},"
+                            "\"layout\":\"w 2\",\"model\":\"AAAA\"}";
+        const char *bad64 = "{\"config\":{\"name\":\"x\",\"target\":1},\"layout\":\"w 2\","
+                            "\"model\":\"!!\"}";
+        ah_admin(&f, "POST", "/v1/tasks", bogus, strlen(bogus), &r);
+        ah_expect_reason(&r, 422, "unprocessable", "config");
+        ah_resp_free(&r);
+        ah_admin(&f, "POST", "/v1/tasks", bad64, strlen(bad64), &r);
+        ah_expect_problem(&r, 400, "bad-request");
+        ah_resp_free(&r);
+        assert_int_equal(ah_audit_count(&f), 0);
+    }
+    task = ah_create_task(&f, ROUND_TASK);
+    assert_int_equal(ah_audit_count(&f), 1);
+    for (int i = 0; i < 4; i++)
+        ah_dev_enrol(&f, &dev[i]);
+
+    /* selection: a, b, c join the pool; after the window they are selected */
+    for (int i = 0; i < 3; i++) {
+        ah_checkin(&f, &dev[i], task, &r);
+        assert_int_equal(ah_json_int(r.body, "selected"), 0);
+        ah_resp_free(&r);
+    }
+    usleep(450000);
+    for (int i = 0; i < 3; i++) {
+        ah_checkin(&f, &dev[i], task, &r);
+        assert_int_equal(ah_json_int(r.body, "selected"), 1);
+        round = ah_json_int(r.body, "round_id");
+        assert_int_equal(ah_json_int(r.body, "model_version"), 1);
+        assert_non_null(strstr(r.body, "\"values\":\"fp16\""));
+        assert_non_null(strstr(r.body, "\"training\":{\"epochs\":1"));
+        ah_resp_free(&r);
+    }
+    ah_checkin(&f, &dev[3], task, &r);
+    assert_int_equal(ah_json_int(r.body, "selected"), 0);
+    ah_resp_free(&r);
+
+    /* download: ETag, 304, ranges, 416, latest, unsigned */
+    snprintf(path, sizeof path, "/v1/models/1?task=%lld", (long long)task);
+    ah_download(&f, &dev[0], layout, path, NULL, 0, v1, etag, sizeof etag);
+    {
+        char inm[120], rng[64];
+        const char *h1[] = {inm};
+        const char *h2[] = {rng};
+        ah_resp full;
+        snprintf(inm, sizeof inm, "If-None-Match: %s", etag);
+        ah_dev_call(&f, &dev[0], "GET", path, NULL, 0, h1, 1, &r);
+        assert_int_equal(r.status, 304);
+        assert_int_equal(r.len, 0);
+        ah_resp_free(&r);
+        ah_dev_call(&f, &dev[0], "GET", path, NULL, 0, NULL, 0, &full);
+        snprintf(rng, sizeof rng, "Range: bytes=3-12");
+        ah_dev_call(&f, &dev[0], "GET", path, NULL, 0, h2, 1, &r);
+        assert_int_equal(r.status, 206);
+        assert_int_equal(r.len, 10);
+        assert_memory_equal(r.body, full.body + 3, 10);
+        assert_true(ah_header(&r, "Content-Range", value, sizeof value));
+        snprintf(rng, sizeof rng, "bytes 3-12/%zu", full.len);
+        assert_string_equal(value, rng);
+        ah_resp_free(&r);
+        snprintf(rng, sizeof rng, "Range: bytes=%zu-", full.len - 5);
+        ah_dev_call(&f, &dev[0], "GET", path, NULL, 0, h2, 1, &r);
+        assert_int_equal(r.status, 206);
+        assert_int_equal(r.len, 5);
+        assert_memory_equal(r.body, full.body + full.len - 5, 5);
+        ah_resp_free(&r);
+        snprintf(rng, sizeof rng, "Range: bytes=%zu-", full.len);
+        ah_dev_call(&f, &dev[0], "GET", path, NULL, 0, h2, 1, &r);
+        ah_expect_problem(&r, 416, "range-not-satisfiable");
+        assert_true(ah_header(&r, "Content-Range", value, sizeof value));
+        ah_resp_free(&r);
+        ah_resp_free(&full);
+        snprintf(path, sizeof path, "/v1/models/latest?task=%lld", (long long)task);
+        ah_dev_call(&f, &dev[1], "GET", path, NULL, 0, h1, 1, &r);
+        assert_int_equal(r.status, 304);
+        ah_resp_free(&r);
+        ah_get(&f, path, NULL, 0, &r);
+        ah_expect_problem(&r, 401, "unauthorized");
+        ah_resp_free(&r);
+        ah_get(&f, path, auth, 1, &r);
+        assert_int_equal(r.status, 200);
+        ah_resp_free(&r);
+        snprintf(path, sizeof path, "/v1/models/7?task=%lld", (long long)task);
+        ah_dev_call(&f, &dev[1], "GET", path, NULL, 0, NULL, 0, &r);
+        ah_expect_problem(&r, 404, "not-found");
+        ah_resp_free(&r);
+    }
+
+    /* device a: every way an upload can be refused, then a good one in chunks */
+    ah_update(layout, round, 1, 0.25f, &good, &good_len);
+    ah_upload_create(&f, &dev[0], round, good, good_len, wrong_sha, id, sizeof id);
+    ah_upload_patch(&f, &dev[0], id, 0, good, good_len, &r);
+    ah_expect_reason(&r, 422, "unprocessable", "digest_mismatch");
+    ah_resp_free(&r);
+    ah_upload_head(&f, &dev[0], id, &status);
+    assert_int_equal(status, 410); /* the session was discarded */
+    frame = malloc(64);
+    memset(frame, 0x5a, 64);
+    ah_upload_all(&f, &dev[0], round, frame, 64, NULL, &r);
+    ah_expect_reason(&r, 422, "unprocessable", "malformed");
+    ah_resp_free(&r);
+    free(frame);
+    ah_update(other, round, 1, 0.25f, &frame, &len);
+    ah_upload_all(&f, &dev[0], round, frame, len, NULL, &r);
+    ah_expect_reason(&r, 422, "unprocessable", "layout");
+    ah_resp_free(&r);
+    free(frame);
+    ah_update(layout, round, 1, 1234.5f, &frame, &len);
+    assert_true(ah_poison(frame, len, 1234.5f));
+    ah_upload_all(&f, &dev[0], round, frame, len, NULL, &r);
+    ah_expect_reason(&r, 422, "unprocessable", "nonfinite");
+    ah_resp_free(&r);
+    free(frame);
+
+    ah_upload_create(&f, &dev[0], round, good, good_len, NULL, id, sizeof id);
+    ah_upload_patch(&f, &dev[0], id, 0, good, 20, &r);
+    assert_int_equal(r.status, 204);
+    assert_true(ah_header(&r, "Upload-Offset", value, sizeof value));
+    assert_string_equal(value, "20");
+    ah_resp_free(&r);
+    ah_upload_patch(&f, &dev[0], id, 0, good, 20, &r); /* stale offset */
+    ah_expect_problem(&r, 409, "conflict");
+    assert_true(ah_header(&r, "Upload-Offset", value, sizeof value));
+    assert_string_equal(value, "20");
+    ah_resp_free(&r);
+    ah_upload_patch(&f, &dev[0], id, 20, good, good_len, &r); /* more than declared */
+    ah_expect_problem(&r, 413, "payload-too-large");
+    ah_resp_free(&r);
+    {
+        char off[32];
+        const char *wrong_type[] = {"Content-Type: application/json", off};
+        snprintf(off, sizeof off, "Upload-Offset: 20");
+        snprintf(path, sizeof path, "/v1/uploads/%s", id);
+        ah_dev_call(&f, &dev[0], "PATCH", path, good, 5, wrong_type, 2, &r);
+        ah_expect_problem(&r, 415, "unsupported-media-type");
+        ah_resp_free(&r);
+    }
+    ah_upload_patch(&f, &dev[1], id, 20, (char *)good + 20, 5, &r); /* another device's session */
+    ah_expect_problem(&r, 403, "forbidden");
+    ah_resp_free(&r);
+    assert_int_equal(ah_upload_head(&f, &dev[0], id, &status), 20); /* nothing changed */
+    assert_int_equal(status, 200);
+    ah_upload_patch(&f, &dev[0], id, 20, (char *)good + 20, 10, &r);
+    assert_int_equal(r.status, 204);
+    ah_resp_free(&r);
+    assert_int_equal(ah_upload_head(&f, &dev[0], id, &status), 30); /* resume from here */
+    ah_upload_patch(&f, &dev[0], id, 30, (char *)good + 30, good_len - 30, &r);
+    if (r.status != 200)
+        fail_msg("final PATCH: %ld %s", r.status, r.body);
+    assert_int_equal(ah_json_int(r.body, "accepted"), 1);
+    assert_int_equal(ah_json_int(r.body, "duplicate"), 0);
+    ah_resp_free(&r);
+    ah_upload_head(&f, &dev[0], id, &status);
+    assert_int_equal(status, 404); /* the session is gone once the update is stored */
+    /* the same update again: acknowledged as a duplicate, not counted twice */
+    ah_upload_all(&f, &dev[0], round, good, good_len, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ah_json_int(r.body, "duplicate"), 1);
+    ah_resp_free(&r);
+    /* a different update from a: conflict */
+    ah_update(layout, round, 1, 0.5f, &frame, &len);
+    ah_upload_all(&f, &dev[0], round, frame, len, NULL, &r);
+    ah_expect_reason(&r, 409, "conflict", "duplicate_conflict");
+    ah_resp_free(&r);
+    free(frame);
+
+    /* d was not selected */
+    ah_update(layout, round, 1, 0.125f, &frame, &len);
+    ah_upload_all(&f, &dev[3], round, frame, len, NULL, &r);
+    ah_expect_reason(&r, 409, "conflict", "not_selected");
+    ah_resp_free(&r);
+    free(frame);
+    /* c starts an upload the round will not wait for */
+    ah_update(layout, round, 1, 0.375f, &frame, &len);
+    ah_upload_create(&f, &dev[2], round, frame, len, NULL, late_id, sizeof late_id);
+    ah_upload_patch(&f, &dev[2], late_id, 0, frame, 10, &r);
+    assert_int_equal(r.status, 204);
+    ah_resp_free(&r);
+    {
+        sl_round_stats st;
+        assert_int_equal(sl_engine_round_stats(f.engine, round, &st), SL_OK);
+        assert_int_equal(st.round.reported, 1);
+        assert_int_equal(st.round.state, SL_ROUND_TRAINING);
+    }
+    /* b's update meets the target: the round closes before b hears 200 */
+    {
+        void *b_frame;
+        size_t b_len;
+        ah_update(layout, round, 1, -0.5f, &b_frame, &b_len);
+        ah_upload_all(&f, &dev[1], round, b_frame, b_len, NULL, &r);
+        assert_int_equal(r.status, 200);
+        ah_resp_free(&r);
+        free(b_frame);
+    }
+    ah_upload_patch(&f, &dev[2], late_id, 10, (char *)frame + 10, len - 10, &r);
+    ah_expect_reason(&r, 410, "late", "late");
+    ah_resp_free(&r);
+    free(frame);
+    snprintf(path, sizeof path, "/v1/rounds/%lld/uploads", (long long)round);
+    snprintf(body, sizeof body, "{\"length\":10,\"sha256\":\"%064d\"}", 0);
+    ah_dev_call(&f, &dev[2], "POST", path, body, strlen(body), NULL, 0, &r);
+    ah_expect_problem(&r, 410, "late");
+    ah_resp_free(&r);
+
+    /* the new version: status, full download, delta from version 1 */
+    ah_get(&f, "/v1/status", auth, 1, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"model_version\":2"));
+    ah_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/models/2?task=%lld", (long long)task);
+    ah_download(&f, &dev[0], layout, path, NULL, 0, v2, etag, sizeof etag);
+    assert_memory_not_equal(v1, v2, n * sizeof *v1);
+    snprintf(path, sizeof path, "/v1/models/2?task=%lld&base=1", (long long)task);
+    ah_download(&f, &dev[0], layout, path, v1, 1, v2_delta, value, sizeof value);
+    assert_memory_equal(v2, v2_delta, n * sizeof *v2);
+    assert_string_not_equal(etag, value);
+    {
+        char again[80];
+        ah_download(&f, &dev[1], layout, path, v1, 1, v2_delta, again, sizeof again);
+        assert_string_equal(again, value); /* served from the cache, same bytes */
+    }
+    /* safetensors: the header describes the layout, the data is v2 */
+    snprintf(path, sizeof path, "/v1/models/latest?task=%lld&format=safetensors", (long long)task);
+    ah_get(&f, path, NULL, 0, &r);
+    ah_expect_problem(&r, 401, "unauthorized");
+    ah_resp_free(&r);
+    ah_get(&f, path, auth, 1, &r);
+    assert_int_equal(r.status, 200);
+    {
+        uint64_t hlen = 0;
+        cJSON *hdr, *w;
+        for (int i = 0; i < 8; i++)
+            hlen |= (uint64_t)(uint8_t)r.body[i] << (8 * i);
+        assert_true(8 + hlen + n * 4 == r.len);
+        hdr = cJSON_ParseWithLength(r.body + 8, (size_t)hlen);
+        assert_non_null(hdr);
+        w = cJSON_GetObjectItem(hdr, "w");
+        assert_string_equal(cJSON_GetObjectItem(w, "dtype")->valuestring, "F32");
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(w, "shape")), 2);
+        assert_int_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(w, "data_offsets"), 1)->valueint,
+                         128);
+        assert_int_equal(cJSON_GetArrayItem(
+                             cJSON_GetObjectItem(cJSON_GetObjectItem(hdr, "b"), "data_offsets"), 0)
+                             ->valueint,
+                         128);
+        assert_memory_equal(r.body + 8 + hlen, v2, n * 4); /* little-endian host */
+        cJSON_Delete(hdr);
+    }
+    ah_resp_free(&r);
+
+    /* operators: rounds, a round, metrics reports, abort */
+    snprintf(path, sizeof path, "/v1/rounds?task=%lld&limit=10", (long long)task);
+    ah_get(&f, path, auth, 1, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"state\":\"closed\""));
+    assert_non_null(strstr(r.body, "\"state\":\"selecting\""));
+    ah_resp_free(&r);
+    ah_get(&f, "/v1/rounds?task=abc", auth, 1, &r);
+    ah_expect_problem(&r, 400, "bad-request");
+    ah_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/rounds/%lld", (long long)round);
+    ah_get(&f, path, auth, 1, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ah_json_int(r.body, "reported"), 2);
+    ah_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/models/2/metrics");
+    snprintf(body, sizeof body, "{\"task_id\":%lld,\"loss\":0.5,\"accuracy\":0.8,\"samples\":100}",
+             (long long)task);
+    ah_dev_call(&f, &dev[0], "POST", path, body, strlen(body), NULL, 0, &r);
+    assert_int_equal(r.status, 204);
+    ah_resp_free(&r);
+    ah_admin(&f, "POST", path, body, strlen(body), &r); /* the evaluator */
+    assert_int_equal(r.status, 204);
+    ah_resp_free(&r);
+    ah_dev_call(&f, &dev[0], "POST", path, "{\"task_id\":1,\"loss\":-1}", 23, NULL, 0, &r);
+    ah_expect_problem(&r, 400, "bad-request");
+    ah_resp_free(&r);
+    {
+        sl_model_record m;
+        assert_int_equal(sl_store_get_model(f.store, task, 2, &m), SL_OK);
+        assert_non_null(m.metrics);
+        assert_non_null(strstr(m.metrics, "\"accuracy\":0.8"));
+        sl_store_model_free(&m);
+    }
+    {
+        sl_task_status st;
+        assert_int_equal(sl_engine_task_status(f.engine, task, &st), SL_OK);
+        round2 = st.round.id;
+        assert_true(round2 != round);
+    }
+    audits = ah_audit_count(&f);
+    snprintf(path, sizeof path, "/v1/rounds/%lld/abort", (long long)round2);
+    {
+        char url[256];
+        snprintf(url, sizeof url, "%s%s", f.base, path);
+        ah_http("POST", url, NULL, 0, NULL, 0, &r);
+        ah_expect_problem(&r, 401, "unauthorized");
+        ah_resp_free(&r);
+    }
+    assert_int_equal(ah_audit_count(&f), audits);
+    ah_admin(&f, "POST", path, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    ah_resp_free(&r);
+    assert_int_equal(ah_audit_count(&f), audits + 1);
+    ah_admin(&f, "POST", path, NULL, 0, &r);
+    ah_expect_problem(&r, 409, "conflict");
+    ah_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/rounds/%lld", (long long)round2);
+    ah_get(&f, path, auth, 1, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"state\":\"abandoned\""));
+    ah_resp_free(&r);
+
+    ah_get(&f, "/metrics", auth, 1, &r);
+    ah_check_prometheus(r.body);
+    assert_non_null(strstr(r.body, "starling_updates_rejected_total{reason=\"malformed\"} 1\n"));
+    assert_non_null(strstr(r.body, "starling_updates_rejected_total{reason=\"nonfinite\"} 1\n"));
+    assert_non_null(strstr(r.body, "starling_updates_rejected_total{reason=\"layout\"} 1\n"));
+    assert_non_null(strstr(r.body, "starling_updates_rejected_total{reason=\"late\"} 1\n"));
+    assert_non_null(
+        strstr(r.body, "starling_updates_rejected_total{reason=\"digest_mismatch\"} 1\n"));
+    assert_non_null(strstr(r.body, "starling_uploads_completed_total 3\n"));
+    assert_non_null(strstr(r.body, "starling_rounds{task=\"1\",state=\"closed\"} 1\n"));
+    assert_non_null(strstr(r.body, "starling_model_version{task=\"1\"} 2\n"));
+    ah_resp_free(&r);
+    ah_get(&f, "/", auth, 1, &r);
+    assert_non_null(strstr(r.body, "<td>round</td>"));
+    assert_non_null(strstr(r.body, "abandoned"));
+    ah_resp_free(&r);
+
+    free(good);
+    free(v1);
+    free(v2);
+    free(v2_delta);
+    for (int i = 0; i < 4; i++)
+        ah_dev_free(&dev[i]);
+    sl_layout_free(layout);
+    sl_layout_free(other);
+    ah_fx_close(&f);
+}
