@@ -108,7 +108,8 @@ int sl_model_init(const sl_model *model, float *params, uint64_t seed);
 
 /**
  * sl_model_forward - logits for a batch. @x: @batch x 784 floats;
- * @logits: @batch x 10. Returns SL_OK, SL_EINVAL, SL_ENOMEM.
+ * @logits: @batch x 10. A batch of 0 does nothing. Returns SL_OK, SL_EINVAL,
+ * SL_ENOMEM.
  */
 int sl_model_forward(sl_model *model, const float *params, const float *x, size_t batch,
                      float *logits);
@@ -116,7 +117,8 @@ int sl_model_forward(sl_model *model, const float *params, const float *x, size_
 /**
  * sl_model_loss_grad - forward and backward pass: the mean softmax
  * cross-entropy over the batch and its gradient with respect to every
- * parameter. @labels: @batch ints in [0, 10) (SL_EINVAL otherwise).
+ * parameter. @labels: @batch ints in [0, 10) (SL_EINVAL otherwise; a batch
+ * of 0 is SL_EINVAL too).
  * @grad: sl_model_params() floats, overwritten. @loss: may be NULL.
  * @logits: optional (@batch x 10), the forward result.
  */
@@ -134,7 +136,9 @@ typedef struct sl_sgd_params {
     float weight_decay; /* L2, added to the gradient: g += wd * w */
     float prox_mu;      /* FedProx: g += mu * (w - w_global); 0 = off */
     /* Learning-rate schedule hook: the rate for @epoch / @step (both
-     * 0-based) given the base rate; NULL keeps it constant. */
+     * 0-based; step counts sl_sgd_step() calls since sl_sgd_create() or the
+     * last sl_sgd_reset()) given the base rate; NULL keeps it constant. A
+     * negative or non-finite rate makes the step fail with SL_EINVAL. */
     float (*schedule)(void *ctx, uint32_t epoch, uint64_t step, float base_lr);
     void *schedule_ctx;
 } sl_sgd_params;
@@ -153,10 +157,11 @@ void sl_sgd_free(sl_sgd *sgd);
  *   g = grad + wd * w + mu * (w - global)      (global: NULL unless FedProx)
  *   buf = momentum * buf + g   (buf = g on the first step)
  *   w -= lr(epoch, step) * buf
+ * SL_EINVAL when FedProx is on (prox_mu > 0) and @global is NULL.
  */
 int sl_sgd_step(sl_sgd *sgd, float *params, const float *grad, const float *global, uint32_t epoch);
 
-/** sl_sgd_reset - forget the momentum buffer (a new round starts). */
+/** sl_sgd_reset - forget the momentum buffer and the step count (a new round starts). */
 void sl_sgd_reset(sl_sgd *sgd);
 
 /* ------------------------------------------------------------------------ */
