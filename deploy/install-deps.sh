@@ -4,6 +4,7 @@
 #   deploy/install-deps.sh            native build (x86-64 or the host's arch)
 #   deploy/install-deps.sh arm64      also the aarch64 cross compiler and qemu-user
 #   deploy/install-deps.sh armhf      also the armv7 cross compiler and qemu-user
+#   deploy/install-deps.sh --bench    also the benchmarks' peers: OpenBLAS, PyTorch (large)
 #   deploy/install-deps.sh --list-libs   print the -dev library packages (for make-sysroot.sh)
 #
 # The :arm64/:armhf libraries themselves go into a sysroot that
@@ -14,15 +15,18 @@
 set -euo pipefail
 
 # The one list: build tools, libraries (-dev), test framework, data set.
-TOOLS="build-essential cmake pkg-config clang-format"
+TOOLS="build-essential cmake pkg-config clang-format curl openssl python3-yaml"
 LIBS="libcurl4-openssl-dev libmicrohttpd-dev libmbedtls-dev libzstd-dev libsqlite3-dev libcjson-dev zlib1g-dev libcmocka-dev"
 DATA="dataset-fashion-mnist"
+# Only for `starling bench gemm` / `bench train` (compared side by side with these).
+BENCH="libopenblas0 python3-torch"
 
 [ "${1:-}" = "--list-libs" ] && { echo "$LIBS"; exit 0; }
 
 want="$TOOLS $LIBS $DATA"
 arches=()
 for arch in "$@"; do
+    [ "$arch" = "--bench" ] && { want="$want $BENCH"; continue; }
     case "$arch" in
     arm64) want="$want gcc-aarch64-linux-gnu qemu-user" ;;
     armhf) want="$want gcc-arm-linux-gnueabihf qemu-user" ;;
