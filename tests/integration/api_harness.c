@@ -444,7 +444,7 @@ pid_t ah_spawn(const char *const *args, int port, const char *scheme, const char
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execv(SL_COORDINATOR_BIN, (char *const *)args);
+        sl_test_execv(SL_COORDINATOR_BIN, (char *const *)args);
         _exit(127);
     }
     snprintf(url, sizeof url, "%s://127.0.0.1:%d/healthz", scheme, port);

@@ -166,7 +166,7 @@ void test_tls_and_sigterm(void **state)
         if (pid == 0) {
             int null = open("/dev/null", O_WRONLY);
             dup2(null, 2);
-            execv(SL_COORDINATOR_BIN, (char *const *)args);
+            sl_test_execv(SL_COORDINATOR_BIN, (char *const *)args);
             _exit(127);
         }
         assert_int_equal(ah_wait_exit(pid, 10000), 2);

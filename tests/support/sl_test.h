@@ -46,4 +46,31 @@ static inline uint64_t sl_test_rand(uint64_t *state)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
+/*
+ * Run another program of this build from a test (after fork). In a cross
+ * build ctest runs the tests under qemu-user, whose children cannot exec a
+ * foreign binary directly; SL_TEST_EMULATOR (set by tests/CMakeLists.txt to
+ * the emulator command, space-separated) is put in front. Returns only on
+ * failure.
+ */
+static inline void sl_test_execv(const char *path, char *const argv[])
+{
+    const char *emu = getenv("SL_TEST_EMULATOR");
+    if (emu != NULL && emu[0] != '\0') {
+        char *words = strdup(emu), *args[64], *save = NULL;
+        size_t n = 0;
+        for (char *w = strtok_r(words, " ", &save); w != NULL && n < 32;
+             w = strtok_r(NULL, " ", &save))
+            args[n++] = w;
+        args[n++] = (char *)path;
+        for (size_t i = 1; argv[i] != NULL && n < 63; i++)
+            args[n++] = argv[i];
+        args[n] = NULL;
+        execvp(args[0], args);
+        free(words);
+        return;
+    }
+    execv(path, argv);
+}
+
 #endif /* SL_TEST_H */
