@@ -223,7 +223,7 @@ void test_tls_and_sigterm(void **state)
 
 #define KILL_TASK                                                                       \
     "{\"config\":{\"name\":\"kill\",\"target\":1,\"quorum\":1,\"selection_window_ms\":" \
-    "300,\"report_deadline_ms\":30000},\"layout\":\"w 4 8\\nb 4\\n\",\"model\":\"%s\"}"
+    "%d,\"report_deadline_ms\":30000},\"layout\":\"w 4 8\\nb 4\\n\",\"model\":\"%%s\"}"
 
 void test_kill9_mid_upload(void **state)
 {
@@ -265,11 +265,15 @@ void test_kill9_mid_upload(void **state)
     memset(&g, 0, sizeof g);
     snprintf(g.base, sizeof g.base, "http://127.0.0.1:%d", port);
 
-    task = ah_create_task(&g, KILL_TASK);
+    {
+        char fmt[512];
+        snprintf(fmt, sizeof fmt, KILL_TASK, 300 * sl_test_time_scale());
+        task = ah_create_task(&g, fmt);
+    }
     ah_dev_enrol(&g, &a);
     ah_checkin(&g, &a, task, &r);
     ah_resp_free(&r);
-    usleep(450000);
+    usleep((useconds_t)(450000 * sl_test_time_scale()));
     ah_checkin(&g, &a, task, &r);
     assert_int_equal(ah_json_int(r.body, "selected"), 1);
     round = ah_json_int(r.body, "round_id");

@@ -16,8 +16,8 @@
 
 #define ROUND_TASK                                                                      \
     "{\"config\":{\"name\":\"round\",\"target\":2,\"quorum\":2,\"over_selection\":1.5," \
-    "\"selection_window_ms\":300,\"report_deadline_ms\":30000,\"values\":\"fp16\","     \
-    "\"density\":0.1},\"layout\":\"w 4 8\\nb 4\\n\",\"model\":\"%s\"}"
+    "\"selection_window_ms\":%d,\"report_deadline_ms\":30000,\"values\":\"fp16\","      \
+    "\"density\":0.1},\"layout\":\"w 4 8\\nb 4\\n\",\"model\":\"%%s\"}"
 
 void test_complete_round(void **state)
 {
@@ -62,7 +62,11 @@ void test_complete_round(void **state)
         ah_resp_free(&r);
         assert_int_equal(ah_audit_count(&f), 0);
     }
-    task = ah_create_task(&f, ROUND_TASK);
+    {
+        char fmt[512];
+        snprintf(fmt, sizeof fmt, ROUND_TASK, 300 * sl_test_time_scale());
+        task = ah_create_task(&f, fmt);
+    }
     assert_int_equal(ah_audit_count(&f), 1);
     for (int i = 0; i < 4; i++)
         ah_dev_enrol(&f, &dev[i]);
@@ -73,7 +77,7 @@ void test_complete_round(void **state)
         assert_int_equal(ah_json_int(r.body, "selected"), 0);
         ah_resp_free(&r);
     }
-    usleep(450000);
+    usleep((useconds_t)(450000 * sl_test_time_scale()));
     for (int i = 0; i < 3; i++) {
         ah_checkin(&f, &dev[i], task, &r);
         assert_int_equal(ah_json_int(r.body, "selected"), 1);

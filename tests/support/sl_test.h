@@ -73,4 +73,16 @@ static inline void sl_test_execv(const char *path, char *const argv[])
     execv(path, argv);
 }
 
+/*
+ * How much slower than native this run is: SL_TEST_TIME_SCALE (set by
+ * tests/CMakeLists.txt to 8 for cross builds that run under qemu-user).
+ * Tests with real-time windows and sleeps multiply them by it.
+ */
+static inline int sl_test_time_scale(void)
+{
+    const char *v = getenv("SL_TEST_TIME_SCALE");
+    long n = v ? strtol(v, NULL, 10) : 1;
+    return n >= 1 && n <= 100 ? (int)n : 1;
+}
+
 #endif /* SL_TEST_H */
