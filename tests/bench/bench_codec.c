@@ -410,8 +410,10 @@ int sl_bench_codec(int argc, char **argv)
             void *text;
             size_t tlen;
             rc = sl_fs_read_file(o.layout, 1 << 20, &text, &tlen);
-            if (rc == SL_OK)
+            if (rc == SL_OK) {
                 rc = sl_layout_parse(text, tlen, &l);
+                free(text);
+            }
             if (rc == SL_OK && sl_layout_params(l) != len / 4)
                 rc = SL_ELAYOUT;
             if (rc != SL_OK) {

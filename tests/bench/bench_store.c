@@ -66,7 +66,7 @@ static void *enrol(void *arg)
     for (uint32_t i = j->first; i < j->first + j->count; i++) {
         uint8_t key[8];
         for (int b = 0; b < 8; b++)
-            key[b] = (uint8_t)((i + 1) >> (8 * b));
+            key[b] = (uint8_t)(((uint64_t)i + 1) >> (8 * b));
         if (sl_store_enrol_device(j->s, key, sizeof key, "{}", &j->devices[i]) != SL_OK)
             abort();
     }
