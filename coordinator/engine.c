@@ -658,6 +658,26 @@ int sl_engine_report_metrics(sl_engine *e, int64_t task_id, int64_t version, int
     return sl_store_set_model_metrics(e->store, task_id, version, json);
 }
 
+int sl_engine_count_download(sl_engine *e, int64_t task_id, uint64_t bytes)
+{
+    sl__task *t;
+    int rc = SL_ENOENT;
+    if (e == NULL)
+        return SL_EINVAL;
+    pthread_mutex_lock(&e->lock);
+    t = find_task(e, task_id);
+    if (t != NULL && !t->round_open) {
+        rc = SL_ESTATE;
+    } else if (t != NULL) {
+        /* saturate rather than wrap: a counter, not an invariant */
+        uint64_t room = (uint64_t)INT64_MAX - (uint64_t)t->round.bytes_down;
+        t->round.bytes_down += (int64_t)(bytes < room ? bytes : room);
+        rc = SL_OK;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
 int sl_engine_abort_round(sl_engine *e, int64_t round_id)
 {
     sl__task *t;

@@ -238,21 +238,27 @@ int sl_store_create_upload(sl_store *s, const sl_upload_record *r)
     return sl__write(s, create_upload_exec, (void *)r, SL__WRITE_TIMEOUT_MS);
 }
 
-/* Read a live session's row (rowid for blob I/O) on connection @c. */
-static int load_upload(sl_store *s, sl__conn *c, const char *id, sl_upload_record *r,
-                       int64_t *rowid)
+/*
+ * Read a session's row (rowid for blob I/O) on connection @c: SL_OK for a
+ * live session, SL_ETIMEDOUT for one whose expiry passed (its row is still
+ * there, perhaps only as the tombstone sl_store_expire_uploads() leaves),
+ * SL_ENOENT when there is no row.
+ */
+static int load_any_upload(sl_store *s, sl__conn *c, const char *id, sl_upload_record *r,
+                           int64_t *rowid)
 {
     sqlite3_stmt *st;
     int rc = sl__stmt(c,
                       "SELECT rowid, device_id, round_id, length, offset, sha256, num_samples, "
-                      "expires_at FROM uploads WHERE id = ?1 AND expires_at > ?2",
+                      "expires_at FROM uploads WHERE id = ?1",
                       &st);
     if (rc != SL_OK)
         return rc;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, sl__now_ms(s));
     rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
+    if (rc == SQLITE_ROW && sqlite3_column_int64(st, 7) <= sl__now_ms(s)) {
+        rc = SL_ETIMEDOUT;
+    } else if (rc == SQLITE_ROW) {
         if (sqlite3_column_bytes(st, 5) != 32) {
             sqlite3_reset(st);
             return SL_ECORRUPT;
@@ -268,11 +274,20 @@ static int load_upload(sl_store *s, sl__conn *c, const char *id, sl_upload_recor
         r->num_samples = (uint32_t)sqlite3_column_int64(st, 6);
         r->expires_at_ms = sqlite3_column_int64(st, 7);
         rc = SL_OK;
-    } else {
+    } else if (rc != SL_ETIMEDOUT) {
         rc = rc == SQLITE_DONE ? SL_ENOENT : sl__status_from_sqlite(rc);
     }
     sqlite3_reset(st);
     return rc;
+}
+
+/* A live session only: an expired one is SL_ENOENT here (writes on it fail
+ * as on an unknown id, so SL_ETIMEDOUT keeps meaning "the write timed out"). */
+static int load_upload(sl_store *s, sl__conn *c, const char *id, sl_upload_record *r,
+                       int64_t *rowid)
+{
+    int rc = load_any_upload(s, c, id, r, rowid);
+    return rc == SL_ETIMEDOUT ? SL_ENOENT : rc;
 }
 
 int sl_store_get_upload(sl_store *s, const char *id, sl_upload_record *out)
@@ -285,7 +300,7 @@ int sl_store_get_upload(sl_store *s, const char *id, sl_upload_record *out)
         return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
-    rc = load_upload(s, c, id, &r, &rowid);
+    rc = load_any_upload(s, c, id, &r, &rowid);
     sl__reader_put(s, c);
     if (rc == SL_OK)
         *out = r;
@@ -453,24 +468,71 @@ int sl_store_finish_upload(sl_store *s, const char *id, int64_t timeout_ms, sl_s
     return rc;
 }
 
+typedef struct delete_args {
+    const char *id;
+    int found;
+} delete_args;
+
+static int delete_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    delete_args *a = arg;
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c, "DELETE FROM uploads WHERE id = ?1", &st);
+    (void)s;
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return sl__status_from_sqlite(rc);
+    a->found = sqlite3_changes(c->db) > 0;
+    return SL_OK;
+}
+
+int sl_store_delete_upload(sl_store *s, const char *id)
+{
+    delete_args a = {id, 0};
+    int rc;
+    if (s == NULL || !upload_id_ok(id))
+        return SL_EINVAL;
+    rc = sl__write(s, delete_exec, &a, SL__WRITE_TIMEOUT_MS);
+    if (rc == SL_OK && !a.found)
+        rc = SL_ENOENT;
+    return rc;
+}
+
 typedef struct expire_args {
     uint32_t deleted;
 } expire_args;
 
+/* Expired sessions give back their bytes at once; the small row that stays
+ * lets sl_store_get_upload() say "expired" (SL_ETIMEDOUT) rather than
+ * "unknown" for SL_STORE_UPLOAD_TOMBSTONE_MS more. */
 static int expire_exec(sl_store *s, sl__conn *c, void *arg)
 {
     expire_args *a = arg;
     sqlite3_stmt *st;
-    int rc = sl__stmt(c, "DELETE FROM uploads WHERE expires_at <= ?1", &st);
+    int64_t now = sl__now_ms(s);
+    int rc = sl__stmt(c,
+                      "UPDATE uploads SET data = zeroblob(0) WHERE expires_at <= ?1 AND "
+                      "length(data) > 0",
+                      &st);
     if (rc != SL_OK)
         return rc;
-    sqlite3_bind_int64(st, 1, sl__now_ms(s));
+    sqlite3_bind_int64(st, 1, now);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
         return sl__status_from_sqlite(rc);
     a->deleted = (uint32_t)sqlite3_changes(c->db);
-    return SL_OK;
+    rc = sl__stmt(c, "DELETE FROM uploads WHERE expires_at <= ?1", &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, now - SL_STORE_UPLOAD_TOMBSTONE_MS);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
 }
 
 int sl_store_expire_uploads(sl_store *s, uint32_t *deleted)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cli_int.h"
 #include "train_cmd.h"
 #include "starling/common.h"
 
@@ -24,7 +25,19 @@ static int usage(FILE *out)
                  "  bench gemm [--json] [--quick]\n"
                  "      SGEMM GFLOP/s beside OpenBLAS (one thread)\n"
                  "  bench train [--model M] [--batch B] [--json] [--no-torch]\n"
-                 "      training samples/s beside PyTorch (one thread)\n");
+                 "      training samples/s beside PyTorch (one thread)\n"
+                 "  bench api [--json] [--quick] [--clients N] [--seconds S] [--threads T]\n"
+                 "      REST server in process: status req/s and latency, durable uploads/s,\n"
+                 "      status latency while uploads run (and wrk, when installed)\n"
+                 "  status [--url U] [--token-file F] [--task N] [--watch]\n"
+                 "      each task's current round and its recent rounds\n"
+                 "  rounds [--task N] [--limit N] [--offset N] [--json]\n"
+                 "      a page of a task's rounds\n"
+                 "  task create TASK.json\n"
+                 "      create a task (configuration, layout, initial model)\n"
+                 "  model export --format safetensors|frame -o FILE [--version V]\n"
+                 "      save a model version\n"
+                 "  (each command: --help; exit status 0 ok, 1 error, 2 usage)\n");
     return out == stdout ? 0 : 2;
 }
 
@@ -41,10 +54,20 @@ int main(int argc, char **argv)
             return sl_bench_gemm(argc - 3, argv + 3);
         if (strcmp(argv[2], "train") == 0)
             return sl_bench_train(argc - 3, argv + 3);
+        if (strcmp(argv[2], "api") == 0)
+            return sl_bench_api(argc - 3, argv + 3);
         fprintf(stderr, "starling bench: unknown benchmark '%s'\n", argv[2]);
         return 2;
     }
     if (argc >= 2 && strcmp(argv[1], "train") == 0)
         return sl_cmd_train(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "status") == 0)
+        return sl__cli_status(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "rounds") == 0)
+        return sl__cli_rounds(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "task") == 0)
+        return sl__cli_task(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "model") == 0)
+        return sl__cli_model(argc - 1, argv + 1);
     return usage(stderr);
 }

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "client_int.h"
 
 #define UPLOAD_PREFIX "/v1/uploads/"
@@ -137,7 +139,22 @@ static int upload_head(sl_client *c, const sl_client_upload_state *st, sl_client
     return sl__client_send(c, &rq, r);
 }
 
-/* Forget a session the server no longer knows (404: unknown or expired). */
+/* 1 when @r is a problem document whose "reason" is @reason. */
+static int problem_reason_is(const sl_client_response *r, const char *reason)
+{
+    cJSON *doc;
+    const cJSON *v;
+    int same;
+    if (r->body == NULL || r->body_len == 0)
+        return 0;
+    doc = cJSON_ParseWithLength((const char *)r->body, r->body_len);
+    v = doc != NULL ? cJSON_GetObjectItemCaseSensitive(doc, "reason") : NULL;
+    same = cJSON_IsString(v) && strcmp(v->valuestring, reason) == 0;
+    cJSON_Delete(doc);
+    return same;
+}
+
+/* Forget a session the server no longer knows (404, or 410 "expired"). */
 static void upload_forget(sl_client_upload_state *st, uint64_t len)
 {
     sl_log(SL_LOG_INFO, "client", "upload %s is gone; starting a new one", st->upload_id);
@@ -194,11 +211,15 @@ int sl_client_upload(sl_client *c, int64_t round, const void *data, size_t len,
                 upload_forget(st, len);
                 continue;
             }
-            if (r.status < 200 || r.status > 299) {
-                *out = r; /* 410: closed (rejected), or another refusal */
+            if (r.status != 410 && (r.status < 200 || r.status > 299)) {
+                *out = r; /* a refusal */
                 return SL_OK;
             }
-            int64_t at = r.upload_offset;
+            /* 410, closed: HEAD has no body to say why (expired, or rejected);
+             * the PATCH below hears the same 410 with its reason */
+            int64_t at = r.status != 410     ? r.upload_offset
+                         : st->offset <= len ? (int64_t)st->offset
+                                             : 0;
             sl_client_response_free(&r);
             if (at < 0 || (uint64_t)at > len)
                 return SL_ESYNTAX;
@@ -242,7 +263,8 @@ int sl_client_upload(sl_client *c, int64_t round, const void *data, size_t len,
                 need_head = 1;
             continue;
         }
-        if (r.status == 404 && !restarted) {
+        if ((r.status == 404 || (r.status == 410 && problem_reason_is(&r, "expired"))) &&
+            !restarted) {
             sl_client_response_free(&r);
             restarted = 1;
             upload_forget(st, len);

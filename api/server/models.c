@@ -1,7 +1,8 @@
 /*
  * models.c - model downloads: the full-model frame or a lossless delta
  * from a base version, with a strong ETag (SHA-256 of the bytes served),
- * If-None-Match, single byte ranges, and the safetensors export.
+ * If-None-Match, single byte ranges (with If-Range), and the safetensors
+ * export. Bytes sent to devices count in their round's bytes_down.
  *
  * Encoded bytes are kept in a small cache keyed by (task, version, base),
  * bounded in bytes, least recently used out first: a fleet downloading the
@@ -270,8 +271,15 @@ static void serve(sl_server *s, sl__req *rq, sl__resp *rs, const sl__blob *b, in
 {
     const char *inm = sl__req_header(rq, "If-None-Match");
     size_t first = 0, last = b->len ? b->len - 1 : 0;
+    const char *if_range = sl__req_header(rq, "If-Range");
     int range = parse_range(sl__req_header(rq, "Range"), b->len, &first, &last);
-    (void)s;
+    if (range != 0 && if_range != NULL && strcmp(if_range, b->etag) != 0) {
+        /* the client's bytes belong to another representation (RFC 9110
+         * 13.1.5, strong comparison; we give no dates): send it all */
+        range = 0;
+        first = 0;
+        last = b->len ? b->len - 1 : 0;
+    }
     sl__resp_header(rs, "ETag", "%s", b->etag);
     sl__resp_header(rs, "Accept-Ranges", "bytes");
     sl__resp_header(rs, "X-Starling-Model-Version", "%lld", (long long)b->version);
@@ -293,6 +301,11 @@ static void serve(sl_server *s, sl__req *rq, sl__resp *rs, const sl__blob *b, in
                   b->len ? last - first + 1 : 0);
     if (range && rs->status == 206)
         sl__resp_header(rs, "Content-Range", "bytes %zu-%zu/%zu", first, last, b->len);
+    /* a device's download is part of the round (operators' reads are not);
+     * counted when the bytes are queued, as HTTP servers log bytes_sent */
+    if ((rs->status == 200 || rs->status == 206) && rq->device_id > 0 &&
+        strcmp(rq->method, "HEAD") != 0)
+        (void)sl_engine_count_download(s->engine, b->task, (uint64_t)rs->len);
 }
 
 /* safetensors: u64 LE header length, JSON header, raw LE fp32 data. */

@@ -249,6 +249,7 @@ void sl__h_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(out, "time_to_quorum_ms", (double)st.time_to_quorum_ms);
     add_finite(out, "mean_loss", st.mean_loss);
     add_finite(out, "mean_accuracy", st.mean_accuracy);
+    sl__dash_round_model(s, &st.round, out);
     sl__resp_json(rs, 200, out);
 }
 

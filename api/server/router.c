@@ -33,7 +33,9 @@ static const route routes[] = {
     {"GET", "/healthz", AUTH_NONE, sl__h_healthz, "/healthz"},
     {"GET", "/readyz", AUTH_NONE, sl__h_readyz, "/readyz"},
     {"GET", "/metrics", AUTH_READ, sl__h_metrics, "/metrics"},
-    {"GET", "/", AUTH_READ, sl__h_dashboard, "/"},
+    /* the dashboard is public; it reads the API with the token (dashboard.c) */
+    {"GET", "/", AUTH_CUSTOM, sl__dash_index, "/"},
+    {"GET", "/dashboard/{}", AUTH_NONE, sl__dash_file, "/dashboard/{file}"},
     {"GET", "/v1/openapi.yaml", AUTH_NONE, sl__h_openapi, "/v1/openapi.yaml"},
     {"POST", "/v1/devices", AUTH_NONE, sl__h_enrol, "/v1/devices"},
     {"GET", "/v1/devices/{}", AUTH_READ, sl__h_device, "/v1/devices/{id}"},

@@ -310,6 +310,13 @@ void sl__h_openapi(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 cJSON *sl__round_json(const sl_round_record *r);
 const char *sl__round_state_name(sl_round_state st);
 
+/* dashboard.c: the page (GET /, public; the status tables in it only for readers),
+ * its files (GET /dashboard/{file}), and the version a round made with its
+ * evaluator metrics ("model_version", "model_metrics" of GET /v1/rounds/{id}). */
+void sl__dash_index(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__dash_file(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__dash_round_model(sl_server *s, const sl_round_record *r, cJSON *out);
+
 /* metrics.c */
 void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_healthz(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);

@@ -3,30 +3,36 @@
  * Upload-Offset, ask for the offset, and complete through the engine.
  *
  * Sessions live in the store, so an upload resumes across restarts of the
- * coordinator. Each PATCH is verified (its signature covers the body) and
- * then appended in one durable write: bytes of a PATCH that did not arrive
- * completely are not kept, so devices on poor links send small chunks.
+ * coordinator. Each PATCH is verified (its signature covers the body); one
+ * that does not reach the declared length is appended in one durable write
+ * and answered 204: bytes of a PATCH that did not arrive completely are not
+ * kept, so devices on poor links send small chunks.
  *
- * Completion, when the last byte is durable:
- *   1. read the session's bytes back and check their SHA-256 against the
- *      declared digest (a mismatch: 422 "digest_mismatch", session dropped);
+ * The PATCH that brings the last bytes completes the upload without
+ * appending them to the session first:
+ *   1. the update is the session's durable prefix followed by this body
+ *      (no store read at all when one PATCH carries everything); its
+ *      SHA-256 must be the declared one (else 422 "digest_mismatch");
  *   2. sl_engine_accept() validates the frame, stores the update durably and
  *      counts it; the answer waits for it;
- *   3. sl_store_finish_upload() deletes the session. Its own update insert
- *      is the same (round, device, digest) the engine just stored, so the
- *      store's idempotence makes it a no-op: acceptance and counting happen
- *      only in the engine; the store merely removes the session. (FedBuff:
- *      when the buffer moved on between the session's creation and its
- *      completion, the engine stored the update in the current buffer and
- *      this insert lands in the session's closed one, where nothing reads
- *      it again; the store has no plain "delete session" call.)
- * A crash between 2 and 3 leaves a complete session: the device's retry (a
- * zero-byte PATCH at the final offset) runs 2 again, which answers with the
- * original receipt (duplicate: true), then 3.
+ *   3. the session is deleted (sl_store_delete_upload()).
+ * Until 2 succeeded the session is unchanged, so whatever fails (a storage
+ * error, a crash, a cut) the device resumes from the offset it had, re-sends
+ * the last chunk and the engine's idempotence answers the original receipt
+ * (duplicate: true) if the update had been stored. A crash between 2 and 3
+ * is the same case. A zero-byte PATCH at the final offset completes a
+ * session whose bytes all arrived (sessions of earlier versions).
  *
- * The store has no call to delete a session that is not accepted, so a
- * rejected or mismatched session is remembered here (a bounded list of
- * tombstones, answered 410 with the reason) until it expires in the store.
+ * A session that will never complete (digest mismatch, update rejected) is
+ * deleted from the store at once, giving back its reserved space; a bounded
+ * list of tombstones here answers 410 with the reason for a while after.
+ * Creating a session for a round that ended is 410 "late", unless the
+ * device's update with the declared digest was stored before it ended: then
+ * the answer is its receipt (200, duplicate: true), so a device whose last
+ * answer was lost commits its update instead of folding it back.
+ * An expired session is 410 "gone" with reason "expired" (the store keeps
+ * expired sessions known for SL_STORE_UPLOAD_TOMBSTONE_MS); an unknown one
+ * is 404.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +109,12 @@ static int gone(sl_server *s, sl__req *rq, const char *id, sl__resp *rs)
     return 1;
 }
 
+static void answer_expired(sl__req *rq, const char *id, sl__resp *rs)
+{
+    sl__problem(rs, rq, 410, "gone", "expired",
+                "upload %s expired; start a new upload for the same update", id);
+}
+
 /* The session @id of the calling device, or a problem in @rs. */
 static int load_session(sl_server *s, sl__req *rq, const char *id, sl_upload_record *rec,
                         sl__resp *rs)
@@ -112,7 +124,11 @@ static int load_session(sl_server *s, sl__req *rq, const char *id, sl_upload_rec
         return 0;
     rc = sl_store_get_upload(s->store, id, rec);
     if (rc == SL_ENOENT || rc == SL_EINVAL) {
-        sl__problem(rs, rq, 404, "not-found", NULL, "no upload %s (unknown or expired)", id);
+        sl__problem(rs, rq, 404, "not-found", NULL, "no upload %s", id);
+        return 0;
+    }
+    if (rc == SL_ETIMEDOUT) {
+        answer_expired(rq, id, rs);
         return 0;
     }
     if (rc != SL_OK) {
@@ -124,6 +140,31 @@ static int load_session(sl_server *s, sl__req *rq, const char *id, sl_upload_rec
         return 0;
     }
     return 1;
+}
+
+/* A session that will never complete gives its space back now, not at expiry. */
+static void discard(sl_server *s, const char *id)
+{
+    int rc = sl_store_delete_upload(s->store, id);
+    if (rc != SL_OK && rc != SL_ENOENT)
+        sl_log(SL_LOG_WARN, "http", "closed upload %s stays until it expires: %s", id,
+               sl_strerror(rc));
+}
+
+/* 200 with the receipt of a stored update (UploadAccepted). */
+static void answer_receipt(sl__resp *rs, int64_t round_id, uint64_t length,
+                           const sl_store_receipt *receipt)
+{
+    cJSON *out = cJSON_CreateObject();
+    if (out != NULL) {
+        cJSON_AddBoolToObject(out, "accepted", 1);
+        cJSON_AddNumberToObject(out, "update_id", (double)receipt->update_id);
+        cJSON_AddBoolToObject(out, "duplicate", receipt->duplicate);
+        cJSON_AddNumberToObject(out, "round_id", (double)round_id);
+        cJSON_AddNumberToObject(out, "received_at_ms", (double)receipt->received_at_ms);
+    }
+    sl__resp_json(rs, 200, out);
+    sl__resp_header(rs, "Upload-Offset", "%llu", (unsigned long long)length);
 }
 
 void sl__h_upload_create(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
@@ -167,6 +208,19 @@ void sl__h_upload_create(sl_server *s, sl__req *rq, const sl__params *p, sl__res
         goto done;
     }
     if (round.state == SL_ROUND_CLOSED || round.state == SL_ROUND_ABANDONED) {
+        /* an update the round counted before it closed, sent again because the
+         * answer was lost: its receipt, not "late" (the device must commit it,
+         * not fold it back into its residual) */
+        sl_store_receipt receipt;
+        rc = sl_store_get_receipt(s->store, round_id, rq->device_id, rec.sha256, &receipt);
+        if (rc == SL_OK) {
+            answer_receipt(rs, round_id, rec.length, &receipt);
+            goto done;
+        }
+        if (rc != SL_ENOENT && rc != SL_ECONFLICT) {
+            sl__problem_status(rs, rq, rc, "reading the round's updates");
+            goto done;
+        }
         sl__problem(rs, rq, 410, "late", "late", "round %lld has ended", (long long)round_id);
         goto done;
     }
@@ -228,21 +282,66 @@ static void answer_reject(sl_server *s, sl__req *rq, sl__resp *rs, const char *i
         status = 422, type = "unprocessable";
     }
     tomb_add(s, id, status, name);
+    discard(s, id);
     sl__metrics_count(&s->metrics, &s->metrics.rejected[(unsigned)why & 15u], 1);
     sl__problem(rs, rq, status, type, name, "the update was not accepted: %s", name);
 }
 
-/* Every byte of @rec is durable: verify, hand to the engine, drop the session. */
-static void complete(sl_server *s, sl__req *rq, const sl_upload_record *rec, sl__resp *rs)
+/*
+ * The update is the session's durable prefix (@rec->offset bytes) and @tail:
+ * into *@bytes (borrowed from the request when there is no prefix, else
+ * malloc'd into *@owned). 1 on success, else 0 with a problem in @rs.
+ */
+static int assemble(sl_server *s, sl__req *rq, const sl_upload_record *rec, const uint8_t *tail,
+                    size_t tail_len, const uint8_t **bytes, void **owned, sl__resp *rs)
+{
+    void *prefix = NULL;
+    uint8_t *whole;
+    size_t len = 0;
+    int rc;
+    if (rec->offset == 0) {
+        *bytes = tail;
+        return 1;
+    }
+    rc = sl_store_read_upload(s->store, rec->id, &prefix, &len);
+    if (rc == SL_OK && len != rec->offset) {
+        free(prefix);
+        sl__problem(rs, rq, 409, "conflict", NULL, "the session moved on concurrently");
+        sl__resp_header(rs, "Upload-Offset", "%zu", len);
+        return 0;
+    }
+    if (rc == SL_ENOENT) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "upload %s is gone", rec->id);
+        return 0;
+    }
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "reading the upload");
+        return 0;
+    }
+    whole = tail_len > 0 ? realloc(prefix, len + tail_len) : prefix;
+    if (whole == NULL) {
+        free(prefix);
+        sl__problem_status(rs, rq, SL_ENOMEM, "reading the upload");
+        return 0;
+    }
+    if (tail_len > 0)
+        memcpy(whole + len, tail, tail_len);
+    *bytes = whole;
+    *owned = whole;
+    return 1;
+}
+
+/* @tail completes @rec: verify, hand to the engine, drop the session. */
+static void complete(sl_server *s, sl__req *rq, const sl_upload_record *rec, const uint8_t *tail,
+                     size_t tail_len, sl__resp *rs)
 {
     sl_accept_result res;
-    sl_store_receipt receipt;
     uint8_t digest[32];
-    void *bytes = NULL;
-    size_t len = 0;
+    const uint8_t *bytes = NULL;
+    void *owned = NULL;
+    size_t len = (size_t)rec->length;
     int64_t t0;
     int slot = claim(s, rec->id), rc;
-    cJSON *out;
 
     if (slot == -1) {
         sl__problem(rs, rq, 409, "conflict", NULL, "upload %s is being completed", rec->id);
@@ -253,14 +352,12 @@ static void complete(sl_server *s, sl__req *rq, const sl_upload_record *rec, sl_
         sl__resp_header(rs, "Retry-After", "1");
         return;
     }
-    rc = sl_store_read_upload(s->store, rec->id, &bytes, &len);
-    if (rc != SL_OK || len != rec->length) {
-        sl__problem_status(rs, rq, rc != SL_OK ? rc : SL_ECORRUPT, "reading the upload");
+    if (!assemble(s, rq, rec, tail, tail_len, &bytes, &owned, rs))
         goto done;
-    }
     sl_sha256(bytes, len, digest);
     if (!sl__ct_equal(digest, rec->sha256, 32)) {
         tomb_add(s, rec->id, 422, "digest_mismatch");
+        discard(s, rec->id);
         sl__metrics_count(&s->metrics, &s->metrics.rejected[DIGEST_MISMATCH], 1);
         sl__problem(rs, rq, 422, "unprocessable", "digest_mismatch",
                     "the SHA-256 of the received bytes differs from the declared one; the "
@@ -272,31 +369,24 @@ static void complete(sl_server *s, sl__req *rq, const sl_upload_record *rec, sl_
                           digest, &res);
     sl__metrics_store_write(&s->metrics, sl__mono_ns(s) - t0);
     if (rc != SL_OK) {
-        /* nothing acknowledged; the session stays for a retry */
+        /* nothing acknowledged; the session stays as it was for a retry */
         sl__problem_status(rs, rq, rc, "accepting the update");
         goto done;
     }
+    if (tail_len > 0)
+        sl__metrics_count(&s->metrics, &s->metrics.upload_bytes, tail_len);
     if (!res.accepted) {
         answer_reject(s, rq, rs, rec->id, res.reason);
         goto done;
     }
-    rc = sl_store_finish_upload(s->store, rec->id, WRITE_TIMEOUT, &receipt);
+    rc = sl_store_delete_upload(s->store, rec->id);
     if (rc != SL_OK && rc != SL_ENOENT)
         sl_log(SL_LOG_WARN, "http", "upload %s accepted but its session stays until expiry: %s",
                rec->id, sl_strerror(rc));
     sl__metrics_count(&s->metrics, &s->metrics.uploads_completed, 1);
-    out = cJSON_CreateObject();
-    if (out != NULL) {
-        cJSON_AddBoolToObject(out, "accepted", 1);
-        cJSON_AddNumberToObject(out, "update_id", (double)res.receipt.update_id);
-        cJSON_AddBoolToObject(out, "duplicate", res.receipt.duplicate);
-        cJSON_AddNumberToObject(out, "round_id", (double)rec->round_id);
-        cJSON_AddNumberToObject(out, "received_at_ms", (double)res.receipt.received_at_ms);
-    }
-    sl__resp_json(rs, 200, out);
-    sl__resp_header(rs, "Upload-Offset", "%llu", (unsigned long long)rec->length);
+    answer_receipt(rs, rec->round_id, rec->length, &res.receipt);
 done:
-    free(bytes);
+    free(owned);
     release(s, slot);
 }
 
@@ -335,33 +425,39 @@ void sl__h_upload_patch(sl_server *s, sl__req *rq, const sl__params *p, sl__resp
                     (unsigned long long)rec.offset, (unsigned long long)rec.length);
         goto out;
     }
-    new_offset = rec.offset;
-    if (rq->body_len > 0) {
-        t0 = sl__mono_ns(s);
-        rc = sl_store_append_upload(s->store, rec.id, rec.offset, rq->body, rq->body_len,
-                                    WRITE_TIMEOUT, &new_offset);
-        sl__metrics_store_write(&s->metrics, sl__mono_ns(s) - t0);
-        if (rc == SL_ECONFLICT) {
-            sl__problem(rs, rq, 409, "conflict", NULL, "the session moved on concurrently");
-            goto out;
-        }
-        if (rc == SL_ENOENT) {
-            sl__problem(rs, rq, 404, "not-found", NULL, "upload %s expired", rec.id);
-            goto out;
-        }
-        if (rc != SL_OK) {
-            sl__problem_status(rs, rq, rc, "appending to the upload");
-            goto out;
-        }
-        sl__metrics_count(&s->metrics, &s->metrics.upload_bytes, rq->body_len);
-    }
-    if (new_offset < rec.length) {
-        sl__resp_bytes(rs, 204, "", NULL, 0);
-        sl__resp_header(rs, "Upload-Offset", "%llu", (unsigned long long)new_offset);
+    if (rq->body_len == rec.length - rec.offset) {
+        complete(s, rq, &rec, rq->body, rq->body_len, rs);
         goto out;
     }
-    rec.offset = new_offset;
-    complete(s, rq, &rec, rs);
+    if (rq->body_len == 0) { /* nothing to write: where the session is */
+        sl__resp_bytes(rs, 204, "", NULL, 0);
+        sl__resp_header(rs, "Upload-Offset", "%llu", (unsigned long long)rec.offset);
+        goto out;
+    }
+    t0 = sl__mono_ns(s);
+    rc = sl_store_append_upload(s->store, rec.id, rec.offset, rq->body, rq->body_len, WRITE_TIMEOUT,
+                                &new_offset);
+    sl__metrics_store_write(&s->metrics, sl__mono_ns(s) - t0);
+    if (rc == SL_ECONFLICT) {
+        sl__problem(rs, rq, 409, "conflict", NULL, "the session moved on concurrently");
+        goto out;
+    }
+    if (rc == SL_ENOENT) {
+        /* it expired (or was completed) since it was read */
+        sl_upload_record now;
+        if (sl_store_get_upload(s->store, rec.id, &now) == SL_ETIMEDOUT)
+            answer_expired(rq, p->seg[0], rs);
+        else
+            sl__problem(rs, rq, 404, "not-found", NULL, "no upload %s", p->seg[0]);
+        goto out;
+    }
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "appending to the upload");
+        goto out;
+    }
+    sl__metrics_count(&s->metrics, &s->metrics.upload_bytes, rq->body_len);
+    sl__resp_bytes(rs, 204, "", NULL, 0);
+    sl__resp_header(rs, "Upload-Offset", "%llu", (unsigned long long)new_offset);
 out:
     atomic_fetch_sub(&s->metrics.uploads_in_flight, 1);
 }

@@ -34,6 +34,18 @@ int sl_bench_train(int argc, char **argv);
  */
 int sl_bench_store(int argc, char **argv);
 
+/**
+ * sl_bench_api - `starling bench api [--json] [--quick] [--clients N]
+ * [--seconds S] [--threads T] [--devices D] [--dir DIR]`: the coordinator's
+ * REST server in process on loopback (plain HTTP, the store on disk) with N
+ * concurrent clients on libcurl multi handles: GET /v1/status requests/s
+ * and p50/p99 latency, complete durable 40 KB uploads/s (signed create +
+ * one PATCH), status latency while uploads run, and `wrk -t2 -c64 -d5s` on
+ * /v1/status when wrk is installed. Returns 0, 1 when a request failed, 2
+ * for bad options.
+ */
+int sl_bench_api(int argc, char **argv);
+
 /** Monotonic nanoseconds (for the benchmarks' timers). */
 int64_t sl_bench_now_ns(void);
 

@@ -204,8 +204,10 @@ typedef struct sl_client_upload_state {
  *   - The server has every byte but its answer was lost: a zero-byte PATCH
  *     at the final offset fetches the receipt (the server answers it again,
  *     with "duplicate": true).
- *   - 404 for the session (unknown or expired): one new upload is started.
- *     410 (closed: rejected, digest mismatch) and other 4xx are returned.
+ *   - 404 (unknown session) or 410 with the problem reason "expired": one
+ *     new upload is started (once per call). Other 410s (closed: rejected,
+ *     digest mismatch, late) and other 4xx are returned; a 410 to HEAD is
+ *     followed by the PATCH, whose 410 carries the reason in its body.
  * Retry budget: max_attempts consecutive failures without progress; any
  * acknowledged byte resets it, so a slow link that drops often still ends.
  * @round: the round number (>= 0).

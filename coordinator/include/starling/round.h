@@ -284,6 +284,17 @@ int sl_engine_report_metrics(sl_engine *e, int64_t task_id, int64_t version, int
                              double loss, double accuracy, uint32_t samples);
 
 /**
+ * sl_engine_count_download - add @bytes (model bytes a device received: a
+ * full model, a delta or a range of one) to the bytes_down of @task_id's
+ * open round. Kept in memory under the engine lock and persisted with the
+ * round's next write (selection, close); a crash before it loses the count,
+ * never anything else. Does not block on storage.
+ * Returns SL_OK (counted), SL_ESTATE (no open round: not counted),
+ * SL_ENOENT (no such task), SL_EINVAL (@e NULL). Thread-safe.
+ */
+int sl_engine_count_download(sl_engine *e, int64_t task_id, uint64_t bytes);
+
+/**
  * sl_engine_abort_round - an operator ends the open round: ABANDONED, the
  * model unchanged, the next round opens. SL_ESTATE when it already ended.
  */

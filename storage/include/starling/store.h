@@ -358,7 +358,18 @@ typedef struct sl_upload_record {
  */
 int sl_store_create_upload(sl_store *s, const sl_upload_record *r);
 
-/** sl_store_get_upload - read a session; SL_ENOENT when unknown or expired. */
+/** How long an expired session stays known as expired: 7 days (sl_store_expire_uploads()). */
+#define SL_STORE_UPLOAD_TOMBSTONE_MS (7 * 24 * 3600 * 1000LL)
+
+/**
+ * sl_store_get_upload - read a session. Returns SL_OK for a live session,
+ * SL_ETIMEDOUT for one whose expires_at_ms passed (until its row is purged,
+ * SL_STORE_UPLOAD_TOMBSTONE_MS after expiry; @out is untouched), SL_ENOENT
+ * when the id is unknown (never created, finished, deleted or purged),
+ * SL_EINVAL for an id that is not [A-Za-z0-9_-]{1,SL_STORE_UPLOAD_ID}.
+ * The other upload calls treat an expired session as unknown (SL_ENOENT).
+ * Reads only; does not block on the writer.
+ */
 int sl_store_get_upload(sl_store *s, const char *id, sl_upload_record *out);
 
 /**
@@ -382,7 +393,22 @@ int sl_store_read_upload(sl_store *s, const char *id, void **out, size_t *len);
  */
 int sl_store_finish_upload(sl_store *s, const char *id, int64_t timeout_ms, sl_store_receipt *out);
 
-/** sl_store_expire_uploads - delete sessions whose expiry passed; @deleted may be NULL. */
+/**
+ * sl_store_delete_upload - delete session @id (live or expired) with its
+ * bytes, so a session that will never complete (digest mismatch, update
+ * rejected) gives back its reserved space at once instead of at expiry.
+ * Durable on SL_OK. Returns SL_OK, SL_ENOENT (no such session: nothing to
+ * do), SL_EINVAL (malformed id) or a storage error. Blocks on the writer.
+ */
+int sl_store_delete_upload(sl_store *s, const char *id);
+
+/**
+ * sl_store_expire_uploads - release the bytes of every session whose expiry
+ * passed, keeping a small row so sl_store_get_upload() can still answer
+ * SL_ETIMEDOUT (expired) rather than SL_ENOENT (unknown), and delete the
+ * rows of sessions expired for more than SL_STORE_UPLOAD_TOMBSTONE_MS.
+ * @deleted (may be NULL): sessions whose bytes were released by this call.
+ */
 int sl_store_expire_uploads(sl_store *s, uint32_t *deleted);
 
 /* ------------------------------------------------------------------------ */

@@ -639,6 +639,53 @@ static void test_fedbuff(void **state)
     sim_free(&s);
 }
 
+/* Model bytes sent to devices are counted in the open round and persisted when it closes. */
+static void test_count_download(void **state)
+{
+    sim s;
+    size_t chosen[8], n;
+    sl_task_status st;
+    sl_round_stats stats;
+    sl_round_record stored;
+    int64_t round_id;
+    (void)state;
+    sim_init(&s, "engine_down", 4,
+             "{\"name\":\"down\",\"target\":2,\"quorum\":2,\"over_selection\":1.0,"
+             "\"selection_window_ms\":1000,\"report_deadline_ms\":10000,\"rounds\":1}");
+    assert_int_equal(sl_engine_count_download(s.engine, s.task + 100, 10), SL_ENOENT);
+    assert_int_equal(sl_engine_count_download(NULL, s.task, 10), SL_EINVAL);
+    /* while selecting (a device fetching the model early) and while training */
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, 1000), SL_OK);
+    n = select_round(&s, chosen);
+    assert_int_equal(n, 2);
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, 234), SL_OK);
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, 0), SL_OK);
+    st = status(&s);
+    round_id = st.round.id;
+    assert_int_equal(st.round.bytes_down, 1234);
+    assert_int_equal(sl_engine_round_stats(s.engine, round_id, &stats), SL_OK);
+    assert_int_equal(stats.round.bytes_down, 1234);
+    /* not written on every download: the store still has the selection's value */
+    assert_int_equal(sl_store_get_round(s.store, round_id, &stored), SL_OK);
+    assert_int_equal(stored.bytes_down, 1000);
+    /* the close persists it */
+    assert_true(upload(&s, chosen[0], 1.0f).accepted);
+    assert_true(upload(&s, chosen[1], 1.0f).accepted);
+    assert_int_equal(sl_store_get_round(s.store, round_id, &stored), SL_OK);
+    assert_int_equal(stored.state, SL_ROUND_CLOSED);
+    assert_int_equal(stored.bytes_down, 1234);
+    /* the only round ran: nothing open to count in, and the closed round is unchanged */
+    st = status(&s);
+    assert_true(st.finished);
+    assert_false(st.round_open);
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, 99), SL_ESTATE);
+    sim_restart(&s);
+    assert_int_equal(sl_engine_round_stats(s.engine, round_id, &stats), SL_OK);
+    assert_int_equal(stats.round.bytes_down, 1234);
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, 99), SL_ESTATE);
+    sim_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -647,6 +694,7 @@ int main(void)
         cmocka_unit_test(test_dropout_matrix),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_fedbuff),
+        cmocka_unit_test(test_count_download),
         cmocka_unit_test(test_kill_after_every_transition),
         cmocka_unit_test(test_ten_thousand_devices),
     };

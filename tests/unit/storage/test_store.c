@@ -358,7 +358,7 @@ static void test_uploads(void **state)
     snprintf(r.id, sizeof r.id, "up-2");
     assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
     sl_clock_manual_advance(&f->clock, 61000000000LL);
-    assert_int_equal(sl_store_get_upload(f->s, "up-2", &got), SL_ENOENT);
+    assert_int_equal(sl_store_get_upload(f->s, "up-2", &got), SL_ETIMEDOUT); /* not unknown */
     assert_int_equal(sl_store_expire_uploads(f->s, &deleted), SL_OK);
     assert_int_equal(deleted, 1);
     /* bad ids */
@@ -543,6 +543,96 @@ static void test_audit(void **state)
     assert_int_equal(sl_store_audit(f->s, NULL, "x", NULL), SL_EINVAL);
 }
 
+/* Deleting a session (rejected uploads) and the expired/unknown distinction. */
+static void test_delete_and_expired_upload(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[2];
+    uint8_t frame[4000], sha[32];
+    sl_upload_record r = {0}, got;
+    uint64_t off, count;
+    uint32_t deleted = 99;
+    void *data;
+    size_t len;
+    sl_test_store_fixture(f->s, &round_id, devices, 2);
+    sl_test_update_bytes(3, frame, sizeof frame, sha);
+    snprintf(r.id, sizeof r.id, "del-1");
+    r.device_id = devices[0];
+    r.round_id = round_id;
+    r.length = sizeof frame;
+    memcpy(r.sha256, sha, 32);
+    r.num_samples = 7;
+    r.expires_at_ms = 1764465820000LL + 60000;
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    assert_int_equal(sl_store_append_upload(f->s, "del-1", 0, frame, 1000, 5000, &off), SL_OK);
+    /* deleted: unknown from then on, for every call, and after a restart */
+    assert_int_equal(sl_store_delete_upload(f->s, "del-1"), SL_OK);
+    assert_int_equal(sl_store_get_upload(f->s, "del-1", &got), SL_ENOENT);
+    assert_int_equal(sl_store_append_upload(f->s, "del-1", 1000, frame, 10, 5000, &off), SL_ENOENT);
+    assert_int_equal(sl_store_read_upload(f->s, "del-1", &data, &len), SL_ENOENT);
+    assert_int_equal(sl_store_delete_upload(f->s, "del-1"), SL_ENOENT);
+    reopen(f);
+    assert_int_equal(sl_store_get_upload(f->s, "del-1", &got), SL_ENOENT);
+    assert_int_equal(sl_store_delete_upload(f->s, "no such id"), SL_EINVAL);
+    assert_int_equal(sl_store_delete_upload(f->s, ""), SL_EINVAL);
+    assert_int_equal(sl_store_delete_upload(NULL, "del-1"), SL_EINVAL);
+    /* the same id can be used again: nothing of the old session is left */
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    assert_int_equal(sl_store_get_upload(f->s, "del-1", &got), SL_OK);
+    assert_int_equal(got.offset, 0);
+    assert_int_equal(sl_store_delete_upload(f->s, "del-1"), SL_OK);
+    assert_int_equal(sl_store_count_updates(f->s, round_id, &count), SL_OK);
+    assert_int_equal(count, 0); /* deleting a session stores no update */
+
+    /* expired: SL_ETIMEDOUT from get (output untouched), unknown to the writes */
+    snprintf(r.id, sizeof r.id, "exp-1");
+    r.device_id = devices[1];
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    assert_int_equal(sl_store_append_upload(f->s, "exp-1", 0, frame, 500, 5000, &off), SL_OK);
+    sl_clock_manual_advance(&f->clock, 60000000000LL); /* exactly at expires_at: expired */
+    memset(&got, 0x5a, sizeof got);
+    assert_int_equal(sl_store_get_upload(f->s, "exp-1", &got), SL_ETIMEDOUT);
+    assert_int_equal(got.offset, 0x5a5a5a5a5a5a5a5aull);
+    assert_int_equal(sl_store_append_upload(f->s, "exp-1", 500, frame, 10, 5000, &off), SL_ENOENT);
+    assert_int_equal(sl_store_read_upload(f->s, "exp-1", &data, &len), SL_ENOENT);
+    /* the sweep releases the bytes but the session stays known as expired */
+    assert_int_equal(sl_store_expire_uploads(f->s, &deleted), SL_OK);
+    assert_int_equal(deleted, 1);
+    assert_int_equal(sl_store_get_upload(f->s, "exp-1", &got), SL_ETIMEDOUT);
+    {
+        /* another connection, as an operator's sqlite3 shell would see the file */
+        char path[600];
+        sqlite3 *other;
+        sqlite3_stmt *st;
+        snprintf(path, sizeof path, "%s/store.db", f->dir);
+        assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(other,
+                                            "SELECT length(data) FROM uploads WHERE id = 'exp-1'",
+                                            -1, &st, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int64(st, 0), 0);
+        sqlite3_finalize(st);
+        sqlite3_close(other);
+    }
+    assert_int_equal(sl_store_expire_uploads(f->s, &deleted), SL_OK);
+    assert_int_equal(deleted, 0); /* nothing more to release */
+    reopen(f);
+    assert_int_equal(sl_store_get_upload(f->s, "exp-1", &got), SL_ETIMEDOUT);
+    /* a week later the row is purged: unknown */
+    sl_clock_manual_advance(&f->clock, SL_STORE_UPLOAD_TOMBSTONE_MS * 1000000LL);
+    assert_int_equal(sl_store_expire_uploads(f->s, &deleted), SL_OK);
+    assert_int_equal(sl_store_get_upload(f->s, "exp-1", &got), SL_ENOENT);
+    /* an expired session can be deleted at once too */
+    snprintf(r.id, sizeof r.id, "exp-2");
+    r.expires_at_ms = sl_clock_wall_ns(&f->clock.clock) / 1000000 + 1000;
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    sl_clock_manual_advance(&f->clock, 2000000000LL);
+    assert_int_equal(sl_store_get_upload(f->s, "exp-2", &got), SL_ETIMEDOUT);
+    assert_int_equal(sl_store_delete_upload(f->s, "exp-2"), SL_OK);
+    assert_int_equal(sl_store_get_upload(f->s, "exp-2", &got), SL_ENOENT);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -554,6 +644,7 @@ int main(void)
         T(test_updates_idempotent),
         T(test_group_commit),
         T(test_uploads),
+        T(test_delete_and_expired_upload),
         T(test_retention),
         T(test_backup_while_writing),
         T(test_migration_from_v1),

@@ -1,0 +1,446 @@
+/*
+ * agent.c - an agent's life: options, opening the state directory and
+ * finishing what a killed run left, the device loop, and the choice of
+ * density.
+ *
+ * Bandwidth-aware density. The coordinator hands out a density schedule
+ * (density, warmup_rounds, warmup_density); sl_compress_density() of it at
+ * this device's participation count is the scheduled density d_s, which is
+ * never exceeded. The agent measures its upload throughput B (bytes/s, an
+ * EWMA over uploads of at least 4 KiB, persisted in counters) and the
+ * frame bytes per selected value b (an EWMA; before the first frame a
+ * guess from the value mode). With T seconds left before the round's
+ * report deadline, a frame of density d takes about b * k(d) / B seconds,
+ * k(d) the values selected at d. The agent sends
+ *     d = clamp(B * T / 2 / (b * n), d_s * f, d_s)
+ * n the parameters, f = min_density_fraction (default 0.1): half the time
+ * left is kept for retries of a lossy link; the floor keeps every update
+ * meaningful, and what is not sent stays in the residual (error feedback),
+ * so a smaller density delays information rather than losing it. Without
+ * a measurement yet (or with bandwidth_aware off) d = d_s.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent_int.h"
+
+static const char *const event_names[] = {"enrolled",  "checkin",  "model",    "epoch",
+                                          "prepared",  "progress", "accepted", "folded",
+                                          "discarded", "dropped",  "crashed",  "evaluated"};
+
+const char *sl_agent_event_name(sl_agent_event_kind kind)
+{
+    return (unsigned)kind < sizeof event_names / sizeof event_names[0] ? event_names[kind] : "?";
+}
+
+void sl_agent_options_default(sl_agent_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->threads = 1;
+    o->chunk_bytes = 64 * 1024;
+    o->max_attempts = 5;
+    o->retry_base_ms = 500;
+    o->request_timeout_ms = 120000;
+    o->max_wait_ms = 60000;
+    o->bandwidth_aware = 1;
+    o->min_density_fraction = 0.1;
+    o->eval_interval_ms = 2000;
+    o->faults.cut_span = 64 * 1024;
+    o->faults.straggle_factor = 1.0;
+    o->seed = 1;
+}
+
+/* ---- small shared helpers ----------------------------------------------------------- */
+
+void sl__agent_emit(sl_agent *a, sl_agent_event *ev)
+{
+    ev->client = a->o.client;
+    ev->device_id = a->device_id;
+    if (ev->reason == NULL)
+        ev->reason = "";
+    if (a->o.on_event != NULL)
+        a->o.on_event(a->o.event_ctx, ev);
+}
+
+int sl__agent_stopping(const sl_agent *a)
+{
+    return a->stopped || (a->o.stop != NULL && *a->o.stop);
+}
+
+int sl__agent_sleep(const sl_agent *a, int64_t ms)
+{
+    int64_t end = sl_clock_monotonic_ns(NULL) + ms * 1000000;
+    while (!sl__agent_stopping(a)) {
+        int64_t left = end - sl_clock_monotonic_ns(NULL);
+        struct timespec ts;
+        if (left <= 0)
+            return 0;
+        if (left > 50000000)
+            left = 50000000;
+        ts.tv_sec = 0;
+        ts.tv_nsec = (long)left;
+        nanosleep(&ts, NULL);
+    }
+    return 1;
+}
+
+double sl__agent_uniform(sl_agent *a)
+{
+    uint64_t x = a->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    a->rng = x;
+    return (double)((x * 0x2545F4914F6CDD1DULL) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int64_t sl__agent_now_ms(void)
+{
+    return sl_clock_wall_ns(NULL) / 1000000;
+}
+
+int sl__agent_model_for_hash(uint64_t hash, char *name, size_t cap)
+{
+    for (const char *const *nm = sl_model_names(); *nm != NULL; nm++) {
+        sl_model *m = NULL;
+        int match;
+        if (sl_model_create(*nm, &m) != SL_OK)
+            continue;
+        match = sl_layout_hash(sl_model_layout(m)) == hash;
+        sl_model_free(m);
+        if (match) {
+            snprintf(name, cap, "%s", *nm);
+            return SL_OK;
+        }
+    }
+    sl_log(SL_LOG_ERROR, "agent", "no registry model has layout %016" PRIx64, hash);
+    return SL_ENOENT;
+}
+
+/* The model is known: allocate the vectors and load what depends on the layout. */
+int sl__agent_set_model(sl_agent *a, const char *name)
+{
+    sl_model *m = NULL;
+    int rc = sl_model_create(name, &m);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERROR, "agent", "model %s: %s", name, sl_strerror(rc));
+        return rc == SL_ENOENT ? SL_EINVAL : rc;
+    }
+    a->model = m;
+    a->layout = sl_model_layout(m);
+    a->n = sl_model_params(m);
+    a->residual = malloc(a->n * sizeof(float));
+    a->momentum = a->o.dgc_momentum > 0 ? malloc(a->n * sizeof(float)) : NULL;
+    if (a->residual == NULL || (a->o.dgc_momentum > 0 && a->momentum == NULL))
+        return SL_ENOMEM;
+    rc = sl__agent_load_residual(a);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERROR, "agent", "residual in %s: %s", a->dir, sl_strerror(rc));
+        return rc;
+    }
+    rc = sl__agent_load_pending(a);
+    if (rc != SL_OK)
+        return rc;
+    if (a->pending.present && a->resolved.gen == a->pending.gen) {
+        /* killed after the outcome was recorded: finish it (log, counters) */
+        sl_log(SL_LOG_INFO, "agent", "finishing the resolved upload of round %" PRId64,
+               a->pending.round_id);
+        rc = sl__agent_finish_resolved(a);
+    }
+    return rc;
+}
+
+double sl__agent_choose_density(const sl_agent *a, const sl__agent_assignment *asg)
+{
+    sl_compress_params p;
+    double scheduled, floor_d, fit, bpnz, left_s;
+    sl_compress_params_default(&p);
+    p.density = asg->density;
+    p.warmup_rounds = asg->warmup_rounds;
+    p.warmup_density = asg->warmup_density;
+    scheduled = sl_compress_density(&p, asg->participation);
+    if (!a->o.bandwidth_aware || a->counters.bw_ewma <= 0 || asg->deadline_ms <= 0)
+        return scheduled;
+    floor_d = scheduled * a->o.min_density_fraction;
+    left_s = (double)(asg->deadline_ms - sl__agent_now_ms()) / 1000.0;
+    if (left_s <= 0)
+        return floor_d;
+    bpnz = a->counters.bpnz_ewma;
+    if (bpnz <= 0) {
+        static const double value_bytes[] = {4, 2, 2, 1, 0.25, 0.125};
+        bpnz = 1.5 + value_bytes[(unsigned)asg->values < 6 ? asg->values : 0];
+    }
+    fit = a->counters.bw_ewma * left_s * 0.5 / (bpnz * (double)a->n);
+    if (fit < scheduled)
+        sl_log(SL_LOG_INFO, "agent",
+               "density %.4g instead of %.4g: %.0f B/s with %.1f s left (floor %.4g)", fit,
+               scheduled, a->counters.bw_ewma, left_s, floor_d);
+    return fit >= scheduled ? scheduled : (fit <= floor_d ? floor_d : fit);
+}
+
+int sl__agent_use_relay(sl_agent *a, sl__agent_relay *relay)
+{
+    const char *after = strstr(a->o.coordinator, "://"), *path;
+    if (relay == NULL || after == NULL || strncmp(a->o.coordinator, "http://", 7) != 0)
+        return SL_EINVAL;
+    path = strchr(after + 3, '/');
+    snprintf(a->url_buf, sizeof a->url_buf, "http://127.0.0.1:%d%s", sl__agent_relay_port(relay),
+             path ? path : "");
+    a->url = a->url_buf;
+    a->relay = relay;
+    sl_client_free(a->client);
+    a->client = NULL;
+    return SL_OK;
+}
+
+void sl__agent_disarm(sl_agent *a)
+{
+    if (a->relay != NULL)
+        sl__agent_relay_arm(a->relay, -1);
+}
+
+void sl__agent_maybe_cut(sl_agent *a, uint64_t expected)
+{
+    if (a->relay == NULL)
+        return;
+    if (sl__agent_uniform(a) < a->o.faults.cut) {
+        uint64_t span = expected > 0 ? expected : a->o.faults.cut_span;
+        sl__agent_relay_arm(a->relay, 1 + (int64_t)(sl__agent_uniform(a) * (double)span));
+    } else {
+        sl__agent_relay_arm(a->relay, -1);
+    }
+}
+
+/* ---- create / free -------------------------------------------------------------------- */
+
+int sl_agent_create(const sl_agent_options *o, sl_agent **out, char *err, size_t errcap)
+{
+    sl_agent *a;
+    int rc;
+    if (o == NULL || out == NULL || o->coordinator == NULL || o->state_dir == NULL ||
+        o->task_id <= 0) {
+        if (err != NULL)
+            snprintf(err, errcap, "the coordinator URL, a task and a state directory are needed");
+        return SL_EINVAL;
+    }
+    a = calloc(1, sizeof *a);
+    if (a == NULL)
+        return SL_ENOMEM;
+    a->o = *o;
+    a->url = o->coordinator;
+    a->rng = (o->seed ^ 0x9E3779B97F4A7C15ULL) * 0xBF58476D1CE4E5B9ULL + o->client;
+    if (a->rng == 0)
+        a->rng = 1;
+    if (snprintf(a->dir, sizeof a->dir, "%s", o->state_dir) >= (int)sizeof a->dir) {
+        free(a);
+        return SL_ETOOBIG;
+    }
+    rc = sl__agent_state_open(a, err, errcap);
+    if (rc == SL_OK)
+        rc = sl__agent_repair_log(a);
+    if (rc == SL_OK)
+        rc = sl__agent_load_counters(a);
+    if (rc == SL_OK)
+        sl__agent_read_i64(a, "device.id", &a->device_id);
+    if (rc == SL_OK && o->model != NULL && o->model[0] != '\0')
+        rc = sl__agent_set_model(a, o->model);
+    if (rc == SL_OK) {
+        int mrc = sl__agent_load_model(a); /* may find the model by the cache's layout */
+        if (mrc == SL_ELAYOUT)
+            rc = mrc;
+        else if (mrc == SL_OK && a->residual == NULL)
+            rc = SL_ENOMEM;
+    }
+    if (rc != SL_OK) {
+        if (err != NULL && (err[0] == '\0' || rc != SL_EIO))
+            snprintf(err, errcap, "state directory %s: %s", a->dir, sl_strerror(rc));
+        sl_agent_free(a);
+        return rc;
+    }
+    a->stats.device_id = a->device_id;
+    a->stats.model_version = a->version;
+    a->stats.last_round = a->counters.last_round;
+    a->stats.upload_bytes_per_s = a->counters.bw_ewma;
+    *out = a;
+    return SL_OK;
+}
+
+void sl_agent_free(sl_agent *a)
+{
+    if (a == NULL)
+        return;
+    sl_client_free(a->client);
+    sl_device_key_free(a->key);
+    sl_model_free(a->model);
+    free(a->global);
+    free(a->residual);
+    free(a->momentum);
+    sl__agent_pending_free(&a->pending);
+    free(a);
+}
+
+void sl_agent_stop(sl_agent *a)
+{
+    if (a != NULL)
+        a->stopped = 1;
+}
+
+int sl_agent_get_stats(const sl_agent *a, sl_agent_stats *out)
+{
+    if (a == NULL || out == NULL)
+        return SL_EINVAL;
+    *out = a->stats;
+    out->device_id = a->device_id;
+    out->participations = a->counters.participations;
+    out->accepted = a->counters.accepted;
+    out->duplicates = a->counters.duplicates;
+    out->folded = a->counters.folded;
+    out->discarded = a->counters.discarded;
+    out->dropped = a->counters.dropped;
+    out->last_round = a->counters.last_round;
+    out->upload_bytes_per_s = a->counters.bw_ewma;
+    return SL_OK;
+}
+
+const float *sl_agent_residual(const sl_agent *a, size_t *n)
+{
+    if (a == NULL || a->residual == NULL) {
+        if (n != NULL)
+            *n = 0;
+        return NULL;
+    }
+    if (n != NULL)
+        *n = a->n;
+    return a->residual;
+}
+
+/* ---- the loop ---------------------------------------------------------------------------- */
+
+/* Wait after @failures failures in a row: base * 2^failures, capped, jittered. */
+static int backoff(sl_agent *a, unsigned *failures)
+{
+    double ms = (double)a->o.retry_base_ms * pow(2.0, *failures < 16 ? *failures : 16);
+    if (ms > (double)a->o.max_wait_ms)
+        ms = (double)a->o.max_wait_ms;
+    ms *= 0.5 + 0.5 * sl__agent_uniform(a);
+    (*failures)++;
+    return sl__agent_sleep(a, (int64_t)ms);
+}
+
+/* A pointless-to-retry status ends the loop. */
+static int fatal(int rc)
+{
+    return rc == SL_EPERM || rc == SL_ELAYOUT || rc == SL_EINVAL || rc == SL_ESTATE ||
+           rc == SL_ENOMEM;
+}
+
+static int drop_out(sl_agent *a, const sl__agent_assignment *asg)
+{
+    sl_agent_event ev = {.kind = SL_AGENT_EV_DROPPED,
+                         .round_id = asg->round_id,
+                         .model_version = asg->model_version};
+    a->counters.dropped++;
+    a->counters.participations++;
+    if (a->counters.last_round < asg->round_id)
+        a->counters.last_round = asg->round_id;
+    sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": dropping out (fault)", asg->round_id);
+    sl__agent_emit(a, &ev);
+    return sl__agent_save_counters(a);
+}
+
+int sl_agent_run(sl_agent *a)
+{
+    uint64_t start;
+    uint32_t rounds;
+    unsigned failures = 0;
+    int rc;
+    if (a == NULL)
+        return SL_EINVAL;
+    start = a->counters.participations;
+    rounds = a->o.rounds == 0 && a->o.once ? 1 : a->o.rounds;
+    if (a->o.threads > 0)
+        sl_nn_set_threads(a->o.threads);
+    while ((rc = sl__agent_enrol(a)) != SL_OK) {
+        if (fatal(rc) || backoff(a, &failures))
+            return fatal(rc) ? rc : SL_OK;
+    }
+    failures = 0;
+    while (!sl__agent_stopping(a)) {
+        sl__agent_assignment asg;
+        sl_agent_event ev = {.kind = SL_AGENT_EV_CHECKIN};
+        uint64_t bytes = 0;
+        if (rounds > 0 && a->counters.participations - start >= rounds)
+            break;
+        if (a->pending.present) {
+            rc = sl__agent_deliver(a);
+            if (rc == SL_OK)
+                failures = 0;
+            else if (fatal(rc))
+                return rc;
+            else if (backoff(a, &failures))
+                break;
+            continue;
+        }
+        rc = sl__agent_checkin(a, &asg);
+        if (rc != SL_OK) {
+            if (fatal(rc) && rc != SL_EINVAL)
+                return rc;
+            if (backoff(a, &failures))
+                break;
+            continue;
+        }
+        failures = 0;
+        ev.round_id = asg.round_id;
+        ev.model_version = asg.model_version;
+        ev.value = asg.selected;
+        ev.wait_ms = asg.retry_after_ms;
+        sl__agent_emit(a, &ev);
+        if (!asg.selected) {
+            int64_t wait = asg.retry_after_ms < 50 ? 50 : asg.retry_after_ms;
+            sl_log(SL_LOG_DEBUG, "agent", "not selected; next check-in in %" PRId64 " ms", wait);
+            sl__agent_sleep(a, wait < a->o.max_wait_ms ? wait : a->o.max_wait_ms);
+            continue;
+        }
+        if (asg.round_id <= a->counters.last_round) {
+            /* done with this round already (a retry of check-in is idempotent) */
+            int64_t wait = asg.deadline_ms - sl__agent_now_ms();
+            wait = wait < 200 ? 200 : wait;
+            sl__agent_sleep(a, wait < a->o.max_wait_ms ? wait : a->o.max_wait_ms);
+            continue;
+        }
+        rc = sl__agent_fetch_model(a, asg.model_version, &bytes);
+        if (rc != SL_OK) {
+            if (fatal(rc))
+                return rc;
+            if (backoff(a, &failures))
+                break;
+            continue;
+        }
+        {
+            sl_agent_event mev = {.kind = SL_AGENT_EV_MODEL,
+                                  .round_id = asg.round_id,
+                                  .model_version = asg.model_version,
+                                  .bytes = bytes};
+            sl__agent_emit(a, &mev);
+        }
+        if (sl__agent_uniform(a) < a->o.faults.dropout) {
+            drop_out(a, &asg);
+            continue;
+        }
+        rc = sl__agent_train_round(a, &asg);
+        if (rc == SL_ETIMEDOUT)
+            break; /* stopped while training: nothing was persisted */
+        if (rc != SL_OK) {
+            if (fatal(rc))
+                return rc;
+            if (backoff(a, &failures))
+                break;
+        }
+    }
+    return SL_OK;
+}

@@ -1,0 +1,220 @@
+/*
+ * agent_int.h - internals shared by the files of device/agent.
+ *
+ *   agent.c        options, create/free, the device loop, density choice
+ *   state.c        the state directory: files, formats, recovery
+ *   ledger.c       key=value text, counters, acks.log
+ *   net.c          enrolment, check-in, model download, metrics, problems
+ *   participate.c  train, compress, persist, upload, resolve the outcome
+ *   data.c         streaming IDX reader and partition (sl_agent_data)
+ *   evaluator.c    the evaluator loop
+ *   fleet.c        N agents on threads with seeded faults
+ *   relay.c        loopback TCP relay that cuts connections (faults)
+ *   main.c         the starling-agent program
+ */
+#ifndef STARLING_AGENT_INT_H
+#define STARLING_AGENT_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "starling/agent.h"
+#include "starling/api_client.h"
+#include "starling/api_sign.h"
+#include "starling/codec.h"
+#include "starling/common.h"
+#include "starling/nn.h"
+
+#define SL__AGENT_PATH_MAX  4096
+#define SL__AGENT_MAX_FRAME ((size_t)256 << 20) /* the coordinator's upload limit */
+#define SL__AGENT_MAX_MODEL ((size_t)1 << 30)
+
+/* ---- data.c ---------------------------------------------------------------- */
+
+struct sl_agent_data {
+    size_t n;        /* samples kept */
+    size_t features; /* floats per sample (rows * cols) */
+    float *x;        /* n * features */
+    int32_t *y;      /* n */
+    uint32_t first, count;
+    size_t *client_n;     /* [count] */
+    uint32_t **client_ix; /* [count][client_n[c]] indices into x / y */
+};
+
+/* ---- relay.c --------------------------------------------------------------- */
+
+typedef struct sl__agent_relay sl__agent_relay;
+
+/* A relay on 127.0.0.1 (ephemeral port) to @host:@port. */
+int sl__agent_relay_create(const char *host, int port, sl__agent_relay **out);
+void sl__agent_relay_free(sl__agent_relay *r);
+int sl__agent_relay_port(const sl__agent_relay *r);
+/* Cut the connection after @bytes more bytes (-1: disarm). */
+void sl__agent_relay_arm(sl__agent_relay *r, int64_t bytes);
+/* Dark: every connection is closed at once, new ones too (a crash's link). */
+void sl__agent_relay_set_dark(sl__agent_relay *r, int dark);
+void sl__agent_relay_counts(const sl__agent_relay *r, uint64_t *cuts, uint64_t *resumes);
+
+/* ---- state ----------------------------------------------------------------- */
+
+/* How a pending upload ended (recorded in the residual file's header). */
+enum { SL__OUT_NONE = 0, SL__OUT_ACCEPTED = 1, SL__OUT_FOLDED = 2, SL__OUT_DISCARDED = 3 };
+
+/* The residual file's tag: which pending generation it resolved, and how. */
+typedef struct sl__agent_resolved {
+    uint64_t gen; /* 0: none yet */
+    int outcome;
+    int duplicate;
+    int64_t round_id;
+    int64_t update_id;
+    uint8_t frame_sha[32];
+} sl__agent_resolved;
+
+typedef struct sl__agent_pending {
+    int present;
+    uint64_t gen;
+    int64_t task_id, round_id, base_version, deadline_ms;
+    uint32_t num_samples, participation;
+    double density;
+    uint64_t layout_hash;
+    void *frame;
+    size_t frame_len;
+    uint8_t frame_sha[32];
+    float *acc;    /* n */
+    float *acc_mu; /* n, or NULL without DGC momentum */
+    char upload_id[SL_CLIENT_UPLOAD_ID_MAX + 1];
+    uint64_t offset;
+    unsigned digest_retries;
+} sl__agent_pending;
+
+typedef struct sl__agent_counters {
+    uint64_t participations, accepted, duplicates, folded, discarded, dropped;
+    uint64_t next_gen;     /* generation of the next pending upload */
+    uint64_t resolved_gen; /* last generation counted here */
+    int64_t last_round;    /* never train twice for one round */
+    double bw_ewma;        /* upload bytes/s, 0: unknown */
+    double bpnz_ewma;      /* frame bytes per selected element, 0: unknown */
+} sl__agent_counters;
+
+/* What a check-in assigned. */
+typedef struct sl__agent_assignment {
+    int selected;
+    int64_t round_id, round_no, model_version, deadline_ms, retry_after_ms;
+    uint32_t participation;
+    sl_value_mode values;
+    double density, warmup_density;
+    uint32_t warmup_rounds;
+    uint32_t epochs, batch;
+    double lr, momentum, prox_mu;
+} sl__agent_assignment;
+
+struct sl_agent {
+    sl_agent_options o;
+    char dir[SL__AGENT_PATH_MAX];
+    volatile sig_atomic_t stopped;
+    uint64_t rng;
+    /* identity */
+    sl_device_key *key;
+    int64_t device_id;
+    sl_client *client; /* signed (or the admin's, for the evaluator) */
+    const char *url;   /* where the client connects (a relay's, in fleets) */
+    char url_buf[512];
+    sl__agent_relay *relay; /* borrowed from the fleet, or NULL */
+    int admin;              /* the client uses the admin token, not a key */
+    /* the model */
+    sl_model *model; /* NULL until the layout is known */
+    const sl_layout *layout;
+    size_t n;
+    int64_t version;         /* held; 0: none */
+    size_t last_delta_bytes; /* size of the last delta downloaded (cut faults) */
+    float *global;           /* the held version's parameters */
+    /* error feedback */
+    float *residual, *momentum;
+    sl__agent_resolved resolved;
+    sl__agent_pending pending;
+    sl__agent_counters counters;
+    sl_agent_stats stats;
+    /* fault of the participation in progress: 0 none, 1 before the upload,
+     * 2 mid-upload, 3 after the answer */
+    int crash_point;
+    uint64_t crash_offset;
+    int crash_now;
+};
+
+/* state.c */
+int sl__agent_path(const sl_agent *a, const char *name, char *out, size_t cap);
+int sl__agent_write_file(const sl_agent *a, const char *name, const void *data, size_t len);
+int sl__agent_read_file(const sl_agent *a, const char *name, size_t max, void **out, size_t *len);
+void sl__agent_sync_dir(const sl_agent *a, const char *name);
+void sl__agent_remove(const sl_agent *a, const char *name);
+int sl__agent_state_open(sl_agent *a, char *err, size_t errcap);
+int sl__agent_write_text(const sl_agent *a, const char *name, const char *text);
+int sl__agent_read_i64(const sl_agent *a, const char *name, int64_t *out);
+int sl__agent_save_model(sl_agent *a, const void *frame, size_t len, int64_t version);
+int sl__agent_load_model(sl_agent *a);
+int sl__agent_save_partial(const sl_agent *a, const char *path, const sl_client_download_state *d);
+int sl__agent_load_partial(const sl_agent *a, const char *path, sl_client_download_state *d);
+void sl__agent_drop_partial(const sl_agent *a);
+int sl__agent_save_residual(sl_agent *a, const sl__agent_resolved *tag);
+int sl__agent_load_residual(sl_agent *a);
+int sl__agent_save_pending(sl_agent *a);
+int sl__agent_save_upload(const sl_agent *a);
+int sl__agent_load_pending(sl_agent *a);
+int sl__agent_clear_pending(sl_agent *a);
+void sl__agent_pending_free(sl__agent_pending *p);
+/* ledger.c */
+int sl__agent_save_counters(const sl_agent *a);
+int sl__agent_load_counters(sl_agent *a);
+int sl__agent_ack_logged(const sl_agent *a, uint64_t gen, int *found);
+int sl__agent_ack_append(const sl_agent *a, const sl__agent_resolved *tag);
+int sl__agent_repair_log(const sl_agent *a);
+/* key=value text: the value of @key into @out; SL_ENOENT when absent */
+int sl__agent_kv(const char *text, const char *key, char *out, size_t cap);
+int sl__agent_kv_i64(const char *text, const char *key, int64_t *out);
+int sl__agent_kv_u64(const char *text, const char *key, uint64_t *out);
+int sl__agent_kv_f64(const char *text, const char *key, double *out);
+
+/* agent.c */
+void sl__agent_emit(sl_agent *a, sl_agent_event *ev);
+int sl__agent_stopping(const sl_agent *a);
+/* Sleep @ms in slices, returning early (1) when asked to stop. */
+int sl__agent_sleep(const sl_agent *a, int64_t ms);
+double sl__agent_uniform(sl_agent *a);
+int64_t sl__agent_now_ms(void);
+int sl__agent_set_model(sl_agent *a, const char *name);
+int sl__agent_model_for_hash(uint64_t hash, char *name, size_t cap);
+/* The density for this participation (warm-up, then bandwidth). */
+double sl__agent_choose_density(const sl_agent *a, const sl__agent_assignment *asg);
+/* Fleet hooks: connect through @relay (its port on 127.0.0.1). */
+int sl__agent_use_relay(sl_agent *a, sl__agent_relay *relay);
+/* The cut fault: with probability faults.cut, arm the relay to cut the
+ * coming transfer of about @expected bytes at a uniform offset. */
+void sl__agent_maybe_cut(sl_agent *a, uint64_t expected);
+void sl__agent_disarm(sl_agent *a);
+
+/* net.c */
+int sl__agent_connect(sl_agent *a);
+int sl__agent_enrol(sl_agent *a);
+int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out);
+/* Make version @version the held one (cache, delta from the held one, or
+ * full); *@downloaded receives the bytes moved. */
+int sl__agent_fetch_model(sl_agent *a, int64_t version, uint64_t *downloaded);
+int sl__agent_post_metrics(sl_agent *a, int64_t version, double loss, double accuracy,
+                           size_t samples);
+/* The "type" (after .../problems/) and "reason" members of a problem body. */
+void sl__agent_problem(const sl_client_response *r, char *type, size_t tcap, char *reason,
+                       size_t rcap);
+/* A short description of a failed exchange for logs. */
+const char *sl__agent_failure(int rc, const sl_client_response *r, char *buf, size_t cap);
+
+/* participate.c */
+int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg);
+/* Deliver the pending upload: SL_OK when resolved (accepted, folded or
+ * discarded), SL_EAGAIN-like transient errors otherwise (pending kept). */
+int sl__agent_deliver(sl_agent *a);
+/* Finish a pending upload whose outcome the residual already records. */
+int sl__agent_finish_resolved(sl_agent *a);
+
+/* evaluator.c: nothing shared. fleet.c: nothing shared. */
+
+#endif /* STARLING_AGENT_INT_H */

@@ -1,0 +1,159 @@
+/*
+ * evaluator.c - the evaluator: an agent that holds the test split and
+ * reports loss and accuracy for every model version of a task.
+ *
+ * It speaks as the operator (admin bearer token), as the server expects
+ * for metrics that become the version's own (api/server/devices.c: a
+ * signed device's metrics go to its round's statistics instead). It polls
+ * GET /v1/models/latest?task=T with If-None-Match, then walks every
+ * version after the last one it reported (state_dir/evaluated), fetching
+ * each as a delta from the one before when it can (the same download path
+ * and model cache as a device), evaluates, and POSTs
+ * /v1/models/{v}/metrics. A version retired by retention (404) is skipped.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_int.h"
+
+#define EVAL_BATCH 500
+
+/* The version number of the task's latest model (from the frame's header). */
+static int latest_version(sl_agent *a, char *etag, size_t cap, int64_t *out)
+{
+    char path[96];
+    sl_client_download_state d;
+    sl_client_response r;
+    sl_frame_header h;
+    int rc;
+    snprintf(path, sizeof path, "/v1/models/latest?task=%" PRId64, a->o.task_id);
+    sl_client_download_state_init(&d);
+    rc = sl_client_download(a->client, path, etag[0] ? etag : NULL, &d, &r);
+    if (rc != SL_OK) {
+        sl_client_download_state_reset(&d);
+        return rc;
+    }
+    if (r.status == 304) {
+        sl_client_response_free(&r);
+        sl_client_download_state_reset(&d);
+        return SL_EEXIST; /* nothing new */
+    }
+    if (r.status != 200) {
+        char why[160];
+        sl_log(SL_LOG_WARN, "evaluator", "latest model: %s",
+               sl__agent_failure(SL_OK, &r, why, sizeof why));
+        rc = r.status == 401 || r.status == 403 ? SL_EPERM : SL_EBUSY;
+        sl_client_response_free(&r);
+        sl_client_download_state_reset(&d);
+        return rc;
+    }
+    sl_client_response_free(&r);
+    rc = sl_frame_peek_header(d.data, d.len, &h);
+    if (rc == SL_OK && h.kind != SL_FRAME_MODEL)
+        rc = SL_ECORRUPT;
+    if (rc == SL_OK) {
+        snprintf(etag, cap, "%s", d.etag);
+        *out = (int64_t)h.base_version;
+    }
+    sl_client_download_state_reset(&d);
+    return rc;
+}
+
+static int evaluate_version(sl_agent *a, int64_t v)
+{
+    const sl_agent_data *data = a->o.data;
+    uint64_t bytes = 0;
+    double accuracy = 0, loss = 0;
+    size_t n = sl_agent_data_samples(data, 0);
+    int rc = sl__agent_fetch_model(a, v, &bytes);
+    if (rc != SL_OK)
+        return rc;
+    rc = sl_evaluate(a->model, a->global, data->x, data->y, data->client_ix[0], n, EVAL_BATCH,
+                     &accuracy, &loss);
+    if (rc != SL_OK)
+        return rc;
+    sl_log(SL_LOG_INFO, "evaluator",
+           "task %" PRId64 " version %" PRId64 ": accuracy %.4f loss %.4f on %zu samples",
+           a->o.task_id, v, accuracy, loss, n);
+    rc = sl__agent_post_metrics(a, v, loss, accuracy, n);
+    if (rc == SL_OK) {
+        sl_agent_event ev = {.kind = SL_AGENT_EV_EVALUATED,
+                             .model_version = v,
+                             .bytes = bytes,
+                             .value = accuracy,
+                             .loss = loss};
+        char text[32];
+        snprintf(text, sizeof text, "%" PRId64 "\n", v);
+        rc = sl__agent_write_text(a, "evaluated", text);
+        sl__agent_emit(a, &ev);
+    }
+    return rc;
+}
+
+int sl_agent_evaluate(const sl_agent_options *o, char *err, size_t errcap)
+{
+    sl_agent *a = NULL;
+    char etag[SL_CLIENT_HEADER_MAX] = "";
+    int64_t done = 0, latest = 0;
+    uint64_t reported = 0;
+    unsigned failures = 0;
+    int rc;
+    if (o == NULL || o->admin_token == NULL || o->data == NULL ||
+        sl_agent_data_samples(o->data, 0) == 0) {
+        if (err != NULL)
+            snprintf(err, errcap, "the evaluator needs the admin token and the test split");
+        return SL_EINVAL;
+    }
+    rc = sl_agent_create(o, &a, err, errcap);
+    if (rc != SL_OK)
+        return rc;
+    a->admin = 1;
+    if (o->threads > 0)
+        sl_nn_set_threads(o->threads);
+    rc = sl__agent_connect(a);
+    if (rc == SL_OK && sl__agent_read_i64(a, "evaluated", &done) != SL_OK)
+        done = 0;
+    while (rc == SL_OK && !sl__agent_stopping(a)) {
+        int step = latest_version(a, etag, sizeof etag, &latest);
+        if (step == SL_EEXIST || (step == SL_OK && latest <= done)) {
+            failures = 0;
+            if (o->once || (o->rounds > 0 && reported >= o->rounds))
+                break;
+            sl__agent_sleep(a, o->eval_interval_ms);
+            continue;
+        }
+        if (step == SL_OK) {
+            for (int64_t v = done + 1; v <= latest && !sl__agent_stopping(a); v++) {
+                step = evaluate_version(a, v);
+                if (step == SL_ENOENT) {
+                    sl_log(SL_LOG_INFO, "evaluator", "version %" PRId64 " is gone: skipped", v);
+                    step = SL_OK;
+                }
+                if (step != SL_OK)
+                    break;
+                done = v;
+                reported++;
+            }
+        }
+        if (step == SL_EPERM || step == SL_ELAYOUT || step == SL_ENOMEM) {
+            rc = step;
+            break;
+        }
+        if (step != SL_OK) {
+            etag[0] = '\0';
+            if (sl__agent_sleep(a, o->retry_base_ms << (failures < 6 ? failures : 6)))
+                break;
+            failures++;
+            continue;
+        }
+        failures = 0;
+        if (o->once || (o->rounds > 0 && reported >= o->rounds))
+            break;
+    }
+    if (rc != SL_OK && err != NULL)
+        snprintf(err, errcap, "evaluator: %s", sl_strerror(rc));
+    sl_agent_free(a);
+    return rc;
+}

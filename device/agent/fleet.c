@@ -1,0 +1,217 @@
+/*
+ * fleet.c - N virtual devices in one process. Each is a plain sl_agent on
+ * its own thread with its own state directory (dev-K), key, partition
+ * client and residual, talking real HTTP to the coordinator, through the
+ * same code as a lone agent. Faults are drawn per device from seeded
+ * generators (seed + K), so a run can be repeated:
+ *   dropout   the agent drops out after the download (sl_agent_run)
+ *   straggle  training slows down by a factor (participate.c)
+ *   cut       a transfer (download or upload) is cut at a random byte by
+ *             the device's relay, then resumed by the client
+ *   crash     around an upload (participate.c): before it, mid-upload (the
+ *             relay goes dark), or after its answer; the agent object is
+ *             freed and created again from the directory, as a restarted
+ *             process would be
+ * Every event is one debug line; the summary adds up the devices.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "agent_int.h"
+
+typedef struct device {
+    sl_agent_options o;
+    const sl_agent_options *base;
+    char dir[SL__AGENT_PATH_MAX];
+    sl__agent_relay *relay;
+    pthread_t thread;
+    int started;
+    int rc;
+    uint32_t target;             /* participations to resolve; 0: until stopped */
+    sl_agent_stats first, stats; /* persisted counters at the start, and now */
+    uint64_t crashes, bytes_up, bytes_down;
+} device;
+
+static void on_event(void *ctx, const sl_agent_event *ev)
+{
+    device *d = ctx;
+    if (ev->kind != SL_AGENT_EV_PROGRESS || ev->bytes == ev->total)
+        sl_log(SL_LOG_DEBUG, "fleet",
+               "dev=%u device=%" PRId64 " event=%s round=%" PRId64 " version=%" PRId64
+               " bytes=%" PRIu64 " value=%.4g%s%s",
+               ev->client, ev->device_id, sl_agent_event_name(ev->kind), ev->round_id,
+               ev->model_version, ev->bytes, ev->value, ev->reason[0] ? " reason=" : "",
+               ev->reason);
+    if (d->base->on_event != NULL)
+        d->base->on_event(d->base->event_ctx, ev);
+}
+
+static void *device_main(void *arg)
+{
+    device *d = arg;
+    uint64_t first = 0, done = 0;
+    int have_first = 0;
+    for (;;) {
+        sl_agent *a = NULL;
+        sl_agent_stats st;
+        char err[256] = "";
+        int rc = sl_agent_create(&d->o, &a, err, sizeof err);
+        if (rc != SL_OK) {
+            sl_log(SL_LOG_ERROR, "fleet", "dev=%u: %s", d->o.client, err);
+            d->rc = rc;
+            return NULL;
+        }
+        if (d->relay != NULL)
+            sl__agent_use_relay(a, d->relay);
+        sl_agent_get_stats(a, &st);
+        if (!have_first) {
+            first = st.participations;
+            d->first = st;
+            have_first = 1;
+        }
+        if (d->target > 0) {
+            done = st.participations - first;
+            if (done >= d->target) {
+                d->stats = st;
+                sl_agent_free(a);
+                d->rc = SL_OK;
+                return NULL;
+            }
+            d->o.rounds = d->target - (uint32_t)done;
+            d->o.once = 0;
+        }
+        rc = sl_agent_run(a);
+        sl_agent_get_stats(a, &d->stats);
+        d->bytes_up += d->stats.bytes_up;
+        d->bytes_down += d->stats.bytes_down;
+        sl_agent_free(a);
+        if (rc == SL_ESTATE) {
+            d->crashes++; /* a simulated crash: start again from the directory */
+            d->o.seed += 0x9E3779B97F4A7C15ULL; /* a new life draws new faults */
+            continue;
+        }
+        d->rc = rc;
+        if (rc != SL_OK)
+            sl_log(SL_LOG_ERROR, "fleet", "dev=%u ended: %s", d->o.client, sl_strerror(rc));
+        return NULL;
+    }
+}
+
+/* host and port of an http:// URL */
+static int split_url(const char *url, char *host, size_t cap, int *port)
+{
+    const char *h = url + 7, *end = h;
+    long p = 80;
+    if (strncmp(url, "http://", 7) != 0)
+        return SL_EINVAL;
+    while (*end != '\0' && *end != ':' && *end != '/')
+        end++;
+    if (end == h || (size_t)(end - h) >= cap)
+        return SL_EINVAL;
+    memcpy(host, h, (size_t)(end - h));
+    host[end - h] = '\0';
+    if (*end == ':') {
+        char *stop;
+        p = strtol(end + 1, &stop, 10);
+        if (p <= 0 || p > 65535 || (*stop != '\0' && *stop != '/'))
+            return SL_EINVAL;
+    }
+    *port = (int)p;
+    return SL_OK;
+}
+
+int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fleet_summary *sum)
+{
+    device *devs;
+    char host[256];
+    int port = 0, relay = 0, rc = SL_OK;
+    if (o == NULL || sum == NULL || devices == 0 || o->state_dir == NULL || o->data == NULL ||
+        o->data->first != 0 || o->data->count < devices)
+        return SL_EINVAL;
+    if (o->faults.cut > 0 || o->faults.crash > 0) {
+        relay = split_url(o->coordinator, host, sizeof host, &port) == SL_OK;
+        if (!relay)
+            sl_log(SL_LOG_WARN, "fleet",
+                   "cut and mid-upload crash faults need an http:// coordinator (a loopback "
+                   "relay); with %s only crashes before and after uploads are simulated",
+                   o->coordinator);
+    }
+    devs = calloc(devices, sizeof *devs);
+    if (devs == NULL)
+        return SL_ENOMEM;
+    sl_nn_set_threads(1);
+    memset(sum, 0, sizeof *sum);
+    sum->devices = devices;
+    for (unsigned k = 0; k < devices && rc == SL_OK; k++) {
+        device *d = &devs[k];
+        d->base = o;
+        d->o = *o;
+        d->o.client = k;
+        d->target = o->rounds ? o->rounds : (o->once ? 1 : 0);
+        d->o.seed = o->seed + k;
+        d->o.threads = 0; /* the process-wide GEMM setting stays 1 */
+        d->o.on_event = on_event;
+        d->o.event_ctx = d;
+        snprintf(d->dir, sizeof d->dir, "%s/dev-%u", o->state_dir, k);
+        d->o.state_dir = d->dir;
+        if (relay) {
+            rc = sl__agent_relay_create(host, port, &d->relay);
+            if (rc != SL_OK)
+                break;
+        }
+    }
+    /* the parent directory first: each device makes its own below it */
+    if (rc == SL_OK && mkdir(o->state_dir, 0700) != 0 && errno != EEXIST) {
+        sl_log(SL_LOG_ERROR, "fleet", "%s: %s", o->state_dir, strerror(errno));
+        rc = sl_status_from_errno(errno);
+    }
+    for (unsigned k = 0; k < devices && rc == SL_OK; k++) {
+        if (pthread_create(&devs[k].thread, NULL, device_main, &devs[k]) != 0) {
+            rc = SL_ENOMEM;
+            break;
+        }
+        devs[k].started = 1;
+    }
+    sum->first_error = SL_OK;
+    for (unsigned k = 0; k < devices; k++) {
+        device *d = &devs[k];
+        if (d->started)
+            pthread_join(d->thread, NULL);
+        if (d->started && d->rc != SL_OK) {
+            sum->failed++;
+            if (sum->first_error == SL_OK)
+                sum->first_error = d->rc;
+        }
+        /* this run's share of the persisted counters */
+        sum->accepted += d->stats.accepted - d->first.accepted;
+        sum->duplicates += d->stats.duplicates - d->first.duplicates;
+        sum->folded += d->stats.folded - d->first.folded;
+        sum->discarded += d->stats.discarded - d->first.discarded;
+        sum->dropped += d->stats.dropped - d->first.dropped;
+        sum->crashes += d->crashes;
+        sum->bytes_up += d->bytes_up;
+        sum->bytes_down += d->bytes_down;
+        if (d->relay != NULL) {
+            uint64_t cuts, resumes;
+            sl__agent_relay_counts(d->relay, &cuts, &resumes);
+            sum->cuts += cuts;
+            sum->resumes += resumes;
+            sl__agent_relay_free(d->relay);
+        }
+    }
+    free(devs);
+    if (rc == SL_OK)
+        rc = sum->first_error;
+    sl_log(SL_LOG_INFO, "fleet",
+           "%u devices: accepted %" PRIu64 " (duplicates %" PRIu64 "), folded %" PRIu64
+           ", discarded %" PRIu64 ", dropped %" PRIu64 ", crashes %" PRIu64 ", cuts %" PRIu64
+           ", resumes %" PRIu64 ", %" PRIu64 " bytes up, %" PRIu64 " down, %u failed",
+           devices, sum->accepted, sum->duplicates, sum->folded, sum->discarded, sum->dropped,
+           sum->crashes, sum->cuts, sum->resumes, sum->bytes_up, sum->bytes_down, sum->failed);
+    return rc;
+}

@@ -1,0 +1,332 @@
+/*
+ * starling/agent.h - the device agent: enrol, check in, download the model,
+ * train on local data, compress the update with error feedback, upload it
+ * resumably, and keep every piece of state in a directory so that a kill at
+ * any instant loses nothing acknowledged and sends nothing twice.
+ *
+ * One sl_agent is one device: one state directory, one key, one residual.
+ * The program `starling-agent` (device/agent/main.c) is a thin shell over
+ * this header; the fleet simulator runs N agents in one process through the
+ * same code and real HTTP; the evaluator is an agent that holds the test
+ * split and reports metrics for every model version.
+ *
+ * State directory (every file replaced with sl_fs_write_atomic(), so it
+ * holds the old or the new content, never a mix):
+ *   device.key           P-256 private key (PEM, mode 0600)
+ *   device.id            the id the coordinator gave at enrolment
+ *   model.frame          full-model frame of the version held (the cache)
+ *   model.version        "version=<v>" and "task=<t>" of that frame (written
+ *                        after it; the cache is used only when they agree)
+ *   model.partial        bytes of an interrupted download, with its ETag
+ *   residual             committed error-feedback residual (+ momentum),
+ *                        tagged with the pending generation it resolved
+ *   pending/frame        the update frame being delivered
+ *   pending/accumulated  residual + delta the frame was made from
+ *   pending/upload       upload id, acknowledged offset
+ *   pending/meta         round, task, versions, digests: written last, so
+ *                        a pending upload exists exactly when it does
+ *   counters             participations, outcomes, last round, bandwidth
+ *   acks.log             append-only, fsync'd: one line per acknowledged
+ *                        update ("gen= round= update= device= sha256= dup=")
+ *   evaluated            (evaluator) the last version reported
+ * The byte formats are described in device/agent/state.c.
+ *
+ * Conventions: SL_OK or a negative sl_status; outputs untouched on error.
+ * Calls that talk to the coordinator block (bounded by the client's
+ * timeouts and retry budget). An sl_agent is not thread-safe, except
+ * sl_agent_stop(); distinct agents may run on distinct threads.
+ */
+#ifndef STARLING_AGENT_H
+#define STARLING_AGENT_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "starling/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Local data                                                               */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * The training samples of one or more simulated clients: a compact copy
+ * of just their images (normalised like sl_data_load_fashion_mnist()).
+ * Opaque; read-only once loaded, so agents on several threads may share it.
+ */
+typedef struct sl_agent_data sl_agent_data;
+
+/**
+ * sl_agent_data_load - read the Fashion-MNIST training split from @dir
+ * (NULL: the STARLING_FASHION_MNIST_DIR environment variable, else the
+ * Debian path), split it among @of clients by @spec (sl_partition_create():
+ * "iid", "dirichlet:<a>", "shards:<s>", "quantity:<b>"; NULL: one client
+ * holding everything, @of must be 1), and keep the samples of clients
+ * @first .. @first + @count - 1 only. The image file is streamed, so memory
+ * is the kept samples plus the labels, not the whole split.
+ * @seed: the partition's seed (every device of a fleet must use the same).
+ * @err: one line on failure (may be NULL).
+ * Returns SL_OK, SL_EINVAL (bad spec or range), SL_ENOENT (missing files),
+ * SL_EMAGIC / SL_ECORRUPT / SL_ETRUNCATED (bad IDX files), SL_ENOMEM.
+ */
+int sl_agent_data_load(const char *dir, const char *spec, uint32_t of, uint32_t first,
+                       uint32_t count, uint64_t seed, sl_agent_data **out, char *err,
+                       size_t errcap);
+
+/**
+ * sl_agent_data_load_test - the test split (10,000 samples) of @dir, for
+ * the evaluator, as one client. Errors as sl_agent_data_load().
+ */
+int sl_agent_data_load_test(const char *dir, sl_agent_data **out, char *err, size_t errcap);
+
+/** sl_agent_data_samples - samples held for @client (0 when not loaded). */
+size_t sl_agent_data_samples(const sl_agent_data *d, uint32_t client);
+
+/** sl_agent_data_free - NULL is a no-op. */
+void sl_agent_data_free(sl_agent_data *d);
+
+/* ------------------------------------------------------------------------ */
+/* Events                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** What happened (sl_agent_event.kind). */
+typedef enum sl_agent_event_kind {
+    SL_AGENT_EV_ENROLLED = 0,  /* device_id known (new or loaded) */
+    SL_AGENT_EV_CHECKIN = 1,   /* value: 1 selected, 0 not; wait_ms: retry_after */
+    SL_AGENT_EV_MODEL = 2,     /* model_version ready; bytes: downloaded (0: cache) */
+    SL_AGENT_EV_EPOCH = 3,     /* epoch done: value = mean loss, total = epochs */
+    SL_AGENT_EV_PREPARED = 4,  /* pending upload persisted: bytes = frame length,
+                                  value = density; vectors below are set */
+    SL_AGENT_EV_PROGRESS = 5,  /* upload offset moved: bytes of total */
+    SL_AGENT_EV_ACCEPTED = 6,  /* acknowledged: update_id; residual committed */
+    SL_AGENT_EV_FOLDED = 7,    /* the round closed: update folded into the residual */
+    SL_AGENT_EV_DISCARDED = 8, /* refused as invalid: dropped (reason) */
+    SL_AGENT_EV_DROPPED = 9,   /* fault: dropped out after the download */
+    SL_AGENT_EV_CRASHED = 10,  /* fault: simulated crash (in-memory state dropped) */
+    SL_AGENT_EV_EVALUATED = 11 /* evaluator: value = accuracy, loss = mean loss */
+} sl_agent_event_kind;
+
+/** sl_agent_event_name - "enrolled", "checkin", ... for logs. */
+const char *sl_agent_event_name(sl_agent_event_kind kind);
+
+/**
+ * One event, handed to sl_agent_options.on_event on the agent's thread.
+ * Pointers are valid only during the call.
+ */
+typedef struct sl_agent_event {
+    sl_agent_event_kind kind;
+    uint32_t client; /* sl_agent_options.client */
+    int64_t device_id;
+    int64_t round_id;
+    int64_t model_version;
+    int64_t update_id; /* ACCEPTED */
+    uint64_t gen;      /* the pending upload's generation (PREPARED .. DISCARDED) */
+    uint64_t bytes, total;
+    int64_t wait_ms;
+    double value, loss;
+    const char *reason; /* DISCARDED / FOLDED / CRASHED: why ("" otherwise) */
+    /* PREPARED: sl_agent_params() floats each: the update (local - global),
+     * the residual it was added to, and their sum the frame was cut from. */
+    const float *delta, *residual, *accumulated;
+} sl_agent_event;
+
+/* ------------------------------------------------------------------------ */
+/* Options                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** Simulated faults (fleet runs and tests); probabilities per participation. */
+typedef struct sl_agent_faults {
+    double dropout;         /* drop out after the download (never train nor report) */
+    double cut;             /* per transfer (download, upload): cut it at a uniform byte of its
+                               expected size, then resume (needs the fleet's relay) */
+    size_t cut_span;        /* expected size when unknown (default 64 KiB) */
+    double straggle;        /* be a straggler this round ... */
+    double straggle_factor; /* ... training takes this many times longer (>= 1) */
+    double crash;           /* simulated crash around the upload: drop everything, reload */
+} sl_agent_faults;
+
+/**
+ * Settings of an agent. sl_agent_options_default() fills every field;
+ * strings and @data are borrowed and must outlive the agent.
+ */
+typedef struct sl_agent_options {
+    /* the coordinator */
+    const char *coordinator;     /* base URL, "https://host:port" (required) */
+    const char *ca_file;         /* PEM bundle for https; NULL: the system's */
+    const char *pin;             /* "sha256//<base64>[;...]" public key pin; NULL: none */
+    const char *enrolment_token; /* needed once, to enrol */
+    const char *admin_token;     /* the evaluator's operator token */
+    int64_t task_id;             /* the task to work on (required) */
+    /* the device */
+    const char *state_dir;     /* created when missing (required) */
+    const char *model;         /* registry name; NULL or "": found by the layout hash */
+    const sl_agent_data *data; /* local samples (required to train) */
+    uint32_t client;           /* which client of @data this device is */
+    /* training overrides: 0 (or lr <= 0) takes the coordinator's setting */
+    uint32_t epochs;
+    uint32_t batch;
+    double lr;
+    double max_train_seconds; /* stop after the epoch that crosses it; 0: no limit */
+    unsigned threads;         /* GEMM threads, process-wide (0: leave the process's
+                                 setting; fleets run 1) */
+    /* how long to run: sl_agent_run() returns after @rounds resolved
+     * participations (accepted, folded, discarded or dropped); 0: until
+     * stopped. */
+    uint32_t rounds;
+    /* sl_agent_run(): one participation (rounds = 1 when rounds is 0);
+     * sl_agent_evaluate(): report the versions not yet reported, return */
+    int once;
+    /* network */
+    size_t chunk_bytes;         /* upload PATCH size (default 64 KiB) */
+    unsigned max_attempts;      /* per request (default 5) */
+    int64_t retry_base_ms;      /* backoff base (default 500) */
+    int64_t request_timeout_ms; /* per attempt (default 120000) */
+    int64_t max_wait_ms;        /* longest sleep between check-ins (default 60000) */
+    /* compression (bandwidth-aware density, see agent.c) */
+    int bandwidth_aware;         /* 1 (default): fit the frame to the time left */
+    double min_density_fraction; /* floor: this fraction of the scheduled density (0.1) */
+    double dgc_momentum;         /* DGC momentum correction of the residual; 0: off */
+    /* the evaluator */
+    int64_t eval_interval_ms; /* polling for new versions (default 2000) */
+    /* faults (see sl_agent_faults), seeded by @seed */
+    sl_agent_faults faults;
+    uint64_t seed;
+    /* observing and stopping */
+    void (*on_event)(void *ctx, const sl_agent_event *ev);
+    void *event_ctx;
+    const volatile sig_atomic_t *stop; /* polled: non-zero ends the run; may be NULL */
+} sl_agent_options;
+
+/** sl_agent_options_default - the defaults documented in sl_agent_options. */
+void sl_agent_options_default(sl_agent_options *o);
+
+/* ------------------------------------------------------------------------ */
+/* One device                                                               */
+/* ------------------------------------------------------------------------ */
+
+/** A device agent. Opaque. */
+typedef struct sl_agent sl_agent;
+
+/**
+ * sl_agent_create - open (or create) the state directory, load the key,
+ * device id, model cache, residual, counters and any pending upload, and
+ * finish what a previous run left half done (an outcome recorded but not
+ * yet logged). Does not talk to the coordinator.
+ * @err: one line on failure (may be NULL).
+ * Returns SL_OK, SL_EINVAL (missing coordinator, task or state_dir),
+ * SL_ECORRUPT (an unreadable key), SL_EIO / SL_EPERM (the directory),
+ * SL_ENOMEM.
+ */
+int sl_agent_create(const sl_agent_options *o, sl_agent **out, char *err, size_t errcap);
+
+/** sl_agent_free - NULL is a no-op. Nothing is written: the directory is always current. */
+void sl_agent_free(sl_agent *a);
+
+/**
+ * sl_agent_run - the device loop: enrol if needed, then repeatedly deliver
+ * a pending upload or check in, download, train, compress, persist and
+ * upload, honouring retry_after, until @rounds participations resolved or
+ * the stop flag is raised. Transient failures (network, 5xx, 429) are
+ * retried with capped backoff; nothing is lost by them.
+ * Returns SL_OK (done or stopped), SL_EPERM (TLS refused: bad CA or pin, or
+ * the coordinator refused the enrolment token), SL_ELAYOUT (the task's
+ * model does not match @model), SL_ESTATE (a simulated crash: free the
+ * agent and create it again), or another error that makes going on
+ * pointless. Blocks.
+ */
+int sl_agent_run(sl_agent *a);
+
+/**
+ * sl_agent_stop - ask a running sl_agent_run() to return at its next wait
+ * or step. Thread-safe and async-signal-safe.
+ */
+void sl_agent_stop(sl_agent *a);
+
+/** Counters of an agent (persisted in the state directory). */
+typedef struct sl_agent_stats {
+    int64_t device_id;
+    uint64_t participations; /* resolved: accepted + folded + discarded + dropped */
+    uint64_t accepted, duplicates, folded, discarded, dropped;
+    uint64_t crashes;              /* simulated, this process */
+    uint64_t bytes_up, bytes_down; /* frames moved, this process */
+    int64_t model_version;         /* held */
+    int64_t last_round;            /* last round resolved */
+    double upload_bytes_per_s;     /* EWMA of measured upload throughput; 0: unknown */
+    double last_density;           /* density of the last frame */
+} sl_agent_stats;
+
+/** sl_agent_stats - copy the counters into @out. */
+int sl_agent_get_stats(const sl_agent *a, sl_agent_stats *out);
+
+/**
+ * sl_agent_residual - the committed residual (@n floats, owned by the
+ * agent, valid until the next call on it); NULL and 0 before the model
+ * layout is known.
+ */
+const float *sl_agent_residual(const sl_agent *a, size_t *n);
+
+/* ------------------------------------------------------------------------ */
+/* Evaluator                                                                */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * sl_agent_evaluate - the evaluator loop: with the admin token, poll the
+ * task's latest model (If-None-Match), and for every version after the
+ * last one reported (remembered in state_dir/evaluated) download it,
+ * evaluate it on @o->data (client 0: the test split) and POST
+ * /v1/models/{v}/metrics, so the metrics become the version's. Stops after
+ * @o->rounds versions (0: until stopped). Returns as sl_agent_run().
+ */
+int sl_agent_evaluate(const sl_agent_options *o, char *err, size_t errcap);
+
+/* ------------------------------------------------------------------------ */
+/* Fleet simulation                                                         */
+/* ------------------------------------------------------------------------ */
+
+/** Totals of a fleet run. */
+typedef struct sl_agent_fleet_summary {
+    unsigned devices;
+    unsigned failed; /* devices whose loop ended with an error */
+    uint64_t accepted, duplicates, folded, discarded, dropped, crashes;
+    uint64_t bytes_up, bytes_down;
+    uint64_t cuts;    /* transfers the relays cut */
+    uint64_t resumes; /* requests that resumed: HEAD of an upload, ranged GET */
+    int first_error;  /* SL_OK or the first failing device's status */
+} sl_agent_fleet_summary;
+
+/**
+ * sl_agent_fleet_run - run @devices virtual devices on threads, each an
+ * sl_agent with state directory @o->state_dir/dev-K, client K of @o->data
+ * (which must hold clients 0 .. @devices - 1), its own key and residual,
+ * seed @o->seed + K and the faults of @o->faults drawn per device. With
+ * cut or crash faults and an http:// coordinator, each device talks
+ * through its own loopback relay that cuts transfers (cut) or goes dark
+ * mid-upload (crash). A simulated crash frees the agent and creates it
+ * again from its directory. Logs one debug line per event and returns
+ * when every device finished its @o->rounds (or the stop flag).
+ * Returns SL_OK when every device ended cleanly, else the first error.
+ */
+int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices,
+                       sl_agent_fleet_summary *summary);
+
+/* ------------------------------------------------------------------------ */
+/* The program                                                              */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * sl_agent_main - the starling-agent program (flags, --config file,
+ * STARLING_* environment; --help lists them). Installs SIGINT/SIGTERM
+ * handlers that stop the run. Exit codes: 0 done, 1 failure, 2 usage or
+ * configuration error, 3 the coordinator refused us (TLS CA or pin,
+ * enrolment), 4 the model does not match the task's layout.
+ */
+int sl_agent_main(int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STARLING_AGENT_H */

@@ -1,0 +1,429 @@
+/*
+ * net.c - the agent's side of the REST protocol (api/openapi.yaml):
+ * enrolment, check-in, model downloads (delta from the held version,
+ * resumed with Range, also across restarts through model.partial) and
+ * metrics reports. Transfers go through the api/client library, which
+ * signs, retries and resumes.
+ *
+ * Statuses returned: SL_EPERM only when going on is pointless (TLS refused
+ * by CA or pin, enrolment token refused); SL_EBUSY for answers worth
+ * retrying later (5xx, 429, 401 of a signed request: clock skew); the
+ * client's transport errors as they are.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "agent_int.h"
+
+#define PROBLEM_PREFIX "https://starling.dev/problems/"
+
+int sl__agent_connect(sl_agent *a)
+{
+    sl_client_options co;
+    int rc;
+    if (a->client != NULL)
+        return SL_OK;
+    memset(&co, 0, sizeof co);
+    co.base_url = a->url;
+    co.ca_file = a->o.ca_file;
+    co.pinned_pubkey = a->o.pin;
+    co.user_agent = "starling-agent/0.1";
+    co.connect_timeout_ms = 10000;
+    co.request_timeout_ms = a->o.request_timeout_ms;
+    co.max_attempts = a->o.max_attempts;
+    co.retry_base_ms = a->o.retry_base_ms;
+    co.retry_cap_ms = a->o.max_wait_ms < 30000 ? a->o.max_wait_ms : 30000;
+    co.retry_after_cap_ms = a->o.max_wait_ms;
+    co.upload_chunk_bytes = a->o.chunk_bytes;
+    co.max_download_bytes = SL__AGENT_MAX_MODEL;
+    co.random_seed = a->rng | 1;
+    if (a->admin) {
+        co.admin_token = a->o.admin_token;
+    } else if (a->device_id > 0 && a->key != NULL) {
+        co.device_id = a->device_id;
+        co.device_key = a->key;
+    }
+    rc = sl_client_create(&co, &a->client);
+    if (rc != SL_OK)
+        sl_log(SL_LOG_ERROR, "agent", "client for %s: %s", a->url, sl_strerror(rc));
+    return rc;
+}
+
+void sl__agent_problem(const sl_client_response *r, char *type, size_t tcap, char *reason,
+                       size_t rcap)
+{
+    cJSON *doc = r->body ? cJSON_ParseWithLength((const char *)r->body, r->body_len) : NULL;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(doc, "type");
+    const cJSON *why = cJSON_GetObjectItemCaseSensitive(doc, "reason");
+    type[0] = '\0';
+    reason[0] = '\0';
+    if (cJSON_IsString(t)) {
+        const char *s = t->valuestring;
+        if (strncmp(s, PROBLEM_PREFIX, strlen(PROBLEM_PREFIX)) == 0)
+            s += strlen(PROBLEM_PREFIX);
+        snprintf(type, tcap, "%s", s);
+    }
+    if (cJSON_IsString(why))
+        snprintf(reason, rcap, "%s", why->valuestring);
+    cJSON_Delete(doc);
+}
+
+const char *sl__agent_failure(int rc, const sl_client_response *r, char *buf, size_t cap)
+{
+    char type[64], reason[64];
+    if (rc != SL_OK) {
+        snprintf(buf, cap, "%s", sl_strerror(rc));
+        return buf;
+    }
+    sl__agent_problem(r, type, sizeof type, reason, sizeof reason);
+    snprintf(buf, cap, "HTTP %ld%s%s%s%s", r->status, type[0] ? " " : "", type,
+             reason[0] ? " " : "", reason);
+    return buf;
+}
+
+/* An HTTP answer that is not what was hoped for, as a status. */
+static int answer_status(const char *what, const sl_client_response *r)
+{
+    char why[160];
+    sl_log(r->status >= 500 || r->status == 429 ? SL_LOG_WARN : SL_LOG_ERROR, "agent", "%s: %s",
+           what, sl__agent_failure(SL_OK, r, why, sizeof why));
+    if (r->status == 404)
+        return SL_ENOENT;
+    return SL_EBUSY;
+}
+
+static int json_i64(const cJSON *o, const char *key, int64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < -9.0e15 || v->valuedouble > 9.0e15)
+        return SL_ESYNTAX;
+    *out = (int64_t)v->valuedouble;
+    return SL_OK;
+}
+
+static int json_f64(const cJSON *o, const char *key, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble != v->valuedouble)
+        return SL_ESYNTAX;
+    *out = v->valuedouble;
+    return SL_OK;
+}
+
+/* ---- enrolment ----------------------------------------------------------------------- */
+
+int sl__agent_enrol(sl_agent *a)
+{
+    char path[SL__AGENT_PATH_MAX], hex[2 * SL_PUBKEY_LEN + 1], body[512], text[32], why[160];
+    uint8_t pub[SL_PUBKEY_LEN];
+    sl_client_response r;
+    cJSON *doc;
+    int64_t id = 0;
+    int rc;
+
+    if (a->key == NULL) {
+        sl__agent_path(a, "device.key", path, sizeof path);
+        rc = sl_device_key_load(path, &a->key);
+        if (rc == SL_ENOENT) {
+            /* a new key is a new identity: an id given to another key goes */
+            sl__agent_remove(a, "device.id");
+            sl__agent_sync_dir(a, ".");
+            a->device_id = 0;
+            rc = sl_device_key_generate(&a->key);
+            if (rc == SL_OK)
+                rc = sl_device_key_save(a->key, path);
+            if (rc == SL_OK)
+                sl_log(SL_LOG_INFO, "agent", "new device key in %s", path);
+        }
+        if (rc != SL_OK) {
+            sl_log(SL_LOG_ERROR, "agent", "device key %s: %s", path, sl_strerror(rc));
+            return rc;
+        }
+    }
+    if (a->device_id > 0 || sl__agent_read_i64(a, "device.id", &a->device_id) == SL_OK)
+        goto enrolled;
+    if (a->o.enrolment_token == NULL || a->o.enrolment_token[0] == '\0') {
+        sl_log(SL_LOG_ERROR, "agent", "not enrolled yet and no enrolment token given");
+        return SL_EINVAL;
+    }
+    sl_device_key_public(a->key, pub);
+    sl_hex(pub, sizeof pub, hex);
+    {
+        cJSON *req = cJSON_CreateObject(), *caps = cJSON_CreateObject();
+        char *json;
+        if (req == NULL || caps == NULL) {
+            cJSON_Delete(req);
+            cJSON_Delete(caps);
+            return SL_ENOMEM;
+        }
+        cJSON_AddStringToObject(req, "enrolment_token", a->o.enrolment_token);
+        cJSON_AddStringToObject(req, "public_key", hex);
+        cJSON_AddStringToObject(caps, "kernel", sl_nn_kernel_variant());
+        cJSON_AddStringToObject(caps, "agent", "starling-agent/0.1");
+        cJSON_AddItemToObject(req, "capabilities", caps);
+        json = cJSON_PrintUnformatted(req);
+        cJSON_Delete(req);
+        if (json == NULL || strlen(json) >= sizeof body) {
+            free(json);
+            return SL_ENOMEM;
+        }
+        snprintf(body, sizeof body, "%s", json);
+        free(json);
+    }
+    rc = sl__agent_connect(a);
+    if (rc != SL_OK)
+        return rc;
+    rc = sl_client_request(a->client, "POST", "/v1/devices", body, strlen(body), "application/json",
+                           NULL, &r);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERROR, "agent", "enrolment: %s", sl_strerror(rc));
+        return rc;
+    }
+    if (r.status == 401 || r.status == 403) {
+        sl_log(SL_LOG_ERROR, "agent", "enrolment refused: %s",
+               sl__agent_failure(SL_OK, &r, why, sizeof why));
+        sl_client_response_free(&r);
+        return SL_EPERM;
+    }
+    if (r.status != 201 && r.status != 200) {
+        rc = answer_status("enrolment", &r);
+        sl_client_response_free(&r);
+        return rc;
+    }
+    doc = cJSON_ParseWithLength((const char *)r.body, r.body_len);
+    rc = json_i64(doc, "device_id", &id) == SL_OK && id > 0 ? SL_OK : SL_ESYNTAX;
+    cJSON_Delete(doc);
+    sl_client_response_free(&r);
+    if (rc != SL_OK)
+        return rc;
+    snprintf(text, sizeof text, "%" PRId64 "\n", id);
+    rc = sl__agent_write_text(a, "device.id", text);
+    if (rc != SL_OK)
+        return rc;
+    a->device_id = id;
+    sl_log(SL_LOG_INFO, "agent", "enrolled as device %" PRId64, id);
+enrolled:
+    a->stats.device_id = a->device_id;
+    /* the enrolment client was unsigned: sign from now on */
+    sl_client_free(a->client);
+    a->client = NULL;
+    rc = sl__agent_connect(a);
+    if (rc == SL_OK) {
+        sl_agent_event ev = {.kind = SL_AGENT_EV_ENROLLED};
+        sl__agent_emit(a, &ev);
+    }
+    return rc;
+}
+
+/* ---- check-in -------------------------------------------------------------------------- */
+
+static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
+{
+    const cJSON *sel = cJSON_GetObjectItemCaseSensitive(doc, "selected");
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(doc, "compression");
+    const cJSON *train = cJSON_GetObjectItemCaseSensitive(doc, "training");
+    const cJSON *values = cJSON_GetObjectItemCaseSensitive(comp, "values");
+    sl__agent_assignment s;
+    int64_t part = 0, warm = 0, epochs = 0, batch = 0;
+    memset(&s, 0, sizeof s);
+    if (!cJSON_IsBool(sel) || !cJSON_IsString(values) ||
+        sl_value_mode_parse(values->valuestring, &s.values) != SL_OK ||
+        json_i64(doc, "round_id", &s.round_id) != SL_OK ||
+        json_i64(doc, "round_no", &s.round_no) != SL_OK ||
+        json_i64(doc, "model_version", &s.model_version) != SL_OK ||
+        json_i64(doc, "report_deadline_ms", &s.deadline_ms) != SL_OK ||
+        json_i64(doc, "retry_after_ms", &s.retry_after_ms) != SL_OK ||
+        json_i64(doc, "participation", &part) != SL_OK ||
+        json_f64(comp, "density", &s.density) != SL_OK ||
+        json_i64(comp, "warmup_rounds", &warm) != SL_OK ||
+        json_f64(comp, "warmup_density", &s.warmup_density) != SL_OK ||
+        json_i64(train, "epochs", &epochs) != SL_OK || json_i64(train, "batch", &batch) != SL_OK ||
+        json_f64(train, "lr", &s.lr) != SL_OK ||
+        json_f64(train, "momentum", &s.momentum) != SL_OK ||
+        json_f64(train, "prox_mu", &s.prox_mu) != SL_OK)
+        return SL_ESYNTAX;
+    s.selected = cJSON_IsTrue(sel);
+    if (part < 0 || warm < 0 || epochs < 1 || batch < 1 || epochs > 100000 || batch > 1 << 20 ||
+        !(s.density > 0 && s.density <= 1) || !(s.lr > 0) || s.momentum < 0 || s.momentum >= 1 ||
+        s.prox_mu < 0 || (s.selected && (s.round_id < 1 || s.model_version < 1)))
+        return SL_ESYNTAX;
+    s.participation = part > UINT32_MAX ? UINT32_MAX : (uint32_t)part;
+    s.warmup_rounds = warm > UINT32_MAX ? UINT32_MAX : (uint32_t)warm;
+    s.epochs = (uint32_t)epochs;
+    s.batch = (uint32_t)batch;
+    *out = s;
+    return SL_OK;
+}
+
+int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out)
+{
+    char body[256];
+    sl_client_response r;
+    cJSON *doc;
+    int rc;
+    size_t samples = sl_agent_data_samples(a->o.data, a->o.client);
+    snprintf(body, sizeof body,
+             "{\"task_id\":%" PRId64 ",\"num_samples\":%zu,\"capabilities\":[\"%s\"]}",
+             a->o.task_id, samples, sl_nn_kernel_variant());
+    rc = sl_client_request(a->client, "POST", "/v1/checkin", body, strlen(body), "application/json",
+                           NULL, &r);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_WARN, "agent", "check-in: %s", sl_strerror(rc));
+        return rc;
+    }
+    if (r.status != 200) {
+        rc = answer_status("check-in", &r);
+        sl_client_response_free(&r);
+        return rc;
+    }
+    doc = cJSON_ParseWithLength((const char *)r.body, r.body_len);
+    rc = parse_assignment(doc, out);
+    cJSON_Delete(doc);
+    sl_client_response_free(&r);
+    if (rc != SL_OK)
+        sl_log(SL_LOG_ERROR, "agent", "check-in: the answer does not parse");
+    return rc;
+}
+
+/* ---- models ----------------------------------------------------------------------------- */
+
+/* Decode @frame (a full model of @version or a delta from the held one). */
+static int take_model(sl_agent *a, const uint8_t *frame, size_t len, int64_t version)
+{
+    sl_frame_header h;
+    float *params = NULL;
+    void *full = NULL;
+    size_t full_len = 0;
+    int rc = sl_frame_peek_header(frame, len, &h);
+    if (rc != SL_OK)
+        return rc;
+    if (a->model == NULL) {
+        char name[64];
+        rc = sl__agent_model_for_hash(h.layout_hash, name, sizeof name);
+        if (rc == SL_OK)
+            rc = sl__agent_set_model(a, name);
+        if (rc != SL_OK)
+            return rc == SL_ENOENT ? SL_ELAYOUT : rc;
+    }
+    if (h.layout_hash != sl_layout_hash(a->layout)) {
+        sl_log(SL_LOG_ERROR, "agent",
+               "the task's model (layout %016" PRIx64 ") is not model %s (layout %016" PRIx64 ")",
+               h.layout_hash, sl_model_name(a->model), sl_layout_hash(a->layout));
+        return SL_ELAYOUT;
+    }
+    if (!(h.kind == SL_FRAME_MODEL && h.base_version == (uint64_t)version) &&
+        !(h.kind == SL_FRAME_MODEL_DELTA && a->version > 0 &&
+          h.base_version == (uint64_t)a->version))
+        return SL_ECORRUPT;
+    params = malloc(a->n * sizeof *params);
+    if (params == NULL)
+        return SL_ENOMEM;
+    rc = sl_frame_decode_model(a->layout, frame, len,
+                               h.kind == SL_FRAME_MODEL_DELTA ? a->global : NULL,
+                               h.kind == SL_FRAME_MODEL_DELTA ? (uint64_t)a->version : 0, params);
+    if (rc == SL_OK && h.kind == SL_FRAME_MODEL_DELTA)
+        rc = sl_frame_encode_model(a->layout, params, (uint64_t)version, 1, &full, &full_len);
+    if (rc == SL_OK)
+        rc = full ? sl__agent_save_model(a, full, full_len, version)
+                  : sl__agent_save_model(a, frame, len, version);
+    free(full);
+    if (rc != SL_OK) {
+        free(params);
+        return rc;
+    }
+    free(a->global);
+    a->global = params;
+    a->version = version;
+    a->stats.model_version = version;
+    return SL_OK;
+}
+
+int sl__agent_fetch_model(sl_agent *a, int64_t version, uint64_t *downloaded)
+{
+    char path[256], why[160];
+    sl_client_download_state d;
+    sl_client_response r;
+    int use_base = a->version > 0 && a->version < version && a->global != NULL;
+    int rc;
+    *downloaded = 0;
+    if (a->version == version && a->global != NULL)
+        return SL_OK;
+again:
+    if (use_base)
+        snprintf(path, sizeof path, "/v1/models/%" PRId64 "?task=%" PRId64 "&base=%" PRId64,
+                 version, a->o.task_id, a->version);
+    else
+        snprintf(path, sizeof path, "/v1/models/%" PRId64 "?task=%" PRId64, version, a->o.task_id);
+    sl_client_download_state_init(&d);
+    if (sl__agent_load_partial(a, path, &d) == SL_OK)
+        sl_log(SL_LOG_INFO, "agent", "resuming the download of %s at byte %zu", path, d.len);
+    /* a full frame is about 4 bytes per parameter; a delta like the last one */
+    sl__agent_maybe_cut(a,
+                        use_base && a->last_delta_bytes ? a->last_delta_bytes : (uint64_t)a->n * 4);
+    rc = sl_client_download(a->client, path, NULL, &d, &r);
+    sl__agent_disarm(a);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_WARN, "agent", "download %s: %s (%zu bytes kept)", path, sl_strerror(rc),
+               d.len);
+        if (d.len > 0 && d.etag[0] != '\0')
+            sl__agent_save_partial(a, path, &d);
+        else
+            sl__agent_drop_partial(a);
+        sl_client_download_state_reset(&d);
+        return rc;
+    }
+    if (r.status != 200) {
+        sl_client_download_state_reset(&d);
+        sl__agent_drop_partial(a);
+        if (r.status == 404 && use_base) {
+            /* the base version was retired: take the full model */
+            sl_client_response_free(&r);
+            use_base = 0;
+            goto again;
+        }
+        sl_log(SL_LOG_WARN, "agent", "download %s: %s", path,
+               sl__agent_failure(SL_OK, &r, why, sizeof why));
+        rc = r.status == 404 ? SL_ENOENT : SL_EBUSY;
+        sl_client_response_free(&r);
+        return rc;
+    }
+    sl_client_response_free(&r);
+    sl__agent_drop_partial(a);
+    rc = take_model(a, d.data, d.len, version);
+    if (rc == SL_OK && use_base)
+        a->last_delta_bytes = d.len;
+    if (rc == SL_OK) {
+        *downloaded = d.len;
+        a->stats.bytes_down += d.len;
+    } else {
+        sl_log(SL_LOG_ERROR, "agent", "model %" PRId64 " from %s: %s", version, path,
+               sl_strerror(rc));
+    }
+    sl_client_download_state_reset(&d);
+    return rc;
+}
+
+/* ---- metrics --------------------------------------------------------------------------- */
+
+int sl__agent_post_metrics(sl_agent *a, int64_t version, double loss, double accuracy,
+                           size_t samples)
+{
+    char path[96], body[256];
+    sl_client_response r;
+    int rc;
+    snprintf(path, sizeof path, "/v1/models/%" PRId64 "/metrics", version);
+    snprintf(body, sizeof body,
+             "{\"task_id\":%" PRId64 ",\"loss\":%.9g,\"accuracy\":%.9g,\"samples\":%zu}",
+             a->o.task_id, loss, accuracy, samples);
+    rc = sl_client_request(a->client, "POST", path, body, strlen(body), "application/json", NULL,
+                           &r);
+    if (rc != SL_OK)
+        return rc;
+    rc = r.status == 204 || r.status == 200 ? SL_OK : answer_status("metrics", &r);
+    sl_client_response_free(&r);
+    return rc;
+}

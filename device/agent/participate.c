@@ -1,0 +1,475 @@
+/*
+ * participate.c - one participation after the model is held: train, make
+ * the update (local - global), compress it with error feedback, persist it
+ * as the pending upload, deliver it, and resolve the outcome.
+ *
+ * The compressor is rebuilt from the persisted vectors for every step
+ * (sl_compressor_restore), so the path after a restart is the same code as
+ * the path without one: prepare -> persist -> (kill?) -> restore -> commit
+ * or fold. Outcomes:
+ *   accepted (200, duplicate or not)  commit: residual = acc - sent
+ *   late / stale / unknown round /
+ *   not selected (410, 404, 409)      fold: residual = acc (nothing lost)
+ *   invalid (422, 413, conflict)      discard: residual unchanged
+ *   transient (transport, 5xx, 429)   keep the pending upload, retry later
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "agent_int.h"
+
+#define EWMA_ALPHA     0.3
+#define MIN_MEASURED   4096 /* bytes: smaller uploads measure latency, not bandwidth */
+#define DIGEST_RETRIES 3
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+}
+
+/* Selected elements per tensor for @density, as the compressor counts them. */
+static double selected_count(const sl_layout *layout, double density)
+{
+    double k = 0;
+    for (size_t t = 0; t < sl_layout_tensors(layout); t++) {
+        double c = (double)sl_layout_tensor(layout, t)->count, kt = ceil(density * c);
+        k += kt < 1 ? 1 : (kt > c ? c : kt);
+    }
+    return k;
+}
+
+static int make_compressor(const sl_agent *a, sl_value_mode values, double density, uint64_t seed,
+                           sl_compressor **out)
+{
+    sl_compress_params p;
+    sl_compress_params_default(&p);
+    p.encode.values = values;
+    p.encode.seed = seed;
+    p.density = density > 0 && density <= 1 ? density : 1.0;
+    p.warmup_rounds = 0; /* the warm-up is applied in the density handed over */
+    p.momentum = a->momentum ? a->o.dgc_momentum : 0.0;
+    return sl_compressor_create(a->layout, &p, out);
+}
+
+/* ---- training -------------------------------------------------------------------------- */
+
+static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *delta,
+                   uint32_t samples)
+{
+    sl_frame_header hdr = {
+        SL_FRAME_VERSION,          SL_FRAME_UPDATE,      0,
+        sl_layout_hash(a->layout), (uint64_t)a->version, (uint64_t)asg->round_id};
+    sl__agent_pending *p = &a->pending;
+    sl_compressor *c = NULL;
+    const float *acc, *acc_mu;
+    double density = sl__agent_choose_density(a, asg);
+    uint64_t gen = a->counters.next_gen;
+    int rc;
+
+    if (gen <= a->resolved.gen)
+        gen = a->resolved.gen + 1;
+    rc = make_compressor(a, asg->values, density, gen, &c);
+    if (rc == SL_OK)
+        rc = sl_compressor_restore(c, a->residual, a->momentum, NULL, NULL, NULL, 0);
+    sl__agent_pending_free(p);
+    if (rc == SL_OK)
+        rc = sl_compressor_prepare(c, delta, &hdr, 0, &p->frame, &p->frame_len);
+    if (rc == SL_OK)
+        rc = sl_compressor_pending(c, &acc, &acc_mu);
+    if (rc == SL_OK) {
+        p->acc = malloc(a->n * sizeof(float));
+        p->acc_mu = acc_mu ? malloc(a->n * sizeof(float)) : NULL;
+        if (p->acc == NULL || (acc_mu && p->acc_mu == NULL))
+            rc = SL_ENOMEM;
+    }
+    if (rc != SL_OK) {
+        sl_compressor_free(c);
+        sl__agent_pending_free(p);
+        sl_log(SL_LOG_ERROR, "agent", "compressing the update: %s", sl_strerror(rc));
+        return rc;
+    }
+    memcpy(p->acc, acc, a->n * sizeof(float));
+    if (acc_mu)
+        memcpy(p->acc_mu, acc_mu, a->n * sizeof(float));
+    sl_compressor_free(c);
+    p->gen = gen;
+    p->task_id = a->o.task_id;
+    p->round_id = asg->round_id;
+    p->base_version = a->version;
+    p->deadline_ms = asg->deadline_ms;
+    p->num_samples = samples;
+    p->participation = asg->participation;
+    p->density = density;
+    p->layout_hash = sl_layout_hash(a->layout);
+    sl_sha256(p->frame, p->frame_len, p->frame_sha);
+    p->upload_id[0] = '\0';
+    p->offset = 0;
+    /* the pending upload is durable before a byte is sent */
+    rc = sl__agent_save_pending(a);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERROR, "agent", "persisting the pending upload: %s", sl_strerror(rc));
+        sl__agent_clear_pending(a);
+        return rc;
+    }
+    p->present = 1;
+    a->counters.next_gen = gen + 1;
+    sl__agent_save_counters(a);
+    a->stats.last_density = density;
+    {
+        double k = selected_count(a->layout, density);
+        sl_agent_event ev = {.kind = SL_AGENT_EV_PREPARED,
+                             .round_id = p->round_id,
+                             .model_version = a->version,
+                             .gen = gen,
+                             .bytes = p->frame_len,
+                             .value = density,
+                             .delta = delta,
+                             .residual = a->residual,
+                             .accumulated = p->acc};
+        sl_log(SL_LOG_INFO, "agent",
+               "round %" PRId64 ": update of %zu bytes (density %.4g, %.0f of %zu values, "
+               "%.2f bytes each)",
+               p->round_id, p->frame_len, density, k, a->n, (double)p->frame_len / k);
+        sl__agent_emit(a, &ev);
+    }
+    /* a simulated crash of this participation, drawn now (fleet faults) */
+    if (sl__agent_uniform(a) < a->o.faults.crash) {
+        a->crash_point = 1 + (int)(sl__agent_uniform(a) * 3.0);
+        if (a->crash_point > 3)
+            a->crash_point = 3;
+        if (a->crash_point == 2 && a->relay == NULL)
+            a->crash_point = 3;
+        a->crash_offset = (uint64_t)(sl__agent_uniform(a) * (double)p->frame_len);
+    }
+    return SL_OK;
+}
+
+int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
+{
+    const sl_agent_data *data = a->o.data;
+    uint32_t epochs = a->o.epochs ? a->o.epochs : asg->epochs;
+    size_t batch = a->o.batch ? a->o.batch : asg->batch;
+    double lr = a->o.lr > 0 ? a->o.lr : asg->lr, factor = 1.0;
+    size_t n = sl_agent_data_samples(data, a->o.client);
+    const uint32_t *idx;
+    sl_sgd_params sp = {(float)lr, (float)asg->momentum, 0.0f, (float)asg->prox_mu, NULL, NULL};
+    sl_sgd *sgd = NULL;
+    float *params = NULL, loss = 0;
+    uint64_t seed = mix(a->o.seed ^ mix((uint64_t)a->device_id) ^ (uint64_t)asg->round_id);
+    int64_t t0 = sl_clock_monotonic_ns(NULL);
+    uint32_t done = 0;
+    int rc;
+
+    if (n == 0) {
+        sl_log(SL_LOG_ERROR, "agent", "client %u holds no samples", a->o.client);
+        return SL_EINVAL;
+    }
+    idx = data->client_ix[a->o.client - data->first];
+    if (sl__agent_uniform(a) < a->o.faults.straggle)
+        factor = a->o.faults.straggle_factor > 1 ? a->o.faults.straggle_factor : 1.0;
+    params = malloc(a->n * sizeof *params);
+    rc = params ? sl_sgd_create(a->n, &sp, &sgd) : SL_ENOMEM;
+    if (rc != SL_OK)
+        goto done;
+    memcpy(params, a->global, a->n * sizeof *params);
+    while (done < epochs) {
+        sl_train_opts opts = {batch, 1, mix(seed + done), NULL, NULL};
+        int64_t e0 = sl_clock_monotonic_ns(NULL);
+        double epoch_s, elapsed_s;
+        rc = sl_train(a->model, params, sgd, asg->prox_mu > 0 ? a->global : NULL, data->x, data->y,
+                      idx, n, &opts, &loss);
+        if (rc != SL_OK)
+            goto done;
+        done++;
+        epoch_s = (double)(sl_clock_monotonic_ns(NULL) - e0) * 1e-9;
+        if (factor > 1 && sl__agent_sleep(a, (int64_t)((factor - 1) * epoch_s * 1000)))
+            break;
+        epoch_s *= factor;
+        elapsed_s = (double)(sl_clock_monotonic_ns(NULL) - t0) * 1e-9;
+        sl_log(SL_LOG_INFO, "agent",
+               "round %" PRId64 " epoch %u/%u loss %.4f %.2f s %.0f samples/s%s", asg->round_id,
+               done, epochs, (double)loss, epoch_s, epoch_s > 0 ? (double)n / epoch_s : 0.0,
+               factor > 1 ? " (straggling)" : "");
+        {
+            sl_agent_event ev = {.kind = SL_AGENT_EV_EPOCH,
+                                 .round_id = asg->round_id,
+                                 .model_version = a->version,
+                                 .bytes = done,
+                                 .total = epochs,
+                                 .value = loss};
+            sl__agent_emit(a, &ev);
+        }
+        if (sl__agent_stopping(a))
+            break;
+        /* budgets: the operator's, and the round's deadline (an epoch more
+         * must leave time for the upload at the measured speed) */
+        if (a->o.max_train_seconds > 0 && elapsed_s + epoch_s > a->o.max_train_seconds)
+            break;
+        if (asg->deadline_ms > 0) {
+            double bpnz = a->counters.bpnz_ewma > 0 ? a->counters.bpnz_ewma : 6.0;
+            double upload_s = a->counters.bw_ewma > 0 ? selected_count(a->layout, asg->density) *
+                                                            bpnz / a->counters.bw_ewma
+                                                      : 1.0;
+            if ((double)sl__agent_now_ms() + (epoch_s + upload_s) * 1000.0 >
+                (double)asg->deadline_ms)
+                break;
+        }
+    }
+    if (sl__agent_stopping(a)) {
+        rc = SL_ETIMEDOUT;
+        goto done;
+    }
+    if (done < epochs)
+        sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": stopped after %u of %u epochs",
+               asg->round_id, done, epochs);
+    for (size_t i = 0; i < a->n; i++)
+        params[i] -= a->global[i]; /* the update: local - global */
+    rc = prepare(a, asg, params, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n);
+done:
+    if (rc != SL_OK && rc != SL_ETIMEDOUT)
+        sl_log(SL_LOG_ERROR, "agent", "training: %s", sl_strerror(rc));
+    sl_sgd_free(sgd);
+    free(params);
+    return rc;
+}
+
+/* ---- resolving ---------------------------------------------------------------------------- */
+
+int sl__agent_finish_resolved(sl_agent *a)
+{
+    const sl__agent_resolved *tag = &a->resolved;
+    sl__agent_counters *c = &a->counters;
+    sl_agent_event ev = {.round_id = tag->round_id,
+                         .model_version = a->pending.base_version,
+                         .update_id = tag->update_id,
+                         .gen = tag->gen};
+    int found = 0, rc;
+    if (tag->outcome == SL__OUT_ACCEPTED) {
+        rc = sl__agent_ack_logged(a, tag->gen, &found);
+        if (rc == SL_OK && !found)
+            rc = sl__agent_ack_append(a, tag);
+        if (rc != SL_OK) {
+            sl_log(SL_LOG_ERROR, "agent", "acks.log: %s", sl_strerror(rc));
+            return rc;
+        }
+    }
+    if (c->resolved_gen < tag->gen) {
+        c->participations++;
+        c->accepted += tag->outcome == SL__OUT_ACCEPTED;
+        c->duplicates += tag->outcome == SL__OUT_ACCEPTED && tag->duplicate;
+        c->folded += tag->outcome == SL__OUT_FOLDED;
+        c->discarded += tag->outcome == SL__OUT_DISCARDED;
+        c->resolved_gen = tag->gen;
+    }
+    if (c->last_round < tag->round_id)
+        c->last_round = tag->round_id;
+    if (c->next_gen <= tag->gen)
+        c->next_gen = tag->gen + 1;
+    rc = sl__agent_save_counters(a);
+    if (rc != SL_OK)
+        return rc;
+    sl__agent_clear_pending(a);
+    a->stats.last_round = c->last_round;
+    ev.kind = tag->outcome == SL__OUT_ACCEPTED ? SL_AGENT_EV_ACCEPTED
+              : tag->outcome == SL__OUT_FOLDED ? SL_AGENT_EV_FOLDED
+                                               : SL_AGENT_EV_DISCARDED;
+    sl__agent_emit(a, &ev);
+    return SL_OK;
+}
+
+/* Apply @outcome to the residual and record it (the commit point). */
+static int resolve(sl_agent *a, int outcome, int64_t update_id, int duplicate)
+{
+    sl__agent_pending *p = &a->pending;
+    sl__agent_resolved tag = {p->gen, outcome, duplicate, p->round_id, update_id, {0}};
+    sl_compressor *c = NULL;
+    const float *res, *mu;
+    int rc = make_compressor(a, SL_VALUE_FP32, p->density, p->gen, &c);
+    if (rc == SL_OK)
+        rc = sl_compressor_restore(c, a->residual, a->momentum, p->acc, p->acc_mu, p->frame,
+                                   p->frame_len);
+    if (rc == SL_OK && outcome == SL__OUT_ACCEPTED)
+        rc = sl_compressor_commit(c);
+    else if (rc == SL_OK && outcome == SL__OUT_FOLDED)
+        rc = sl_compressor_fold(c);
+    if (rc == SL_OK)
+        rc = sl_compressor_state(c, &res, &mu);
+    if (rc != SL_OK) {
+        sl_compressor_free(c);
+        sl_log(SL_LOG_ERROR, "agent", "residual update: %s", sl_strerror(rc));
+        return rc;
+    }
+    memcpy(a->residual, res, a->n * sizeof(float));
+    if (a->momentum != NULL && mu != NULL)
+        memcpy(a->momentum, mu, a->n * sizeof(float));
+    sl_compressor_free(c);
+    memcpy(tag.frame_sha, p->frame_sha, 32);
+    rc = sl__agent_save_residual(a, &tag);
+    if (rc != SL_OK) {
+        /* the file still holds the old residual: reload it, retry later */
+        sl_log(SL_LOG_ERROR, "agent", "writing the residual: %s", sl_strerror(rc));
+        sl__agent_load_residual(a);
+        return rc;
+    }
+    return sl__agent_finish_resolved(a);
+}
+
+/* ---- delivering ------------------------------------------------------------------------------ */
+
+static void on_progress(void *ctx, const sl_client_upload_state *st, uint64_t length)
+{
+    sl_agent *a = ctx;
+    sl__agent_pending *p = &a->pending;
+    sl_agent_event ev = {.kind = SL_AGENT_EV_PROGRESS, .round_id = p->round_id, .gen = p->gen};
+    if (a->crash_now)
+        return; /* "crashed": nothing more reaches the disk */
+    memcpy(p->upload_id, st->upload_id, sizeof p->upload_id);
+    p->offset = st->offset;
+    if (sl__agent_save_upload(a) != SL_OK)
+        sl_log(SL_LOG_WARN, "agent", "could not persist the upload offset");
+    ev.bytes = st->offset;
+    ev.total = length;
+    sl__agent_emit(a, &ev);
+    if (a->crash_point == 2 && st->offset >= a->crash_offset && a->relay != NULL) {
+        a->crash_now = 1; /* the link goes dark mid-upload, then the process "dies" */
+        sl__agent_relay_set_dark(a->relay, 1);
+    }
+}
+
+static int crash(sl_agent *a, const char *where)
+{
+    sl_agent_event ev = {.kind = SL_AGENT_EV_CRASHED,
+                         .round_id = a->pending.round_id,
+                         .gen = a->pending.gen,
+                         .reason = where};
+    if (a->relay != NULL)
+        sl__agent_relay_set_dark(a->relay, 0);
+    a->crash_point = 0;
+    a->crash_now = 0;
+    a->stats.crashes++;
+    sl__agent_emit(a, &ev);
+    return SL_ESTATE;
+}
+
+static void measure(sl_agent *a, uint64_t bytes, int64_t ns)
+{
+    sl__agent_counters *c = &a->counters;
+    double k = selected_count(a->layout, a->pending.density), bps;
+    if (k > 0) {
+        double b = (double)a->pending.frame_len / k;
+        c->bpnz_ewma = c->bpnz_ewma > 0 ? EWMA_ALPHA * b + (1 - EWMA_ALPHA) * c->bpnz_ewma : b;
+    }
+    if (bytes < MIN_MEASURED || ns <= 0)
+        return;
+    bps = (double)bytes / ((double)ns * 1e-9);
+    c->bw_ewma = c->bw_ewma > 0 ? EWMA_ALPHA * bps + (1 - EWMA_ALPHA) * c->bw_ewma : bps;
+    a->stats.upload_bytes_per_s = c->bw_ewma;
+}
+
+/* An answer that refuses the update: fold, discard, or retry (SL_EBUSY). */
+static int refused(sl_agent *a, const sl_client_response *r)
+{
+    char type[64], reason[64];
+    sl__agent_problem(r, type, sizeof type, reason, sizeof reason);
+    sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": upload refused: HTTP %ld %s %s",
+           a->pending.round_id, r->status, type, reason);
+    if (strcmp(reason, "digest_mismatch") == 0 || r->status == 403) {
+        /* bytes damaged on the way (or a session that is not ours): anew */
+        a->pending.upload_id[0] = '\0';
+        a->pending.offset = 0;
+        sl__agent_save_upload(a);
+        if (++a->pending.digest_retries < DIGEST_RETRIES)
+            return SL_EBUSY;
+        return resolve(a, SL__OUT_DISCARDED, 0, 0);
+    }
+    if (r->status == 404 || strcmp(type, "late") == 0 || strcmp(reason, "late") == 0 ||
+        strcmp(reason, "stale") == 0 || strcmp(reason, "unknown_round") == 0 ||
+        strcmp(reason, "not_selected") == 0)
+        return resolve(a, SL__OUT_FOLDED, 0, 0);
+    return resolve(a, SL__OUT_DISCARDED, 0, 0);
+}
+
+int sl__agent_deliver(sl_agent *a)
+{
+    sl__agent_pending *p = &a->pending;
+    sl_client_upload_state st;
+    sl_client_response r;
+    uint64_t start;
+    int64_t t0;
+    char why[160];
+    int rc;
+
+    if (a->crash_point == 1)
+        return crash(a, "before the upload");
+    memset(&st, 0, sizeof st);
+    memcpy(st.upload_id, p->upload_id, sizeof st.upload_id);
+    st.offset = p->offset;
+    st.progress = on_progress;
+    st.progress_ctx = a;
+    start = p->offset;
+    /* headers of a PATCH and its answer are about 700 bytes */
+    sl__agent_maybe_cut(a, p->frame_len - (p->offset < p->frame_len ? p->offset : 0) + 700);
+    t0 = sl_clock_monotonic_ns(NULL);
+    rc = sl_client_upload(a->client, p->round_id, p->frame, p->frame_len, p->num_samples, &st, &r);
+    sl__agent_disarm(a);
+    if (a->crash_now) {
+        if (rc == SL_OK)
+            sl_client_response_free(&r);
+        return crash(a, "mid-upload");
+    }
+    if (rc == SL_OK && a->crash_point == 3) {
+        sl_client_response_free(&r);
+        return crash(a, "after the answer");
+    }
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_WARN, "agent", "round %" PRId64 ": upload at %" PRIu64 "/%zu: %s",
+               p->round_id, p->offset, p->frame_len, sl_strerror(rc));
+        if (rc == SL_EINVAL && p->upload_id[0] != '\0') {
+            /* a damaged upload id: start a new upload of the same frame */
+            p->upload_id[0] = '\0';
+            p->offset = 0;
+            sl__agent_save_upload(a);
+            return SL_EBUSY;
+        }
+        return rc;
+    }
+    if (r.status == 200 || r.status == 201) {
+        cJSON *doc = cJSON_ParseWithLength((const char *)r.body, r.body_len);
+        const cJSON *ok = cJSON_GetObjectItemCaseSensitive(doc, "accepted");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(doc, "update_id");
+        const cJSON *dup = cJSON_GetObjectItemCaseSensitive(doc, "duplicate");
+        int64_t update_id = cJSON_IsNumber(id) ? (int64_t)id->valuedouble : 0;
+        int duplicate = cJSON_IsTrue(dup);
+        int accepted = cJSON_IsTrue(ok) && update_id > 0;
+        cJSON_Delete(doc);
+        sl_client_response_free(&r);
+        if (!accepted) {
+            sl_log(SL_LOG_WARN, "agent", "round %" PRId64 ": a 200 without a receipt", p->round_id);
+            return SL_EBUSY;
+        }
+        a->stats.bytes_up += p->frame_len - start;
+        measure(a, p->frame_len - start, sl_clock_monotonic_ns(NULL) - t0);
+        sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": accepted as update %" PRId64 "%s",
+               p->round_id, update_id, duplicate ? " (a retry: duplicate)" : "");
+        return resolve(a, SL__OUT_ACCEPTED, update_id, duplicate);
+    }
+    if (r.status == 404 || r.status == 409 || r.status == 410 || r.status == 413 ||
+        r.status == 422 || r.status == 403 || r.status == 400) {
+        rc = refused(a, &r);
+        sl_client_response_free(&r);
+        return rc;
+    }
+    sl_log(SL_LOG_WARN, "agent", "round %" PRId64 ": upload: %s", p->round_id,
+           sl__agent_failure(SL_OK, &r, why, sizeof why));
+    sl_client_response_free(&r);
+    return SL_EBUSY;
+}

@@ -1,0 +1,461 @@
+/*
+ * bench_api.c - `starling bench api`: the coordinator's REST server under
+ * load, in one process on loopback (plain HTTP; the store on the real disk
+ * in a temporary directory, synchronous=FULL, so an acknowledged upload is
+ * durable). A task, a round in TRAINING with every enrolled device
+ * selected, then N concurrent clients on libcurl multi handles:
+ *   (a) GET /v1/status (operator token): requests/s, p50/p99 latency;
+ *   (b) complete 40 KB update uploads (a signed create and one signed
+ *       PATCH that the engine validates and stores durably): uploads/s;
+ *   (c) status p50/p99 from a second set of connections (its own thread
+ *       and multi handle) while (b) runs again.
+ * With `wrk` on PATH it also runs `wrk -t2 -c64 -d5s` on /v1/status.
+ * Clients and server share the machine's cores: the figures are the
+ * system's, not the server's alone; the cost of one request signature and
+ * one verification is printed beside them because it bounds (b).
+ */
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "bench_api_int.h"
+#include "starling/api_server.h"
+#include "starling/api_sign.h"
+#include "starling/codec.h"
+#include "starling/round.h"
+#include "starling/store.h"
+
+#define LAYOUT   "w 400 110\nb 10\n"
+#define NONZEROS 10600 /* fp32 values of random bits: about 40 KB per update */
+
+/* ---- latency samples ------------------------------------------------------------ */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The @p quantile in milliseconds (sorts the samples). */
+static double samples_ms(samples *s, double p)
+{
+    size_t i;
+    if (s->n == 0)
+        return 0;
+    qsort(s->ns, s->n, sizeof *s->ns, cmp_i64);
+    i = (size_t)(p * (double)(s->n - 1) + 0.5);
+    return (double)s->ns[i] / 1e6;
+}
+
+/* ---- the coordinator under test --------------------------------------------------- */
+
+typedef struct keygen_job {
+    bench *b;
+    size_t first, count;
+} keygen_job;
+
+/* Keys are made and enrolled from two threads: mbedTLS keygen costs ~1 ms. */
+static void *keygen(void *arg)
+{
+    keygen_job *j = arg;
+    for (size_t i = j->first; i < j->first + j->count; i++) {
+        uint8_t pub[SL_PUBKEY_LEN];
+        if (sl_device_key_generate(&j->b->keys[i]) != SL_OK ||
+            sl_device_key_public(j->b->keys[i], pub) != SL_OK ||
+            sl_store_enrol_device(j->b->store, pub, sizeof pub, "{}", &j->b->ids[i]) != SL_OK)
+            abort();
+    }
+    return NULL;
+}
+
+static void make_update(bench *b, const sl_layout *layout)
+{
+    sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE, 0, sl_layout_hash(layout), 1,
+                         (uint64_t)b->round};
+    static uint32_t idx[NONZEROS];
+    static float val[NONZEROS];
+    uint32_t bidx[1] = {0};
+    float bval[1] = {0.01f};
+    sl_sparse_tensor t[2] = {{NONZEROS, idx, val}, {1, bidx, bval}};
+    sl_encode_params p;
+    uint64_t x = 88172645463325252ull;
+    for (uint32_t i = 0; i < NONZEROS; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        idx[i] = i * 4 + (uint32_t)(x % 4);
+        val[i] = ((float)(x >> 40) / 16777216.0f - 0.5f) * 1e-2f;
+    }
+    sl_encode_params_default(&p);
+    if (sl_frame_encode_update(layout, &h, t, &p, NULL, &b->frame, &b->frame_len) != SL_OK)
+        abort();
+    sl_sha256(b->frame, b->frame_len, b->frame_sha);
+    sl_hex(b->frame_sha, 32, b->frame_hex);
+}
+
+static int setup(bench *b)
+{
+    char path[700], err[512], config[512];
+    sl_store_options so;
+    sl_server_options o;
+    sl_layout *layout;
+    sl_task_status st;
+    pthread_t th[2];
+    keygen_job jobs[2];
+    float *model;
+    void *frame;
+    size_t frame_len, n;
+
+    snprintf(b->dir, sizeof b->dir, "%s/starling-bench-api.XXXXXX", b->o.dir);
+    if (mkdtemp(b->dir) == NULL) {
+        fprintf(stderr, "bench api: cannot make a directory in %s\n", b->o.dir);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/starling.db", b->dir);
+    sl_store_options_default(&so);
+    so.path = path;
+    if (sl_store_open(&so, &b->store, err, sizeof err) != SL_OK ||
+        sl_engine_open(b->store, NULL, &b->engine, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "bench api: %s\n", err);
+        return -1;
+    }
+    b->ndev = b->o.devices;
+    b->keys = calloc(b->ndev, sizeof *b->keys);
+    b->ids = calloc(b->ndev, sizeof *b->ids);
+    for (int k = 0; k < 2; k++) {
+        jobs[k] = (keygen_job){b, k * (b->ndev / 2), k ? b->ndev - b->ndev / 2 : b->ndev / 2};
+        pthread_create(&th[k], NULL, keygen, &jobs[k]);
+    }
+    for (int k = 0; k < 2; k++)
+        pthread_join(th[k], NULL);
+
+    /* one round that never fills: every device selected, nobody waits for it */
+    if (sl_layout_parse(LAYOUT, strlen(LAYOUT), &layout) != SL_OK)
+        abort();
+    n = (size_t)sl_layout_params(layout);
+    model = calloc(n, sizeof *model);
+    if (sl_frame_encode_model(layout, model, 1, 3, &frame, &frame_len) != SL_OK)
+        abort();
+    snprintf(config, sizeof config,
+             "{\"name\":\"bench\",\"target\":%zu,\"quorum\":1,\"over_selection\":1.0,"
+             "\"selection_window_ms\":1000,\"report_deadline_ms\":3600000}",
+             b->ndev + 1);
+    if (sl_engine_create_task(b->engine, config, LAYOUT, frame, frame_len, &b->task, err,
+                              sizeof err) != SL_OK) {
+        fprintf(stderr, "bench api: task: %s\n", err);
+        return -1;
+    }
+    for (size_t i = 0; i < b->ndev; i++) {
+        sl_checkin_info info = {100, ""};
+        sl_checkin_result r;
+        if (sl_engine_checkin(b->engine, b->task, b->ids[i], &info, &r) != SL_OK)
+            abort();
+    }
+    do {
+        usleep(50000);
+        if (sl_engine_tick(b->engine, NULL) != SL_OK ||
+            sl_engine_task_status(b->engine, b->task, &st) != SL_OK)
+            abort();
+    } while (st.round.state == SL_ROUND_SELECTING);
+    if (st.round.state != SL_ROUND_TRAINING || st.round.selected != b->ndev) {
+        fprintf(stderr, "bench api: the round did not select every device\n");
+        return -1;
+    }
+    b->round = st.round.id;
+    make_update(b, layout);
+    free(model);
+    free(frame);
+    sl_layout_free(layout);
+
+    sl_server_options_default(&o);
+    o.listen = "127.0.0.1:0";
+    o.insecure_http = 1;
+    o.admin_token = BENCH_ADMIN;
+    o.threads = b->o.threads;
+    o.connection_limit = 4096;
+    o.per_ip_connection_limit = 4096;
+    o.device_rate = o.device_burst = 1e6;
+    o.max_body = 1u << 20;
+    if (sl_server_create(&o, b->store, b->engine, &b->server, err, sizeof err) != SL_OK ||
+        sl_server_start(b->server, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "bench api: server: %s\n", err);
+        return -1;
+    }
+    snprintf(b->base, sizeof b->base, "http://127.0.0.1:%u", (unsigned)sl_server_port(b->server));
+    return 0;
+}
+
+static void teardown(bench *b)
+{
+    char cmd[700];
+    sl_server_free(b->server);
+    sl_engine_close(b->engine);
+    sl_store_close(b->store);
+    for (size_t i = 0; i < b->ndev; i++)
+        sl_device_key_free(b->keys[i]);
+    free(b->keys);
+    free(b->ids);
+    free(b->frame);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", b->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench api: could not remove %s\n", b->dir);
+}
+
+/* ---- the phases ------------------------------------------------------------------- */
+
+typedef struct status_thread {
+    job *jobs;
+    size_t njobs;
+    double seconds;
+    tally t;
+} status_thread;
+
+static void *status_main(void *arg)
+{
+    status_thread *st = arg;
+    sl__bench_api_run(st->jobs, st->njobs, st->seconds, &st->t);
+    return NULL;
+}
+
+/* Closed-loop status requests on @n connections for @seconds. */
+static void phase_status(bench *b, unsigned n, double seconds, tally *t)
+{
+    job *jobs = calloc(n, sizeof *jobs);
+    for (unsigned i = 0; i < n; i++)
+        sl__bench_api_job_init(&jobs[i], b, JOB_STATUS);
+    sl__bench_api_run(jobs, n, seconds, t);
+    for (unsigned i = 0; i < n; i++)
+        sl__bench_api_job_free(&jobs[i]);
+    free(jobs);
+}
+
+/* Uploads on @n connections for @seconds; with @status_conns > 0, status
+ * requests from another thread at the same time. */
+static void phase_uploads(bench *b, unsigned n, unsigned status_conns, double seconds, tally *t,
+                          tally *status)
+{
+    job *jobs = calloc(n + status_conns, sizeof *jobs);
+    status_thread st;
+    pthread_t th;
+    for (unsigned i = 0; i < n + status_conns; i++)
+        sl__bench_api_job_init(&jobs[i], b, i < n ? JOB_UPLOAD : JOB_STATUS);
+    if (status_conns > 0) {
+        st = (status_thread){jobs + n, status_conns, seconds, *status};
+        pthread_create(&th, NULL, status_main, &st);
+    }
+    sl__bench_api_run(jobs, n, seconds, t);
+    if (status_conns > 0) {
+        pthread_join(th, NULL);
+        *status = st.t;
+    }
+    for (unsigned i = 0; i < n + status_conns; i++)
+        sl__bench_api_job_free(&jobs[i]);
+    free(jobs);
+}
+
+/* The cost of signing and verifying one request here (bounds the uploads). */
+static void signature_cost(bench *b, double *sign_us, double *verify_us)
+{
+    uint8_t pub[SL_PUBKEY_LEN], digest[32] = {1};
+    char sig[SL_SIGNATURE_B64_MAX];
+    int64_t t0, t1, t2;
+    const int n = b->o.quick ? 5 : 40;
+    sl_device_key_public(b->keys[0], pub);
+    t0 = sl_bench_now_ns();
+    for (int i = 0; i < n; i++)
+        sl_sign_request(b->keys[0], "PATCH", "/v1/uploads/x", 1, "0123456789abcdef", digest, sig,
+                        sizeof sig);
+    t1 = sl_bench_now_ns();
+    for (int i = 0; i < n; i++)
+        if (sl_verify_request(pub, sizeof pub, "PATCH", "/v1/uploads/x", 1, "0123456789abcdef",
+                              digest, sig) != SL_OK)
+            abort();
+    t2 = sl_bench_now_ns();
+    *sign_us = (double)(t1 - t0) / n / 1e3;
+    *verify_us = (double)(t2 - t1) / n / 1e3;
+}
+
+static int have_program(const char *name)
+{
+    const char *path = getenv("PATH");
+    char dir[1024], file[1100];
+    while (path != NULL && *path != '\0') {
+        size_t n = strcspn(path, ":");
+        if (n > 0 && n < sizeof dir) {
+            memcpy(dir, path, n);
+            dir[n] = '\0';
+            snprintf(file, sizeof file, "%s/%s", dir, name);
+            if (access(file, X_OK) == 0)
+                return 1;
+        }
+        path += n + (path[n] == ':');
+    }
+    return 0;
+}
+
+/* `wrk -t2 -c64 -d<secs>s` on /v1/status: its requests/s, or -1. */
+static double run_wrk(const bench *b, int secs, double *p99_ms)
+{
+    char cmd[512], line[512];
+    double rps = -1;
+    FILE *fp;
+    *p99_ms = -1;
+    snprintf(cmd, sizeof cmd,
+             "wrk -t2 -c64 -d%ds --latency -H '" BENCH_AUTH_HEADER "' %s/v1/status 2>&1", secs,
+             b->base);
+    fp = popen(cmd, "r");
+    if (fp == NULL)
+        return -1;
+    while (fgets(line, sizeof line, fp) != NULL) {
+        char unit[8] = "";
+        double v;
+        if (strncmp(line, "Requests/sec:", 13) == 0)
+            rps = strtod(line + 13, NULL);
+        else if (sscanf(line, " 99%% %lf%7s", &v, unit) == 2)
+            *p99_ms = strcmp(unit, "us") == 0 ? v / 1e3 : strcmp(unit, "s") == 0 ? v * 1e3 : v;
+    }
+    pclose(fp);
+    return rps;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: starling bench api [--json] [--quick] [--clients N] [--seconds S]\n"
+                    "                          [--threads T] [--devices D] [--dir DIR]\n");
+    return 2;
+}
+
+/* Options into @o: 0, or 2 (usage) for anything malformed. */
+static int parse_options(options *o, int argc, char **argv)
+{
+    int devices = 0;
+    o->clients = 64;
+    o->seconds = 5;
+    o->threads = 4;
+    o->dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    for (int i = 0; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        char *end = NULL;
+        unsigned long n = strtoul(v, &end, 10);
+        int numeric = *v >= '0' && *v <= '9' && *end == '\0' && n <= 1000000;
+        if (strcmp(argv[i], "--json") == 0)
+            o->json = 1;
+        else if (strcmp(argv[i], "--quick") == 0)
+            o->quick = 1;
+        else if (strcmp(argv[i], "--clients") == 0 && numeric && n >= 1 && n <= 1024)
+            o->clients = (unsigned)n, i++;
+        else if (strcmp(argv[i], "--threads") == 0 && numeric && n >= 1 && n <= 256)
+            o->threads = (unsigned)n, i++;
+        else if (strcmp(argv[i], "--devices") == 0 && numeric && n >= 2)
+            o->devices = (unsigned)n, devices = 1, i++;
+        else if (strcmp(argv[i], "--seconds") == 0 && (o->seconds = strtod(v, &end)) >= 0.1 &&
+                 o->seconds <= 3600 && *end == '\0')
+            i++;
+        else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
+            o->dir = argv[++i];
+        else
+            return usage();
+    }
+    if (o->quick) {
+        o->seconds = o->seconds < 0.5 ? o->seconds : 0.5;
+        o->clients = o->clients < 8 ? o->clients : 8;
+    }
+    if (!devices) /* 1,000 uploads/s in both upload phases; beyond, a phase ends early */
+        o->devices = o->quick ? 300 : (unsigned)(2000 * o->seconds + 0.5);
+    return 0;
+}
+
+/* Everything one run measured. */
+typedef struct results {
+    samples status_lat, upload_lat, mixed_lat, mixed_upload_lat;
+    tally status, uploads, mixed, mixed_status;
+    double sign_us, verify_us, wrk_rps, wrk_p99;
+    unsigned status_conns;
+} results;
+
+static void report(const bench *b, results *r)
+{
+    double st_p50 = samples_ms(&r->status_lat, 0.50), st_p99 = samples_ms(&r->status_lat, 0.99);
+    double up_p50 = samples_ms(&r->upload_lat, 0.50), up_p99 = samples_ms(&r->upload_lat, 0.99);
+    double mx_p50 = samples_ms(&r->mixed_lat, 0.50), mx_p99 = samples_ms(&r->mixed_lat, 0.99);
+    double status_rps = r->status.status_done / r->status.elapsed_s;
+    double uploads = r->uploads.uploads_done / r->uploads.elapsed_s;
+    double mixed = r->mixed.uploads_done / r->mixed.elapsed_s;
+    if (b->o.json) {
+        printf("{\"server_threads\":%u,\"clients\":%u,\"seconds\":%.2f,\"update_bytes\":%zu,"
+               "\"status_rps\":%.1f,\"status_p50_ms\":%.3f,\"status_p99_ms\":%.3f,"
+               "\"wrk_status_rps\":%.1f,\"wrk_status_p99_ms\":%.3f,\"uploads_per_s\":%.1f,"
+               "\"upload_p50_ms\":%.3f,\"upload_p99_ms\":%.3f,\"uploads_per_s_mixed\":%.1f,"
+               "\"status_p50_ms_during_uploads\":%.3f,\"status_p99_ms_during_uploads\":%.3f,"
+               "\"sign_us\":%.1f,\"verify_us\":%.1f,\"errors\":%lu}\n",
+               b->o.threads, b->o.clients, b->o.seconds, b->frame_len, status_rps, st_p50, st_p99,
+               r->wrk_rps, r->wrk_p99, uploads, up_p50, up_p99, mixed, mx_p50, mx_p99, r->sign_us,
+               r->verify_us, b->failures);
+        return;
+    }
+    printf("starling bench api: REST server on 127.0.0.1 (plain HTTP, %u server threads), "
+           "%u clients on libcurl multi, %.1f s per phase, store on disk in %s\n",
+           b->o.threads, b->o.clients, b->o.seconds, b->o.dir);
+    printf("  status      %9.0f req/s   p50 %7.2f ms  p99 %7.2f ms   (target >= 20000 req/s)\n",
+           status_rps, st_p50, st_p99);
+    if (r->wrk_rps >= 0)
+        printf("  status/wrk  %9.0f req/s   p99 %7.2f ms  (wrk -t2 -c64 -d%ds)\n", r->wrk_rps,
+               r->wrk_p99, b->o.quick ? 1 : 5);
+    else
+        printf("  status/wrk  not run (no wrk on PATH)\n");
+    printf("  uploads     %9.1f /s      p50 %7.2f ms  p99 %7.2f ms   (%zu B, signed create + "
+           "PATCH, durable; target >= 1500/s)\n",
+           uploads, up_p50, up_p99, b->frame_len);
+    printf("  mixed       %9.1f uploads/s, status on %u more connections: p50 %.2f ms  p99 %.2f "
+           "ms (target p99 < 20 ms)\n",
+           mixed, r->status_conns, mx_p50, mx_p99);
+    printf("  signatures  sign %.0f us, verify %.0f us per request (ECDSA P-256, mbedTLS); "
+           "2 verifies per upload: at most %.0f uploads/s per core\n",
+           r->sign_us, r->verify_us, 1e6 / (2 * r->verify_us));
+    if (b->failures > 0)
+        printf("  errors      %lu failed requests\n", b->failures);
+}
+
+int sl_bench_api(int argc, char **argv)
+{
+    static results r; /* zero: empty samples, no counts */
+    bench b;
+    int rc;
+    memset(&b, 0, sizeof b);
+    if ((rc = parse_options(&b.o, argc, argv)) != 0)
+        return rc;
+    r.status_conns = b.o.clients < 4 ? b.o.clients : 4;
+    r.wrk_rps = r.wrk_p99 = -1;
+    pthread_mutex_init(&r.status_lat.lock, NULL);
+    pthread_mutex_init(&r.upload_lat.lock, NULL);
+    pthread_mutex_init(&r.mixed_lat.lock, NULL);
+    pthread_mutex_init(&r.mixed_upload_lat.lock, NULL);
+    r.status = (tally){&r.status_lat, &r.upload_lat, 0, 0, 0, 1};
+    r.uploads = r.status;
+    r.mixed = (tally){&r.mixed_lat, &r.mixed_upload_lat, 0, 0, 0, 1};
+    r.mixed_status = r.mixed;
+    sl_log_set_level(SL_LOG_WARN); /* no access-log line per request */
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (setup(&b) != 0)
+        return 1;
+    signature_cost(&b, &r.sign_us, &r.verify_us);
+    phase_status(&b, b.o.clients, b.o.seconds, &r.status);
+    if (have_program("wrk"))
+        r.wrk_rps = run_wrk(&b, b.o.quick ? 1 : 5, &r.wrk_p99);
+    phase_uploads(&b, b.o.clients, 0, b.o.seconds, &r.uploads, NULL);
+    phase_uploads(&b, b.o.clients, r.status_conns, b.o.seconds, &r.mixed, &r.mixed_status);
+    b.failures = r.status.errors + r.uploads.errors + r.mixed.errors + r.mixed_status.errors;
+    report(&b, &r);
+    teardown(&b);
+    curl_global_cleanup();
+    free(r.status_lat.ns);
+    free(r.upload_lat.ns);
+    free(r.mixed_lat.ns);
+    free(r.mixed_upload_lat.ns);
+    return b.failures > 0 ? 1 : 0;
+}

@@ -1,0 +1,628 @@
+/*
+ * The device agent against a real coordinator (store, engine and REST
+ * server in this process, on a loopback port):
+ *   - a fleet of 5 devices for 3 participations each with dropouts,
+ *     stragglers, connections cut at random bytes, and crashes around
+ *     uploads: rounds close, the model advances, every line of every
+ *     acks.log is an update the store holds exactly once, cut transfers
+ *     resumed (HEAD of an upload, ranged GET);
+ *   - fold and commit: the round of the first update is aborted before it
+ *     is sent, so the agent folds (residual = residual + delta exactly);
+ *     the second is accepted (residual + what the coordinator received ==
+ *     what was accumulated; over both rounds, sent + residual == the sum
+ *     of the trained deltas);
+ *   - every transfer cut with one attempt per call: the agent itself
+ *     resumes uploads (HEAD) and downloads (model.partial, Range);
+ *   - bandwidth-aware density: a device that measured a slow link sends a
+ *     lower density than scheduled (not below the floor);
+ *   - TLS: a wrong CA, or the right CA with a wrong pin, is refused before
+ *     enrolment; the right CA and pin enrol;
+ *   - the starling-agent program: --fleet, the evaluator (metrics stored
+ *     for the version), a --model that does not match the task (exit 4).
+ * `test_agent --slow` runs a longer fleet (lenet5, 10 devices, until version 8, int8
+ * values, DGC momentum correction).
+ */
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../support/sl_test.h"
+#include "agent_harness.h"
+#include "starling/codec.h"
+#include "starling/nn.h"
+
+#define MLP_TASK(name, target, quorum)                                                  \
+    "{\"name\":\"" name "\",\"target\":" #target ",\"quorum\":" #quorum                 \
+    ",\"over_selection\":1.25,\"selection_window_ms\":400,\"report_deadline_ms\":4000," \
+    "\"values\":\"fp16\",\"density\":0.05,\"warmup_rounds\":2,\"warmup_density\":0.2,"  \
+    "\"local_epochs\":1,\"batch\":32,\"local_lr\":0.05,\"local_momentum\":0.9}"
+
+static void base_options(sl_agent_options *o, const ag_coord *c, int64_t task, const char *dir,
+                         const sl_agent_data *data)
+{
+    sl_agent_options_default(o);
+    o->coordinator = c->url;
+    o->enrolment_token = AG_ENROL;
+    o->task_id = task;
+    o->state_dir = dir;
+    o->data = data;
+    o->chunk_bytes = 8 * 1024;
+    o->retry_base_ms = 20;
+    o->max_wait_ms = 1000;
+    o->request_timeout_ms = 10000;
+    o->seed = 7;
+}
+
+/* ---- a fleet with faults ------------------------------------------------------------------- */
+
+typedef struct watch {
+    ag_coord *c;
+    int64_t task, want;
+    double limit_s;
+    int reached;
+    volatile sig_atomic_t stop;
+} watch;
+
+/* Stop the fleet once the model reached version @want (or the time is up):
+ * devices stop at their next step, wherever they are. */
+static void *watcher(void *arg)
+{
+    watch *w = arg;
+    for (double t = 0; t < w->limit_s && !w->stop; t += 0.05) {
+        struct timespec ts = {0, 50000000};
+        if (ag_model_version(w->c, w->task) >= w->want) {
+            w->reached = 1;
+            break;
+        }
+        nanosleep(&ts, NULL);
+    }
+    w->stop = 1;
+    return NULL;
+}
+
+static void run_fleet(const char *name, const char *model, const char *config, unsigned devices,
+                      int64_t versions, size_t per_device, double limit_s,
+                      const sl_agent_faults *faults, unsigned max_attempts, double dgc_momentum)
+{
+    char dir[512], data_dir[600], state[600];
+    ag_coord c;
+    sl_agent_data *data = NULL;
+    sl_agent_options o;
+    sl_agent_fleet_summary s;
+    uint64_t updates, closed, acked = 0, in_flight = 0;
+    pthread_t tid;
+    watch w;
+    char err[256];
+
+    sl_test_mkdtemp(dir, sizeof dir, name);
+    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
+    snprintf(state, sizeof state, "%s/fleet", dir);
+    ag_make_data(data_dir, devices * per_device, 100);
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    memset(&w, 0, sizeof w);
+    w.c = &c;
+    w.task = ag_create_task(&c, model, config);
+    w.want = versions;
+    w.limit_s = limit_s;
+    if (sl_agent_data_load(data_dir, "iid", devices, 0, devices, 3, &data, err, sizeof err) !=
+        SL_OK)
+        fail_msg("data: %s", err);
+    base_options(&o, &c, w.task, state, data);
+    o.stop = &w.stop;
+    o.faults = *faults;
+    o.max_attempts = max_attempts;
+    o.dgc_momentum = dgc_momentum;
+    assert_int_equal(pthread_create(&tid, NULL, watcher, &w), 0);
+    assert_int_equal(sl_agent_fleet_run(&o, devices, &s), SL_OK);
+    pthread_join(tid, NULL);
+    fprintf(stderr,
+            "%s: accepted %llu (dup %llu), folded %llu, dropped %llu, crashes %llu, cuts %llu, "
+            "resumes %llu, %llu bytes up, %llu down, model version %lld\n",
+            name, (unsigned long long)s.accepted, (unsigned long long)s.duplicates,
+            (unsigned long long)s.folded, (unsigned long long)s.dropped,
+            (unsigned long long)s.crashes, (unsigned long long)s.cuts,
+            (unsigned long long)s.resumes, (unsigned long long)s.bytes_up,
+            (unsigned long long)s.bytes_down, (long long)ag_model_version(&c, w.task));
+    assert_true(w.reached);
+    assert_int_equal(s.failed, 0);
+    assert_true(s.accepted >= devices);
+    assert_true(s.cuts > 0);
+    assert_true(s.resumes > 0);
+    ag_coord_stop_server(&c);
+    for (unsigned k = 0; k < devices; k++) {
+        char dev[700];
+        ag_ack *acks;
+        uint8_t sha[32];
+        int64_t round;
+        size_t n;
+        snprintf(dev, sizeof dev, "%s/dev-%u", state, k);
+        n = ag_read_acks(dev, &acks);
+        acked += ag_check_acks(&c, acks, n);
+        free(acks);
+        /* stopped with an upload the coordinator has but the agent has not
+         * heard of yet: its next run gets the receipt (duplicate) */
+        if (ag_pending(dev, &round, sha) && ag_stored(&c, round, ag_device_id(dev), sha))
+            in_flight++;
+    }
+    assert_int_equal(acked, s.accepted);
+    ag_count_task(&c, w.task, &updates, &closed);
+    /* nothing stored is unaccounted for: acknowledged, or pending in a
+     * stopped agent whose next run gets the receipt (a lost answer gets its
+     * receipt even after the round closed) */
+    assert_int_equal(updates, acked + in_flight);
+    assert_true(closed >= 2);
+    ag_coord_close(&c);
+    sl_agent_data_free(data);
+    sl_test_rmtree(dir);
+}
+
+static const sl_agent_faults fleet_faults = {.dropout = 0.1,
+                                             .cut = 0.5,
+                                             .cut_span = 48 * 1024,
+                                             .straggle = 0.2,
+                                             .straggle_factor = 3,
+                                             .crash = 0.2};
+
+static void test_fleet(void **state)
+{
+    (void)state;
+    run_fleet("agent_fleet", "mlp", MLP_TASK("fleet", 4, 2), 5, 4, 200, 60, &fleet_faults, 5, 0);
+}
+
+/* Every transfer cut, and the client allowed a single attempt: each cut
+ * ends the call, so what resumes is the agent: uploads from the offset the
+ * server reports (HEAD), downloads from the bytes kept in model.partial
+ * (Range) -- across attempts, as across restarts. */
+static void test_cut_every_transfer(void **state)
+{
+    const sl_agent_faults cut_all = {.cut = 1.0, .cut_span = 64 * 1024, .straggle_factor = 1};
+    (void)state;
+    run_fleet("agent_cut", "mlp", MLP_TASK("cut", 2, 2), 2, 3, 200, 60, &cut_all, 1, 0);
+}
+
+static void test_fleet_slow(void **state)
+{
+    (void)state;
+    run_fleet("agent_fleet_slow", "lenet5",
+              "{\"name\":\"slow\",\"target\":8,\"quorum\":4,\"over_selection\":1.25,"
+              "\"selection_window_ms\":600,\"report_deadline_ms\":15000,\"values\":\"int8\","
+              "\"density\":0.05,\"local_epochs\":2,\"batch\":32,\"local_lr\":0.05}",
+              10, 8, 300, 600, &fleet_faults, 5, 0.5);
+}
+
+/* ---- fold, then commit ------------------------------------------------------------------- */
+
+typedef struct fold_ctx {
+    ag_coord *c;
+    sl_agent *agent;
+    size_t n;
+    int prepared, folded, accepted;
+    int64_t round[2];
+    float *delta[2], *before[2], *acc[2], *after[2];
+} fold_ctx;
+
+static float *copy(const float *v, size_t n)
+{
+    float *out = malloc(n * sizeof *out);
+    assert_non_null(out);
+    memcpy(out, v, n * sizeof *out);
+    return out;
+}
+
+static void fold_event(void *ctx, const sl_agent_event *ev)
+{
+    fold_ctx *f = ctx;
+    size_t n = 0;
+    const float *res;
+    if (ev->kind == SL_AGENT_EV_PREPARED) {
+        int i = f->prepared++;
+        assert_true(i < 2);
+        f->round[i] = ev->round_id;
+        f->delta[i] = copy(ev->delta, f->n);
+        f->before[i] = copy(ev->residual, f->n);
+        f->acc[i] = copy(ev->accumulated, f->n);
+        if (i == 0) {
+            /* the round ends before a byte of the update is sent */
+            char path[96];
+            sl_client_response r;
+            snprintf(path, sizeof path, "/v1/rounds/%lld/abort", (long long)ev->round_id);
+            ag_admin(f->c, "POST", path, NULL, &r);
+            assert_int_equal(r.status, 200);
+            sl_client_response_free(&r);
+        }
+    } else if (ev->kind == SL_AGENT_EV_FOLDED || ev->kind == SL_AGENT_EV_ACCEPTED) {
+        res = sl_agent_residual(f->agent, &n);
+        assert_int_equal(n, f->n);
+        f->after[f->prepared - 1] = copy(res, n);
+        if (ev->kind == SL_AGENT_EV_FOLDED)
+            f->folded++;
+        else
+            f->accepted++;
+    }
+}
+
+typedef struct sent_ctx {
+    const sl_layout *layout;
+    int64_t device;
+    float *dense;
+    int found;
+} sent_ctx;
+
+static int add_sent(void *ctx, int64_t device_id, const void *frame, size_t len,
+                    uint32_t num_samples, const uint8_t *sha256)
+{
+    sent_ctx *s = ctx;
+    (void)num_samples, (void)sha256;
+    if (device_id != s->device)
+        return 0;
+    assert_int_equal(sl_frame_accumulate_update(s->layout, frame, len, NULL, 1.0f, s->dense),
+                     SL_OK);
+    s->found++;
+    return 0;
+}
+
+static void test_fold_and_commit(void **state)
+{
+    char dir[512], data_dir[600], err[256], agent_dir[600];
+    ag_coord c;
+    sl_agent_data *data = NULL;
+    sl_agent_options o;
+    sl_agent_stats st;
+    sl_model *m = NULL;
+    fold_ctx f;
+    sent_ctx sent;
+    int64_t task;
+    double worst = 0, scale = 0;
+    (void)state;
+    sl_test_mkdtemp(dir, sizeof dir, "agent_fold");
+    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
+    snprintf(agent_dir, sizeof agent_dir, "%s/agent", dir);
+    ag_make_data(data_dir, 300, 100);
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    task = ag_create_task(&c, "mlp",
+                          "{\"name\":\"fold\",\"target\":1,\"quorum\":1,\"over_selection\":1,"
+                          "\"selection_window_ms\":200,\"report_deadline_ms\":10000,"
+                          "\"values\":\"fp16\",\"density\":0.1,\"local_epochs\":1,"
+                          "\"batch\":32,\"local_lr\":0.05}");
+    assert_int_equal(sl_agent_data_load(data_dir, NULL, 1, 0, 1, 1, &data, err, sizeof err), SL_OK);
+    assert_int_equal(sl_model_create("mlp", &m), SL_OK);
+    memset(&f, 0, sizeof f);
+    f.c = &c;
+    f.n = sl_model_params(m);
+    base_options(&o, &c, task, agent_dir, data);
+    o.rounds = 2;
+    o.on_event = fold_event;
+    o.event_ctx = &f;
+    assert_int_equal(sl_agent_create(&o, &f.agent, err, sizeof err), SL_OK);
+    assert_int_equal(sl_agent_run(f.agent), SL_OK);
+    assert_int_equal(sl_agent_get_stats(f.agent, &st), SL_OK);
+    assert_int_equal(f.prepared, 2);
+    assert_int_equal(f.folded, 1);
+    assert_int_equal(f.accepted, 1);
+    assert_int_equal(st.folded, 1);
+    assert_int_equal(st.accepted, 1);
+    assert_true(f.round[1] > f.round[0]);
+    for (size_t i = 0; i < f.n; i++) {
+        /* a fold keeps everything: residual = residual + delta, bit for bit */
+        assert_true(f.before[0][i] == 0.0f);
+        assert_true(f.acc[0][i] == f.before[0][i] + f.delta[0][i]);
+        assert_true(f.after[0][i] == f.acc[0][i]);
+        assert_true(f.before[1][i] == f.after[0][i]);
+        assert_true(f.acc[1][i] == f.before[1][i] + f.delta[1][i]);
+    }
+    /* a commit keeps what was not received: residual + received == accumulated */
+    sent.layout = sl_model_layout(m);
+    sent.device = st.device_id;
+    sent.dense = calloc(f.n, sizeof(float));
+    sent.found = 0;
+    assert_non_null(sent.dense);
+    assert_int_equal(sl_store_foreach_update(c.store, f.round[1], add_sent, &sent), 0);
+    assert_int_equal(sent.found, 1);
+    for (size_t i = 0; i < f.n; i++) {
+        double total = (double)f.delta[0][i] + (double)f.delta[1][i];
+        double got = (double)sent.dense[i] + (double)f.after[1][i];
+        assert_true(fabs((double)f.after[1][i] + sent.dense[i] - f.acc[1][i]) <=
+                    1e-6 * fabs(f.acc[1][i]) + 1e-9);
+        if (fabs(got - total) > worst)
+            worst = fabs(got - total);
+        if (fabs(total) > scale)
+            scale = fabs(total);
+    }
+    fprintf(stderr, "fold/commit: sent + residual vs sum of deltas: max error %.3g (scale %.3g)\n",
+            worst, scale);
+    assert_true(worst <= 1e-6 * scale + 1e-8);
+    for (int i = 0; i < 2; i++) {
+        free(f.delta[i]);
+        free(f.before[i]);
+        free(f.acc[i]);
+        free(f.after[i]);
+    }
+    free(sent.dense);
+    sl_agent_free(f.agent);
+    sl_model_free(m);
+    sl_agent_data_free(data);
+    ag_coord_close(&c);
+    sl_test_rmtree(dir);
+}
+
+/* ---- bandwidth-aware density ----------------------------------------------------------------- */
+
+typedef struct density_ctx {
+    double density;
+    uint64_t bytes;
+} density_ctx;
+
+static void density_event(void *ctx, const sl_agent_event *ev)
+{
+    density_ctx *d = ctx;
+    if (ev->kind == SL_AGENT_EV_PREPARED) {
+        d->density = ev->value;
+        d->bytes = ev->bytes;
+    }
+}
+
+/* A device that measured 2 kB/s of upload (counters, as a previous run left
+ * them) cannot move the scheduled 5% of mlp (~20 kB) in the 4 s the round
+ * gives: it sends less, down to the floor (10% of the schedule), and the
+ * rest waits in its residual. */
+static void test_bandwidth_density(void **state)
+{
+    char dir[512], data_dir[600], agent_dir[600], counters[700], err[256];
+    ag_coord c;
+    sl_agent_data *data = NULL;
+    sl_agent_options o;
+    sl_agent *a = NULL;
+    density_ctx d = {0, 0};
+    int64_t task;
+    (void)state;
+    sl_test_mkdtemp(dir, sizeof dir, "agent_bw");
+    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
+    snprintf(agent_dir, sizeof agent_dir, "%s/agent", dir);
+    snprintf(counters, sizeof counters, "%s/counters", agent_dir);
+    ag_make_data(data_dir, 200, 50);
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    task = ag_create_task(&c, "mlp",
+                          "{\"name\":\"bw\",\"target\":1,\"quorum\":1,\"over_selection\":1,"
+                          "\"selection_window_ms\":200,\"report_deadline_ms\":4000,"
+                          "\"values\":\"fp16\",\"density\":0.05,\"local_epochs\":1}");
+    assert_int_equal(sl_agent_data_load(data_dir, NULL, 1, 0, 1, 1, &data, err, sizeof err), SL_OK);
+    assert_int_equal(mkdir(agent_dir, 0700), 0);
+    assert_int_equal(sl_fs_write_atomic(counters, "bw_ewma=2000\nbpnz_ewma=2\n", 25, 0600), SL_OK);
+    base_options(&o, &c, task, agent_dir, data);
+    o.once = 1;
+    o.on_event = density_event;
+    o.event_ctx = &d;
+    assert_int_equal(sl_agent_create(&o, &a, err, sizeof err), SL_OK);
+    assert_int_equal(sl_agent_run(a), SL_OK);
+    fprintf(stderr, "bandwidth-aware: density %.4g (scheduled 0.05), %llu bytes\n", d.density,
+            (unsigned long long)d.bytes);
+    assert_true(d.density >= 0.005 * 0.999);
+    assert_true(d.density < 0.025);
+    assert_true(d.bytes < 20000);
+    sl_agent_free(a);
+    sl_agent_data_free(data);
+    ag_coord_close(&c);
+    sl_test_rmtree(dir);
+}
+
+/* ---- TLS: CA and pin --------------------------------------------------------------------- */
+
+static volatile sig_atomic_t tls_stop;
+
+static void stop_when_enrolled(void *ctx, const sl_agent_event *ev)
+{
+    (void)ctx;
+    if (ev->kind == SL_AGENT_EV_ENROLLED)
+        tls_stop = 1;
+}
+
+static int tls_run(const ag_coord *c, const char *dir, const char *ca, const char *pin,
+                   const sl_agent_data *data)
+{
+    sl_agent_options o;
+    sl_agent *a = NULL;
+    char err[256];
+    int rc;
+    base_options(&o, c, 1, dir, data);
+    o.ca_file = ca;
+    o.pin = pin;
+    o.max_attempts = 2;
+    o.on_event = stop_when_enrolled;
+    o.stop = &tls_stop;
+    tls_stop = 0;
+    assert_int_equal(sl_agent_create(&o, &a, err, sizeof err), SL_OK);
+    rc = sl_agent_run(a);
+    sl_agent_free(a);
+    return rc;
+}
+
+static void test_tls_ca_and_pin(void **state)
+{
+    char dir[512], cert[600], key[600], other[600], other_key[600], pinfile[600], cmd[3000];
+    char data_dir[600], sub[700], pin[200],
+        wrong_pin[] = "sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    ag_coord c;
+    sl_agent_data *data = NULL;
+    void *text = NULL;
+    size_t len = 0;
+    struct stat sb;
+    (void)state;
+    if (!ag_have("openssl")) {
+        fprintf(stderr, "test_tls_ca_and_pin: no openssl program; skipped\n");
+        skip();
+    }
+    sl_test_mkdtemp(dir, sizeof dir, "agent_tls");
+    snprintf(cert, sizeof cert, "%s/cert.pem", dir);
+    snprintf(key, sizeof key, "%s/key.pem", dir);
+    snprintf(other, sizeof other, "%s/other.pem", dir);
+    snprintf(other_key, sizeof other_key, "%s/other-key.pem", dir);
+    snprintf(pinfile, sizeof pinfile, "%s/pin", dir);
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                 "-keyout %s -out %s -days 2 -subj /CN=127.0.0.1 "
+                 "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+                 i ? other_key : key, i ? other : cert);
+        assert_int_equal(system(cmd), 0);
+    }
+    snprintf(cmd, sizeof cmd,
+             "openssl x509 -in %s -pubkey -noout | openssl pkey -pubin -outform der | "
+             "openssl dgst -sha256 -binary | openssl base64 -A > %s",
+             cert, pinfile);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(sl_fs_read_file(pinfile, 1024, &text, &len), SL_OK);
+    snprintf(pin, sizeof pin, "sha256//%s", (char *)text);
+    free(text);
+    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
+    ag_make_data(data_dir, 50, 10);
+    assert_int_equal(sl_agent_data_load(data_dir, NULL, 1, 0, 1, 1, &data, NULL, 0), SL_OK);
+    ag_coord_open(&c, dir, cert, key, cert);
+
+    /* a CA that did not sign the coordinator: refused, nothing enrolled */
+    snprintf(sub, sizeof sub, "%s/a", dir);
+    assert_int_equal(tls_run(&c, sub, other, NULL, data), SL_EPERM);
+    snprintf(sub, sizeof sub, "%s/a/device.id", dir);
+    assert_int_not_equal(stat(sub, &sb), 0);
+    /* the right CA but another key's pin: refused */
+    snprintf(sub, sizeof sub, "%s/b", dir);
+    assert_int_equal(tls_run(&c, sub, cert, wrong_pin, data), SL_EPERM);
+    /* the right CA and pin: enrolled */
+    snprintf(sub, sizeof sub, "%s/c", dir);
+    assert_int_equal(tls_run(&c, sub, cert, pin, data), SL_OK);
+    snprintf(sub, sizeof sub, "%s/c/device.id", dir);
+    assert_int_equal(stat(sub, &sb), 0);
+    snprintf(sub, sizeof sub, "%s/c/device.key", dir);
+    assert_int_equal(stat(sub, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    ag_coord_close(&c);
+    sl_agent_data_free(data);
+    sl_test_rmtree(dir);
+}
+
+/* ---- the program ------------------------------------------------------------------------- */
+
+static void test_program(void **state)
+{
+    char dir[512], data_dir[600], fleet_dir[600], eval_dir[600], bad_dir[600], task_s[32];
+    char bad_task_s[32], log[600];
+    ag_coord c;
+    sl_model_record mr;
+    int64_t task, bad_task, version;
+    (void)state;
+    sl_test_mkdtemp(dir, sizeof dir, "agent_prog");
+    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
+    snprintf(fleet_dir, sizeof fleet_dir, "%s/fleet", dir);
+    snprintf(eval_dir, sizeof eval_dir, "%s/eval", dir);
+    snprintf(bad_dir, sizeof bad_dir, "%s/bad", dir);
+    snprintf(log, sizeof log, "%s/agent.log", dir);
+    ag_make_data(data_dir, 600, 200);
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    task = ag_create_task(&c, "mlp", MLP_TASK("prog", 3, 1));
+    bad_task = ag_create_task(&c, "mlp",
+                              "{\"name\":\"bad\",\"target\":1,\"quorum\":1,\"over_selection\":1,"
+                              "\"selection_window_ms\":100,\"report_deadline_ms\":5000}");
+    snprintf(task_s, sizeof task_s, "%lld", (long long)task);
+    snprintf(bad_task_s, sizeof bad_task_s, "%lld", (long long)bad_task);
+    {
+        const char *args[] = {"--coordinator",
+                              c.url,
+                              "--task",
+                              task_s,
+                              "--data",
+                              data_dir,
+                              "--state-dir",
+                              fleet_dir,
+                              "--enrolment-token-file",
+                              c.enrol_file,
+                              "--fleet",
+                              "3",
+                              "--rounds",
+                              "2",
+                              "--retry-base",
+                              "20ms",
+                              "--max-wait",
+                              "1s",
+                              "--chunk",
+                              "16K",
+                              "--cut",
+                              "0.2",
+                              "--log-level",
+                              "warn",
+                              NULL};
+        int code = ag_wait(ag_spawn_agent(args, log), 60000);
+        if (code != 0) {
+            char cmd[700];
+            snprintf(cmd, sizeof cmd, "tail -20 %s >&2", log);
+            (void)!system(cmd);
+            fail_msg("starling-agent --fleet 3 exited %d", code);
+        }
+    }
+    version = ag_model_version(&c, task);
+    assert_true(version >= 2);
+    {
+        const char *args[] = {"--coordinator", c.url,         "--task",
+                              task_s,          "--data",      data_dir,
+                              "--state-dir",   eval_dir,      "--admin-token-file",
+                              c.admin_file,    "--evaluator", "--once",
+                              "--log-level",   "warn",        NULL};
+        assert_int_equal(ag_wait(ag_spawn_agent(args, log), 30000), 0);
+    }
+    /* the evaluator's metrics are the version's */
+    assert_int_equal(sl_store_get_model(c.store, task, version, &mr), SL_OK);
+    assert_non_null(mr.metrics);
+    assert_non_null(strstr(mr.metrics, "accuracy"));
+    sl_store_model_free(&mr);
+    {
+        /* a model that does not match the task's layout: exit 4 */
+        const char *args[] = {"--coordinator",
+                              c.url,
+                              "--task",
+                              bad_task_s,
+                              "--data",
+                              data_dir,
+                              "--state-dir",
+                              bad_dir,
+                              "--enrolment-token",
+                              AG_ENROL,
+                              "--model",
+                              "logreg",
+                              "--once",
+                              "--retry-base",
+                              "20ms",
+                              "--max-wait",
+                              "1s",
+                              "--log-level",
+                              "error",
+                              NULL};
+        assert_int_equal(ag_wait(ag_spawn_agent(args, log), 30000), 4);
+    }
+    {
+        /* usage errors: exit 2 */
+        const char *args[] = {"--coordinator", c.url, NULL};
+        assert_int_equal(ag_wait(ag_spawn_agent(args, NULL), 10000), 2);
+    }
+    ag_coord_close(&c);
+    sl_test_rmtree(dir);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fold_and_commit),    cmocka_unit_test(test_bandwidth_density),
+        cmocka_unit_test(test_tls_ca_and_pin),     cmocka_unit_test(test_fleet),
+        cmocka_unit_test(test_cut_every_transfer), cmocka_unit_test(test_program),
+    };
+    const struct CMUnitTest slow[] = {
+        cmocka_unit_test(test_fleet_slow),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    if (getenv("SL_TEST_VERBOSE") != NULL) {
+        sl_log_set_sink(sl_log_sink_stderr, NULL);
+        sl_log_set_level(SL_LOG_INFO);
+    }
+    if (argc > 1 && strcmp(argv[1], "--slow") == 0)
+        return cmocka_run_group_tests(slow, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
