@@ -84,12 +84,16 @@ static void make_update(bench *b, const sl_layout *layout)
     sl_sparse_tensor t[2] = {{NONZEROS, idx, val}, {1, bidx, bval}};
     sl_encode_params p;
     uint64_t x = 88172645463325252ull;
-    for (uint32_t i = 0; i < NONZEROS; i++) {
+    /* NONZEROS of the 44000 weights uniformly at random (selection sampling),
+     * as top-k of a noisy gradient; random fp32 values: ~3.9 bytes each */
+    for (uint32_t i = 0, pos = 0; i < NONZEROS; pos++) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        idx[i] = i * 4 + (uint32_t)(x % 4);
-        val[i] = ((float)(x >> 40) / 16777216.0f - 0.5f) * 1e-2f;
+        if (x % (44000u - pos) >= NONZEROS - i)
+            continue;
+        idx[i] = pos;
+        val[i++] = ((float)(x >> 40) / 16777216.0f - 0.5f) * 1e-2f;
     }
     sl_encode_params_default(&p);
     if (sl_frame_encode_update(layout, &h, t, &p, NULL, &b->frame, &b->frame_len) != SL_OK)
