@@ -391,32 +391,6 @@ void ag_count_task(ag_coord *c, int64_t task, uint64_t *updates, uint64_t *close
 
 /* ---- processes -------------------------------------------------------------------------- */
 
-/* execv, behind the cross build's emulator (SL_TEST_EMULATOR) when set. */
-static void exec_program(char **argv)
-{
-    const char *emu = getenv("SL_TEST_EMULATOR");
-    char words[512], *args[128];
-    size_t n = 0;
-    if (emu == NULL || emu[0] == '\0' || strlen(emu) >= sizeof words) {
-        execv(argv[0], argv);
-        return;
-    }
-    memcpy(words, emu, strlen(emu) + 1);
-    for (char *w = words; *w != '\0' && n < 32;) {
-        while (*w == ' ')
-            *w++ = '\0';
-        if (*w == '\0')
-            break;
-        args[n++] = w;
-        while (*w != '\0' && *w != ' ')
-            w++;
-    }
-    for (size_t i = 0; argv[i] != NULL && n < 127; i++)
-        args[n++] = argv[i];
-    args[n] = NULL;
-    execvp(args[0], args);
-}
-
 pid_t ag_spawn_agent(const char *const *args, const char *log)
 {
     char *argv[96];
@@ -436,7 +410,7 @@ pid_t ag_spawn_agent(const char *const *args, const char *log)
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        exec_program(argv);
+        sl_test_execv(SL_AGENT_BIN, argv);
         _exit(127);
     }
     return pid;
@@ -444,6 +418,7 @@ pid_t ag_spawn_agent(const char *const *args, const char *log)
 
 int ag_wait(pid_t pid, int ms)
 {
+    ms *= sl_test_time_scale();
     for (int waited = 0; waited <= ms; waited += 10) {
         int status;
         pid_t got = waitpid(pid, &status, WNOHANG);

@@ -83,10 +83,27 @@ void ag_count_task(ag_coord *c, int64_t task, uint64_t *updates, uint64_t *close
 /* The agent program (SL_AGENT_BIN) as a child with @args (NULL-terminated,
  * without argv[0]); stdout and stderr appended to @log (NULL: /dev/null). */
 pid_t ag_spawn_agent(const char *const *args, const char *log);
-/* Wait for @pid at most @ms; its exit status, or -1 (then killed). */
+/* Wait for @pid at most @ms (times sl_test_time_scale()); its exit status,
+ * or -1 (then killed). */
 int ag_wait(pid_t pid, int ms);
 
 /* 1 when @program is on PATH. */
 int ag_have(const char *program);
+
+/* ---- test_agent ---------------------------------------------------------------------------- */
+
+/* Options of an agent of @c's task @task in @dir, with the tests' short
+ * waits and small chunks (test_agent.c). */
+void ag_base_options(sl_agent_options *o, const ag_coord *c, int64_t task, const char *dir,
+                     const sl_agent_data *data);
+/* The task configuration of the mlp tests (test_agent.c). */
+#define AG_MLP_TASK(name, target, quorum)                                               \
+    "{\"name\":\"" name "\",\"target\":" #target ",\"quorum\":" #quorum                 \
+    ",\"over_selection\":1.25,\"selection_window_ms\":400,\"report_deadline_ms\":4000," \
+    "\"values\":\"fp16\",\"density\":0.05,\"warmup_rounds\":2,\"warmup_density\":0.2,"  \
+    "\"local_epochs\":1,\"batch\":32,\"local_lr\":0.05,\"local_momentum\":0.9}"
+/* test_agent_prog.c */
+void test_tls_ca_and_pin(void **state);
+void test_program(void **state);
 
 #endif /* AGENT_HARNESS_H */

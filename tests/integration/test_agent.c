@@ -1,10 +1,11 @@
 /*
  * The device agent against a real coordinator (store, engine and REST
  * server in this process, on a loopback port):
- *   - a fleet of 5 devices for 3 participations each with dropouts,
- *     stragglers, connections cut at random bytes, and crashes around
- *     uploads: rounds close, the model advances, every line of every
- *     acks.log is an update the store holds exactly once, cut transfers
+ *   - a fleet of 5 devices, until the model reaches version 4, with
+ *     dropouts, stragglers, transfers cut at random bytes, and crashes
+ *     around uploads: rounds close, the model advances, every line of every
+ *     acks.log is an update the store holds exactly once, every stored
+ *     update is acknowledged or pending in a stopped device, cut transfers
  *     resumed (HEAD of an upload, ranged GET);
  *   - fold and commit: the round of the first update is aborted before it
  *     is sent, so the agent folds (residual = residual + delta exactly);
@@ -12,15 +13,13 @@
  *     what was accumulated; over both rounds, sent + residual == the sum
  *     of the trained deltas);
  *   - every transfer cut with one attempt per call: the agent itself
- *     resumes uploads (HEAD) and downloads (model.partial, Range);
+ *     resumes uploads (from the persisted offset) and downloads (the bytes
+ *     kept in model.partial, with Range);
  *   - bandwidth-aware density: a device that measured a slow link sends a
  *     lower density than scheduled (not below the floor);
- *   - TLS: a wrong CA, or the right CA with a wrong pin, is refused before
- *     enrolment; the right CA and pin enrol;
- *   - the starling-agent program: --fleet, the evaluator (metrics stored
- *     for the version), a --model that does not match the task (exit 4).
- * `test_agent --slow` runs a longer fleet (lenet5, 10 devices, until version 8, int8
- * values, DGC momentum correction).
+ *   - TLS and the starling-agent program: test_agent_prog.c.
+ * `test_agent --slow` runs a longer fleet (lenet5, 10 devices, until
+ * version 8, int8 values, DGC momentum correction).
  */
 #include <math.h>
 #include <pthread.h>
@@ -33,14 +32,8 @@
 #include "starling/codec.h"
 #include "starling/nn.h"
 
-#define MLP_TASK(name, target, quorum)                                                  \
-    "{\"name\":\"" name "\",\"target\":" #target ",\"quorum\":" #quorum                 \
-    ",\"over_selection\":1.25,\"selection_window_ms\":400,\"report_deadline_ms\":4000," \
-    "\"values\":\"fp16\",\"density\":0.05,\"warmup_rounds\":2,\"warmup_density\":0.2,"  \
-    "\"local_epochs\":1,\"batch\":32,\"local_lr\":0.05,\"local_momentum\":0.9}"
-
-static void base_options(sl_agent_options *o, const ag_coord *c, int64_t task, const char *dir,
-                         const sl_agent_data *data)
+void ag_base_options(sl_agent_options *o, const ag_coord *c, int64_t task, const char *dir,
+                     const sl_agent_data *data)
 {
     sl_agent_options_default(o);
     o->coordinator = c->url;
@@ -105,11 +98,11 @@ static void run_fleet(const char *name, const char *model, const char *config, u
     w.c = &c;
     w.task = ag_create_task(&c, model, config);
     w.want = versions;
-    w.limit_s = limit_s;
+    w.limit_s = limit_s * sl_test_time_scale();
     if (sl_agent_data_load(data_dir, "iid", devices, 0, devices, 3, &data, err, sizeof err) !=
         SL_OK)
         fail_msg("data: %s", err);
-    base_options(&o, &c, w.task, state, data);
+    ag_base_options(&o, &c, w.task, state, data);
     o.stop = &w.stop;
     o.faults = *faults;
     o.max_attempts = max_attempts;
@@ -168,18 +161,18 @@ static const sl_agent_faults fleet_faults = {.dropout = 0.1,
 static void test_fleet(void **state)
 {
     (void)state;
-    run_fleet("agent_fleet", "mlp", MLP_TASK("fleet", 4, 2), 5, 4, 200, 60, &fleet_faults, 5, 0);
+    run_fleet("agent_fleet", "mlp", AG_MLP_TASK("fleet", 4, 2), 5, 4, 200, 60, &fleet_faults, 5, 0);
 }
 
 /* Every transfer cut, and the client allowed a single attempt: each cut
- * ends the call, so what resumes is the agent: uploads from the offset the
- * server reports (HEAD), downloads from the bytes kept in model.partial
- * (Range) -- across attempts, as across restarts. */
+ * ends the call, so what resumes is the agent: uploads from the offset it
+ * persisted (a 409 corrects it), downloads from the bytes kept in
+ * model.partial (Range) -- across attempts, as across restarts. */
 static void test_cut_every_transfer(void **state)
 {
     const sl_agent_faults cut_all = {.cut = 1.0, .cut_span = 64 * 1024, .straggle_factor = 1};
     (void)state;
-    run_fleet("agent_cut", "mlp", MLP_TASK("cut", 2, 2), 2, 3, 200, 60, &cut_all, 1, 0);
+    run_fleet("agent_cut", "mlp", AG_MLP_TASK("cut", 2, 2), 2, 3, 200, 60, &cut_all, 1, 0);
 }
 
 static void test_fleet_slow(void **state)
@@ -291,7 +284,7 @@ static void test_fold_and_commit(void **state)
     memset(&f, 0, sizeof f);
     f.c = &c;
     f.n = sl_model_params(m);
-    base_options(&o, &c, task, agent_dir, data);
+    ag_base_options(&o, &c, task, agent_dir, data);
     o.rounds = 2;
     o.on_event = fold_event;
     o.event_ctx = &f;
@@ -390,7 +383,7 @@ static void test_bandwidth_density(void **state)
     assert_int_equal(sl_agent_data_load(data_dir, NULL, 1, 0, 1, 1, &data, err, sizeof err), SL_OK);
     assert_int_equal(mkdir(agent_dir, 0700), 0);
     assert_int_equal(sl_fs_write_atomic(counters, "bw_ewma=2000\nbpnz_ewma=2\n", 25, 0600), SL_OK);
-    base_options(&o, &c, task, agent_dir, data);
+    ag_base_options(&o, &c, task, agent_dir, data);
     o.once = 1;
     o.on_event = density_event;
     o.event_ctx = &d;
@@ -403,206 +396,6 @@ static void test_bandwidth_density(void **state)
     assert_true(d.bytes < 20000);
     sl_agent_free(a);
     sl_agent_data_free(data);
-    ag_coord_close(&c);
-    sl_test_rmtree(dir);
-}
-
-/* ---- TLS: CA and pin --------------------------------------------------------------------- */
-
-static volatile sig_atomic_t tls_stop;
-
-static void stop_when_enrolled(void *ctx, const sl_agent_event *ev)
-{
-    (void)ctx;
-    if (ev->kind == SL_AGENT_EV_ENROLLED)
-        tls_stop = 1;
-}
-
-static int tls_run(const ag_coord *c, const char *dir, const char *ca, const char *pin,
-                   const sl_agent_data *data)
-{
-    sl_agent_options o;
-    sl_agent *a = NULL;
-    char err[256];
-    int rc;
-    base_options(&o, c, 1, dir, data);
-    o.ca_file = ca;
-    o.pin = pin;
-    o.max_attempts = 2;
-    o.on_event = stop_when_enrolled;
-    o.stop = &tls_stop;
-    tls_stop = 0;
-    assert_int_equal(sl_agent_create(&o, &a, err, sizeof err), SL_OK);
-    rc = sl_agent_run(a);
-    sl_agent_free(a);
-    return rc;
-}
-
-static void test_tls_ca_and_pin(void **state)
-{
-    char dir[512], cert[600], key[600], other[600], other_key[600], pinfile[600], cmd[3000];
-    char data_dir[600], sub[700], pin[200],
-        wrong_pin[] = "sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
-    ag_coord c;
-    sl_agent_data *data = NULL;
-    void *text = NULL;
-    size_t len = 0;
-    struct stat sb;
-    (void)state;
-    if (!ag_have("openssl")) {
-        fprintf(stderr, "test_tls_ca_and_pin: no openssl program; skipped\n");
-        skip();
-    }
-    sl_test_mkdtemp(dir, sizeof dir, "agent_tls");
-    snprintf(cert, sizeof cert, "%s/cert.pem", dir);
-    snprintf(key, sizeof key, "%s/key.pem", dir);
-    snprintf(other, sizeof other, "%s/other.pem", dir);
-    snprintf(other_key, sizeof other_key, "%s/other-key.pem", dir);
-    snprintf(pinfile, sizeof pinfile, "%s/pin", dir);
-    for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd,
-                 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-                 "-keyout %s -out %s -days 2 -subj /CN=127.0.0.1 "
-                 "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
-                 i ? other_key : key, i ? other : cert);
-        assert_int_equal(system(cmd), 0);
-    }
-    snprintf(cmd, sizeof cmd,
-             "openssl x509 -in %s -pubkey -noout | openssl pkey -pubin -outform der | "
-             "openssl dgst -sha256 -binary | openssl base64 -A > %s",
-             cert, pinfile);
-    assert_int_equal(system(cmd), 0);
-    assert_int_equal(sl_fs_read_file(pinfile, 1024, &text, &len), SL_OK);
-    snprintf(pin, sizeof pin, "sha256//%s", (char *)text);
-    free(text);
-    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
-    ag_make_data(data_dir, 50, 10);
-    assert_int_equal(sl_agent_data_load(data_dir, NULL, 1, 0, 1, 1, &data, NULL, 0), SL_OK);
-    ag_coord_open(&c, dir, cert, key, cert);
-
-    /* a CA that did not sign the coordinator: refused, nothing enrolled */
-    snprintf(sub, sizeof sub, "%s/a", dir);
-    assert_int_equal(tls_run(&c, sub, other, NULL, data), SL_EPERM);
-    snprintf(sub, sizeof sub, "%s/a/device.id", dir);
-    assert_int_not_equal(stat(sub, &sb), 0);
-    /* the right CA but another key's pin: refused */
-    snprintf(sub, sizeof sub, "%s/b", dir);
-    assert_int_equal(tls_run(&c, sub, cert, wrong_pin, data), SL_EPERM);
-    /* the right CA and pin: enrolled */
-    snprintf(sub, sizeof sub, "%s/c", dir);
-    assert_int_equal(tls_run(&c, sub, cert, pin, data), SL_OK);
-    snprintf(sub, sizeof sub, "%s/c/device.id", dir);
-    assert_int_equal(stat(sub, &sb), 0);
-    snprintf(sub, sizeof sub, "%s/c/device.key", dir);
-    assert_int_equal(stat(sub, &sb), 0);
-    assert_int_equal(sb.st_mode & 0777, 0600);
-    ag_coord_close(&c);
-    sl_agent_data_free(data);
-    sl_test_rmtree(dir);
-}
-
-/* ---- the program ------------------------------------------------------------------------- */
-
-static void test_program(void **state)
-{
-    char dir[512], data_dir[600], fleet_dir[600], eval_dir[600], bad_dir[600], task_s[32];
-    char bad_task_s[32], log[600];
-    ag_coord c;
-    sl_model_record mr;
-    int64_t task, bad_task, version;
-    (void)state;
-    sl_test_mkdtemp(dir, sizeof dir, "agent_prog");
-    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
-    snprintf(fleet_dir, sizeof fleet_dir, "%s/fleet", dir);
-    snprintf(eval_dir, sizeof eval_dir, "%s/eval", dir);
-    snprintf(bad_dir, sizeof bad_dir, "%s/bad", dir);
-    snprintf(log, sizeof log, "%s/agent.log", dir);
-    ag_make_data(data_dir, 600, 200);
-    ag_coord_open(&c, dir, NULL, NULL, NULL);
-    task = ag_create_task(&c, "mlp", MLP_TASK("prog", 3, 1));
-    bad_task = ag_create_task(&c, "mlp",
-                              "{\"name\":\"bad\",\"target\":1,\"quorum\":1,\"over_selection\":1,"
-                              "\"selection_window_ms\":100,\"report_deadline_ms\":5000}");
-    snprintf(task_s, sizeof task_s, "%lld", (long long)task);
-    snprintf(bad_task_s, sizeof bad_task_s, "%lld", (long long)bad_task);
-    {
-        const char *args[] = {"--coordinator",
-                              c.url,
-                              "--task",
-                              task_s,
-                              "--data",
-                              data_dir,
-                              "--state-dir",
-                              fleet_dir,
-                              "--enrolment-token-file",
-                              c.enrol_file,
-                              "--fleet",
-                              "3",
-                              "--rounds",
-                              "2",
-                              "--retry-base",
-                              "20ms",
-                              "--max-wait",
-                              "1s",
-                              "--chunk",
-                              "16K",
-                              "--cut",
-                              "0.2",
-                              "--log-level",
-                              "warn",
-                              NULL};
-        int code = ag_wait(ag_spawn_agent(args, log), 60000);
-        if (code != 0) {
-            char cmd[700];
-            snprintf(cmd, sizeof cmd, "tail -20 %s >&2", log);
-            (void)!system(cmd);
-            fail_msg("starling-agent --fleet 3 exited %d", code);
-        }
-    }
-    version = ag_model_version(&c, task);
-    assert_true(version >= 2);
-    {
-        const char *args[] = {"--coordinator", c.url,         "--task",
-                              task_s,          "--data",      data_dir,
-                              "--state-dir",   eval_dir,      "--admin-token-file",
-                              c.admin_file,    "--evaluator", "--once",
-                              "--log-level",   "warn",        NULL};
-        assert_int_equal(ag_wait(ag_spawn_agent(args, log), 30000), 0);
-    }
-    /* the evaluator's metrics are the version's */
-    assert_int_equal(sl_store_get_model(c.store, task, version, &mr), SL_OK);
-    assert_non_null(mr.metrics);
-    assert_non_null(strstr(mr.metrics, "accuracy"));
-    sl_store_model_free(&mr);
-    {
-        /* a model that does not match the task's layout: exit 4 */
-        const char *args[] = {"--coordinator",
-                              c.url,
-                              "--task",
-                              bad_task_s,
-                              "--data",
-                              data_dir,
-                              "--state-dir",
-                              bad_dir,
-                              "--enrolment-token",
-                              AG_ENROL,
-                              "--model",
-                              "logreg",
-                              "--once",
-                              "--retry-base",
-                              "20ms",
-                              "--max-wait",
-                              "1s",
-                              "--log-level",
-                              "error",
-                              NULL};
-        assert_int_equal(ag_wait(ag_spawn_agent(args, log), 30000), 4);
-    }
-    {
-        /* usage errors: exit 2 */
-        const char *args[] = {"--coordinator", c.url, NULL};
-        assert_int_equal(ag_wait(ag_spawn_agent(args, NULL), 10000), 2);
-    }
     ag_coord_close(&c);
     sl_test_rmtree(dir);
 }
