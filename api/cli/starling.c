@@ -1,6 +1,6 @@
 /*
- * starling - the command-line tool: `starling bench <what> [options]`.
- * Further subcommands (train, status, ...) arrive with their components.
+ * starling - the command-line tool for operators, training and benchmarks.
+ * Subcommands: train, status, rounds, task create, model export, bench.
  */
 #include <stdio.h>
 #include <string.h>
