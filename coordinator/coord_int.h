@@ -83,8 +83,9 @@ typedef struct sl__task {
     int round_open; /* round holds a SELECTING or TRAINING (or AGGREGATING) round */
     int finished;   /* cfg.rounds reached */
     sl_round_record round;
-    sl__idset pool;     /* SELECTING: eligible devices that checked in */
-    sl__idset selected; /* TRAINING: the round's participants */
+    sl__idset pool;       /* SELECTING: eligible devices that checked in */
+    sl__idset selected;   /* TRAINING: the round's participants */
+    sl__idset downloaded; /* devices that fetched the model this round */
     uint32_t checked_in;
     int64_t quorum_at_ms;
     uint32_t rejected[10];

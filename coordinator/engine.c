@@ -609,6 +609,7 @@ int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
     if (t != NULL) {
         st.round = t->round;
         st.checked_in = t->checked_in;
+        st.downloaded = (uint32_t)t->downloaded.n;
         memcpy(st.rejected_by_reason, t->rejected, sizeof t->rejected);
         st.time_to_quorum_ms = t->quorum_at_ms;
         if (t->metric_weight > 0) {
@@ -658,7 +659,7 @@ int sl_engine_report_metrics(sl_engine *e, int64_t task_id, int64_t version, int
     return sl_store_set_model_metrics(e->store, task_id, version, json);
 }
 
-int sl_engine_count_download(sl_engine *e, int64_t task_id, uint64_t bytes)
+int sl_engine_count_download(sl_engine *e, int64_t task_id, int64_t device_id, uint64_t bytes)
 {
     sl__task *t;
     int rc = SL_ENOENT;
@@ -673,6 +674,8 @@ int sl_engine_count_download(sl_engine *e, int64_t task_id, uint64_t bytes)
         uint64_t room = (uint64_t)INT64_MAX - (uint64_t)t->round.bytes_down;
         t->round.bytes_down += (int64_t)(bytes < room ? bytes : room);
         rc = SL_OK;
+        if (device_id > 0 && sl__idset_add(&t->downloaded, device_id) == SL_ENOMEM)
+            rc = SL_ENOMEM;
     }
     pthread_mutex_unlock(&e->lock);
     return rc;

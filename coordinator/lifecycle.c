@@ -48,6 +48,7 @@ int sl__task_open_round(sl_engine *e, sl__task *t)
     t->round_open = 1;
     sl__idset_clear(&t->pool);
     sl__idset_clear(&t->selected);
+    sl__idset_clear(&t->downloaded);
     t->checked_in = 0;
     t->quorum_at_ms = -1;
     memset(t->rejected, 0, sizeof t->rejected);
@@ -303,5 +304,6 @@ void sl__task_free(sl__task *t)
     sl_server_state_free(&t->opt);
     sl__idset_free(&t->pool);
     sl__idset_free(&t->selected);
+    sl__idset_free(&t->downloaded);
     free(t);
 }

@@ -305,7 +305,7 @@ static void serve(sl_server *s, sl__req *rq, sl__resp *rs, const sl__blob *b, in
      * counted when the bytes are queued, as HTTP servers log bytes_sent */
     if ((rs->status == 200 || rs->status == 206) && rq->device_id > 0 &&
         strcmp(rq->method, "HEAD") != 0)
-        (void)sl_engine_count_download(s->engine, b->task, (uint64_t)rs->len);
+        (void)sl_engine_count_download(s->engine, b->task, rq->device_id, (uint64_t)rs->len);
 }
 
 /* safetensors: u64 LE header length, JSON header, raw LE fp32 data. */

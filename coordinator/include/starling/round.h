@@ -266,6 +266,7 @@ int sl_engine_task_status(sl_engine *e, int64_t task_id, sl_task_status *out);
 typedef struct sl_round_stats {
     sl_round_record round;
     uint32_t checked_in;
+    uint32_t downloaded; /* devices that fetched the model in the open round */
     uint32_t rejected_by_reason[10];
     double compression_vs_dense;     /* dense fp32 bytes / received bytes */
     int64_t time_to_quorum_ms;       /* -1 when not reached */
@@ -284,15 +285,16 @@ int sl_engine_report_metrics(sl_engine *e, int64_t task_id, int64_t version, int
                              double loss, double accuracy, uint32_t samples);
 
 /**
- * sl_engine_count_download - add @bytes (model bytes a device received: a
- * full model, a delta or a range of one) to the bytes_down of @task_id's
- * open round. Kept in memory under the engine lock and persisted with the
+ * sl_engine_count_download - add @bytes (model bytes device @device_id
+ * received: a full model, a delta or a range of one) to the bytes_down of
+ * @task_id's open round, and count the device among the round's downloaded
+ * devices (once, when @device_id > 0). Kept in memory under the engine lock and persisted with the
  * round's next write (selection, close); a crash before it loses the count,
  * never anything else. Does not block on storage.
  * Returns SL_OK (counted), SL_ESTATE (no open round: not counted),
  * SL_ENOENT (no such task), SL_EINVAL (@e NULL). Thread-safe.
  */
-int sl_engine_count_download(sl_engine *e, int64_t task_id, uint64_t bytes);
+int sl_engine_count_download(sl_engine *e, int64_t task_id, int64_t device_id, uint64_t bytes);
 
 /**
  * sl_engine_abort_round - an operator ends the open round: ABANDONED, the

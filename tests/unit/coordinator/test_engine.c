@@ -652,19 +652,23 @@ static void test_count_download(void **state)
     sim_init(&s, "engine_down", 4,
              "{\"name\":\"down\",\"target\":2,\"quorum\":2,\"over_selection\":1.0,"
              "\"selection_window_ms\":1000,\"report_deadline_ms\":10000,\"rounds\":1}");
-    assert_int_equal(sl_engine_count_download(s.engine, s.task + 100, 10), SL_ENOENT);
-    assert_int_equal(sl_engine_count_download(NULL, s.task, 10), SL_EINVAL);
+    assert_int_equal(sl_engine_count_download(s.engine, s.task + 100, 0, 10), SL_ENOENT);
+    assert_int_equal(sl_engine_count_download(NULL, s.task, 0, 10), SL_EINVAL);
     /* while selecting (a device fetching the model early) and while training */
-    assert_int_equal(sl_engine_count_download(s.engine, s.task, 1000), SL_OK);
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, 0, 1000), SL_OK);
     n = select_round(&s, chosen);
     assert_int_equal(n, 2);
-    assert_int_equal(sl_engine_count_download(s.engine, s.task, 234), SL_OK);
-    assert_int_equal(sl_engine_count_download(s.engine, s.task, 0), SL_OK);
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, s.devices[chosen[0]], 200), SL_OK);
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, s.devices[chosen[1]], 30), SL_OK);
+    /* a resumed download of the same device: bytes add up, the device counts once */
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, s.devices[chosen[0]], 4), SL_OK);
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, 0, 0), SL_OK);
     st = status(&s);
     round_id = st.round.id;
     assert_int_equal(st.round.bytes_down, 1234);
     assert_int_equal(sl_engine_round_stats(s.engine, round_id, &stats), SL_OK);
     assert_int_equal(stats.round.bytes_down, 1234);
+    assert_int_equal(stats.downloaded, 2);
     /* not written on every download: the store still has the selection's value */
     assert_int_equal(sl_store_get_round(s.store, round_id, &stored), SL_OK);
     assert_int_equal(stored.bytes_down, 1000);
@@ -678,11 +682,11 @@ static void test_count_download(void **state)
     st = status(&s);
     assert_true(st.finished);
     assert_false(st.round_open);
-    assert_int_equal(sl_engine_count_download(s.engine, s.task, 99), SL_ESTATE);
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, 0, 99), SL_ESTATE);
     sim_restart(&s);
     assert_int_equal(sl_engine_round_stats(s.engine, round_id, &stats), SL_OK);
     assert_int_equal(stats.round.bytes_down, 1234);
-    assert_int_equal(sl_engine_count_download(s.engine, s.task, 99), SL_ESTATE);
+    assert_int_equal(sl_engine_count_download(s.engine, s.task, 0, 99), SL_ESTATE);
     sim_free(&s);
 }
 
