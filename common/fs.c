@@ -1,5 +1,6 @@
 /* fs.c - atomic file replacement and bounded whole-file reads. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -163,4 +164,31 @@ fail:
     free(buf);
     close(fd);
     return rc;
+}
+
+int sl_fs_read_secret(const char *path, char **out)
+{
+    void *buf;
+    size_t len;
+    char *text, *start;
+    int rc;
+
+    if (out == NULL)
+        return SL_EINVAL;
+    rc = sl_fs_read_file(path, 4096, &buf, &len);
+    if (rc != SL_OK)
+        return rc;
+    text = buf;
+    while (len > 0 && isspace((unsigned char)text[len - 1]))
+        text[--len] = '\0';
+    start = text;
+    while (*start != '\0' && isspace((unsigned char)*start))
+        start++;
+    if (*start == '\0' || strlen(start) != (size_t)(text + len - start)) {
+        free(buf);
+        return SL_EINVAL; /* empty, or a NUL byte inside */
+    }
+    memmove(text, start, strlen(start) + 1);
+    *out = text;
+    return SL_OK;
 }

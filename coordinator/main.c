@@ -111,30 +111,6 @@ static int load_config(int argc, char **argv, sl_config **out)
     return SL_OK;
 }
 
-/* A secret file's content without surrounding whitespace (malloc'd). */
-static int read_token(const char *path, char **out)
-{
-    void *buf;
-    size_t len;
-    char *text, *start;
-    int rc = sl_fs_read_file(path, 4096, &buf, &len);
-    if (rc != SL_OK)
-        return rc;
-    text = buf;
-    while (len > 0 && isspace((unsigned char)text[len - 1]))
-        text[--len] = '\0';
-    start = text;
-    while (*start != '\0' && isspace((unsigned char)*start))
-        start++;
-    if (*start == '\0' || strlen(start) != (size_t)(text + len - start)) {
-        free(buf);
-        return SL_EINVAL; /* empty, or a NUL byte inside */
-    }
-    memmove(text, start, strlen(start) + 1);
-    *out = text;
-    return SL_OK;
-}
-
 static const char *str(const sl_config *cfg, const char *key)
 {
     const char *v = NULL;
@@ -204,14 +180,14 @@ int main(int argc, char **argv)
     so.model_cache_bytes = size > SIZE_MAX ? SIZE_MAX : (size_t)size;
     sl_config_get_duration_ms(cfg, "grace", &grace);
     if (str(cfg, "admin_token_file") != NULL &&
-        (rc = read_token(str(cfg, "admin_token_file"), &admin)) != SL_OK) {
+        (rc = sl_fs_read_secret(str(cfg, "admin_token_file"), &admin)) != SL_OK) {
         sl_log(SL_LOG_ERROR, "main", "admin_token_file %s: %s", str(cfg, "admin_token_file"),
                rc == SL_EINVAL ? "empty" : sl_strerror(rc));
         status = 2;
         goto out;
     }
     if (str(cfg, "enrolment_token_file") != NULL &&
-        (rc = read_token(str(cfg, "enrolment_token_file"), &enrol)) != SL_OK) {
+        (rc = sl_fs_read_secret(str(cfg, "enrolment_token_file"), &enrol)) != SL_OK) {
         sl_log(SL_LOG_ERROR, "main", "enrolment_token_file %s: %s",
                str(cfg, "enrolment_token_file"), rc == SL_EINVAL ? "empty" : sl_strerror(rc));
         status = 2;

@@ -164,30 +164,6 @@ static int load_config(int argc, char **argv, sl_config **out)
     return SL_OK;
 }
 
-/* A secret file's content without surrounding whitespace (malloc'd). */
-static int read_secret(const char *path, char **out)
-{
-    void *buf;
-    size_t len;
-    char *text, *start;
-    int rc = sl_fs_read_file(path, 4096, &buf, &len);
-    if (rc != SL_OK)
-        return rc;
-    text = buf;
-    while (len > 0 && isspace((unsigned char)text[len - 1]))
-        text[--len] = '\0';
-    start = text;
-    while (*start != '\0' && isspace((unsigned char)*start))
-        start++;
-    if (*start == '\0' || strlen(start) != (size_t)(text + len - start)) {
-        free(buf);
-        return SL_EINVAL;
-    }
-    memmove(text, start, strlen(start) + 1);
-    *out = text;
-    return SL_OK;
-}
-
 static int exit_code(int rc)
 {
     switch (rc) {
@@ -378,10 +354,10 @@ int sl_agent_main(int argc, char **argv)
         rc = SL_EINVAL;
     }
     if (rc == SL_OK && str(cfg, "enrolment_token_file") != NULL &&
-        (rc = read_secret(str(cfg, "enrolment_token_file"), &enrol)) != SL_OK)
+        (rc = sl_fs_read_secret(str(cfg, "enrolment_token_file"), &enrol)) != SL_OK)
         snprintf(err, sizeof err, "enrolment_token_file: %s", sl_strerror(rc));
     if (rc == SL_OK && str(cfg, "admin_token_file") != NULL &&
-        (rc = read_secret(str(cfg, "admin_token_file"), &admin)) != SL_OK)
+        (rc = sl_fs_read_secret(str(cfg, "admin_token_file"), &admin)) != SL_OK)
         snprintf(err, sizeof err, "admin_token_file: %s", sl_strerror(rc));
     if (rc == SL_OK) {
         if (enrol != NULL)

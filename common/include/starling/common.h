@@ -282,6 +282,14 @@ int sl_fs_write_atomic(const char *path, const void *data, size_t len, unsigned 
  */
 int sl_fs_read_file(const char *path, size_t max_len, void **out, size_t *out_len);
 
+/**
+ * sl_fs_read_secret - read a small secret file (a token, at most 4 KiB) as a
+ * string without surrounding whitespace. @out receives a malloc'd string.
+ * Returns SL_OK, an sl_fs_read_file() error, or SL_EINVAL when the content
+ * is empty or holds a NUL byte.
+ */
+int sl_fs_read_secret(const char *path, char **out);
+
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
 /* ------------------------------------------------------------------------ */

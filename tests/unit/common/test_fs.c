@@ -78,6 +78,28 @@ static void test_errors(void **state)
     sl_test_rmtree(dir);
 }
 
+static void test_read_secret(void **state)
+{
+    char dir[512], path[600];
+    char *token = (char *)0x1;
+    (void)state;
+    sl_test_mkdtemp(dir, sizeof dir, "fs_secret");
+    snprintf(path, sizeof path, "%s/token", dir);
+    assert_int_equal(sl_fs_write_atomic(path, "  s3cret-token\n", 15, 0600), SL_OK);
+    assert_int_equal(sl_fs_read_secret(path, &token), SL_OK);
+    assert_string_equal(token, "s3cret-token");
+    free(token);
+    token = (char *)0x1;
+    assert_int_equal(sl_fs_write_atomic(path, " \n\t", 3, 0600), SL_OK);
+    assert_int_equal(sl_fs_read_secret(path, &token), SL_EINVAL); /* empty */
+    assert_int_equal(sl_fs_write_atomic(path, "ab\0cd", 5, 0600), SL_OK);
+    assert_int_equal(sl_fs_read_secret(path, &token), SL_EINVAL); /* NUL inside */
+    assert_ptr_equal(token, (char *)0x1);
+    snprintf(path, sizeof path, "%s/missing", dir);
+    assert_int_equal(sl_fs_read_secret(path, &token), SL_ENOENT);
+    sl_test_rmtree(dir);
+}
+
 /*
  * A child rewrites the file over and over with two alternating contents;
  * the parent kills it at random instants. Afterwards the file must equal
@@ -136,6 +158,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_write_and_read_back),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_read_secret),
         cmocka_unit_test(test_kill_mid_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
