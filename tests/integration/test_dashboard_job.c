@@ -9,8 +9,8 @@
 
 #define TD_TASK                                                                             \
     "{\"config\":{\"name\":\"dash-demo\",\"target\":2,\"quorum\":2,\"over_selection\":1.5," \
-    "\"selection_window_ms\":150,\"report_deadline_ms\":60000,\"values\":\"fp16\","         \
-    "\"density\":0.25},\"layout\":\"w 4 8\\nb 4\\n\",\"model\":\"%s\"}"
+    "\"selection_window_ms\":%d,\"report_deadline_ms\":60000,\"values\":\"fp16\","          \
+    "\"density\":0.25},\"layout\":\"w 4 8\\nb 4\\n\",\"model\":\"%%s\"}"
 
 static int g_public;
 
@@ -41,7 +41,7 @@ static int64_t select_three(td_job *j, int64_t *version)
         ah_checkin(&j->f, &j->dev[i], j->task, &r);
         ah_resp_free(&r);
     }
-    usleep(260000);
+    usleep((useconds_t)(260000 * sl_test_time_scale()));
     for (int i = 0; i < 3; i++) {
         ah_checkin(&j->f, &j->dev[i], j->task, &r);
         if (ah_json_int(r.body, "selected") != 1)
@@ -89,7 +89,11 @@ void td_job_run(td_job *j, const char *name, int public_status)
     g_public = public_status;
     ah_fx_open(&j->f, name, tweak);
     assert_int_equal(sl_layout_parse(AH_LAYOUT, strlen(AH_LAYOUT), &layout), SL_OK);
-    j->task = ah_create_task(&j->f, TD_TASK);
+    {
+        char fmt[512];
+        snprintf(fmt, sizeof fmt, TD_TASK, 150 * sl_test_time_scale());
+        j->task = ah_create_task(&j->f, fmt);
+    }
     for (int i = 0; i < TD_DEVICES; i++)
         ah_dev_enrol(&j->f, &j->dev[i]);
 
