@@ -323,23 +323,36 @@ void sl_store_close(sl_store *s)
     free(s);
 }
 
-int sl_store_schema_version(sl_store *s, int *version)
+int sl__query_int64(sl_store *s, const char *sql, int nbind, int64_t arg, int64_t *out)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     int rc;
-    if (s == NULL || version == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
-    rc = sl__stmt(c, "SELECT version FROM schema_version", &st);
+    rc = sl__stmt(c, sql, &st);
     if (rc == SL_OK) {
-        int step = sqlite3_step(st);
+        int step;
+        if (nbind > 0)
+            sqlite3_bind_int64(st, 1, arg);
+        step = sqlite3_step(st);
         if (step == SQLITE_ROW)
-            *version = sqlite3_column_int(st, 0);
+            *out = sqlite3_column_int64(st, 0);
         rc = step == SQLITE_ROW ? SL_OK : sl__status_from_sqlite(step);
         sqlite3_reset(st);
     }
     sl__reader_put(s, c);
+    return rc;
+}
+
+int sl_store_schema_version(sl_store *s, int *version)
+{
+    int64_t v = 0;
+    int rc;
+    if (s == NULL || version == NULL)
+        return SL_EINVAL;
+    rc = sl__query_int64(s, "SELECT version FROM schema_version", 0, 0, &v);
+    if (rc == SL_OK)
+        *version = (int)v;
     return rc;
 }

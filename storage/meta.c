@@ -294,21 +294,12 @@ int sl_store_audit(sl_store *s, const char *actor, const char *action, const cha
 
 int sl_store_count_audit(sl_store *s, uint64_t *count)
 {
-    sl__conn *c;
-    sqlite3_stmt *st;
+    int64_t n = 0;
     int rc;
     if (s == NULL || count == NULL)
         return SL_EINVAL;
-    if ((rc = sl__reader_get(s, &c)) != SL_OK)
-        return rc;
-    rc = sl__stmt(c, "SELECT count(*) FROM audit", &st);
-    if (rc == SL_OK) {
-        int step = sqlite3_step(st);
-        if (step == SQLITE_ROW)
-            *count = (uint64_t)sqlite3_column_int64(st, 0);
-        rc = step == SQLITE_ROW ? SL_OK : sl__status_from_sqlite(step);
-        sqlite3_reset(st);
-    }
-    sl__reader_put(s, c);
+    rc = sl__query_int64(s, "SELECT count(*) FROM audit", 0, 0, &n);
+    if (rc == SL_OK)
+        *count = (uint64_t)n;
     return rc;
 }

@@ -61,6 +61,9 @@ int sl__stmt(sl__conn *c, const char *sql, sqlite3_stmt **out);
 int sl__reader_get(sl_store *s, sl__conn **out);
 void sl__reader_put(sl_store *s, sl__conn *c);
 int64_t sl__now_ms(const sl_store *s);
+/* The first column of the first row of @sql as an integer, on a reader
+ * connection, with ?1 bound to @arg when @nbind > 0. */
+int sl__query_int64(sl_store *s, const char *sql, int nbind, int64_t arg, int64_t *out);
 /* Copy a text column into a fixed buffer (cut to fit, NUL-terminated). */
 void sl__copy_text(sqlite3_stmt *st, int col, char *dst, size_t cap);
 /* malloc'd copy of a text column (NULL for SQL NULL); SL_ENOMEM. */

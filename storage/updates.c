@@ -124,24 +124,13 @@ int sl_store_get_receipt(sl_store *s, int64_t round_id, int64_t device_id, const
 
 int sl_store_count_updates(sl_store *s, int64_t round_id, uint64_t *count)
 {
-    sl__conn *c;
-    sqlite3_stmt *st;
+    int64_t n = 0;
     int rc;
     if (s == NULL || count == NULL)
         return SL_EINVAL;
-    if ((rc = sl__reader_get(s, &c)) != SL_OK)
-        return rc;
-    rc = sl__stmt(c, "SELECT count(*) FROM updates WHERE round_id = ?1", &st);
-    if (rc == SL_OK) {
-        int step;
-        sqlite3_bind_int64(st, 1, round_id);
-        step = sqlite3_step(st);
-        if (step == SQLITE_ROW)
-            *count = (uint64_t)sqlite3_column_int64(st, 0);
-        rc = step == SQLITE_ROW ? SL_OK : sl__status_from_sqlite(step);
-        sqlite3_reset(st);
-    }
-    sl__reader_put(s, c);
+    rc = sl__query_int64(s, "SELECT count(*) FROM updates WHERE round_id = ?1", 1, round_id, &n);
+    if (rc == SL_OK)
+        *count = (uint64_t)n;
     return rc;
 }
 
