@@ -29,9 +29,9 @@
 
 #include "agent_int.h"
 
-static const char *const event_names[] = {"enrolled",  "checkin",  "model",    "epoch",
-                                          "prepared",  "progress", "accepted", "folded",
-                                          "discarded", "dropped",  "crashed",  "evaluated"};
+static const char *const event_names[] = {
+    "enrolled", "checkin",   "model",   "epoch",   "prepared",  "progress", "accepted",
+    "folded",   "discarded", "dropped", "crashed", "evaluated", "download"};
 
 const char *sl_agent_event_name(sl_agent_event_kind kind)
 {
@@ -43,6 +43,7 @@ void sl_agent_options_default(sl_agent_options *o)
     memset(o, 0, sizeof *o);
     o->threads = 1;
     o->chunk_bytes = 64 * 1024;
+    o->download_chunk_bytes = 256 * 1024;
     o->max_attempts = 5;
     o->retry_base_ms = 500;
     o->request_timeout_ms = 120000;

@@ -127,6 +127,7 @@ struct sl_agent {
     size_t n;
     int64_t version;         /* held; 0: none */
     size_t last_delta_bytes; /* size of the last delta downloaded (cut faults) */
+    size_t download_range;   /* range size that got through lately; 0: the configured */
     float *global;           /* the held version's parameters */
     /* error feedback */
     float *residual, *momentum;
@@ -152,9 +153,19 @@ int sl__agent_write_text(const sl_agent *a, const char *name, const char *text);
 int sl__agent_read_i64(const sl_agent *a, const char *name, int64_t *out);
 int sl__agent_save_model(sl_agent *a, const void *frame, size_t len, int64_t version);
 int sl__agent_load_model(sl_agent *a);
-int sl__agent_save_partial(const sl_agent *a, const char *path, const sl_client_download_state *d);
-int sl__agent_load_partial(const sl_agent *a, const char *path, sl_client_download_state *d);
+/* model.partial: start it with the first bytes of @path's body (ETag @etag),
+ * append more, or load the bytes kept for @path (SL_ENOENT: none, or of
+ * another path; *@data malloc'd). */
+int sl__agent_partial_start(const sl_agent *a, const char *path, const char *etag, const void *data,
+                            size_t len);
+int sl__agent_partial_append(const sl_agent *a, const void *data, size_t len);
+int sl__agent_partial_load(const sl_agent *a, const char *path, char *etag, size_t ecap,
+                           void **data, size_t *len);
 void sl__agent_drop_partial(const sl_agent *a);
+/* Remove what killed atomic writes left in @sub ("." for the top). */
+void sl__agent_remove_tmp(const sl_agent *a, const char *sub);
+/* audit/trained.<gen> = audit/trained.<gen - 1> + @delta (sl_agent_options.audit). */
+int sl__agent_audit(const sl_agent *a, uint64_t gen, const float *delta);
 int sl__agent_save_residual(sl_agent *a, const sl__agent_resolved *tag);
 int sl__agent_load_residual(sl_agent *a);
 int sl__agent_save_pending(sl_agent *a);

@@ -77,6 +77,10 @@ static const sl_config_spec specs[] = {
     {"straggle", SL_CONFIG_STRING, "0:1", 0, 0, "fault P:F: with probability P train F x slower"},
     {"crash", SL_CONFIG_DOUBLE, "0", 0, 1, "fault: crash around an upload, restart from disk"},
     {"chunk", SL_CONFIG_SIZE, "64K", 256, 268435456.0, "upload chunk (one PATCH)"},
+    {"download_chunk", SL_CONFIG_SIZE, "256K", 1024, 4194304.0,
+     "model download range (one GET; kept on disk as it arrives)"},
+    {"audit", SL_CONFIG_BOOL, "false", 0, 0,
+     "tests: keep the sum of trained updates in <state>/audit (residual mass checks)"},
     {"retry_base", SL_CONFIG_DURATION, "500ms", 1, 3600000, "backoff base"},
     {"max_attempts", SL_CONFIG_INT, "5", 1, 1000, "attempts per request"},
     {"request_timeout", SL_CONFIG_DURATION, "120s", 100, 86400000, "one attempt, at most"},
@@ -332,6 +336,9 @@ int sl_agent_main(int argc, char **argv)
     o.faults.cut_span = (size_t)size;
     sl_config_get_size(cfg, "chunk", &size);
     o.chunk_bytes = (size_t)size;
+    sl_config_get_size(cfg, "download_chunk", &size);
+    o.download_chunk_bytes = (size_t)size;
+    o.audit = flag(cfg, "audit");
     o.retry_base_ms = ms(cfg, "retry_base");
     o.max_attempts = (unsigned)num(cfg, "max_attempts");
     o.request_timeout_ms = ms(cfg, "request_timeout");

@@ -1,9 +1,11 @@
 /*
  * net.c - the agent's side of the REST protocol (api/openapi.yaml):
- * enrolment, check-in, model downloads (delta from the held version,
- * resumed with Range, also across restarts through model.partial) and
- * metrics reports. Transfers go through the api/client library, which
- * signs, retries and resumes.
+ * enrolment, check-in, model downloads (delta from the held version, in
+ * ranges of download_chunk_bytes kept in model.partial as they arrive, so
+ * that a restart continues with Range + If-Range; SHA-256 checked against
+ * the ETag at the end) and metrics reports. Requests go through the
+ * api/client library, which signs and retries (a range cut mid-way is
+ * asked again whole; uploads resume at the server's offset).
  *
  * Statuses returned: SL_EPERM only when going on is pointless (TLS refused
  * by CA or pin, enrolment token refused); SL_EBUSY for answers worth
@@ -20,6 +22,8 @@
 #include "agent_int.h"
 
 #define PROBLEM_PREFIX "https://starling.dev/problems/"
+#define MIN_RANGE      4096 /* smallest range a breaking link is asked for */
+#define MAX_SHRINKS    8    /* halvings in a row without a range coming whole */
 
 int sl__agent_connect(sl_agent *a)
 {
@@ -342,12 +346,218 @@ static int take_model(sl_agent *a, const uint8_t *frame, size_t len, int64_t ver
     return SL_OK;
 }
 
+/* "bytes <first>-<last>/<total>" into its numbers. */
+static int parse_content_range(const char *h, uint64_t *first, uint64_t *last, uint64_t *total)
+{
+    unsigned long long f, l, t;
+    char tail;
+    if (sscanf(h, "bytes %llu-%llu/%llu%c", &f, &l, &t, &tail) != 3 || f > l || l >= t)
+        return SL_ESYNTAX;
+    *first = f;
+    *last = l;
+    *total = t;
+    return SL_OK;
+}
+
+/* 1 when @etag is "<64 hex>" (quoted) and names the SHA-256 of @data. */
+static int etag_verifies(const char *etag, const void *data, size_t len)
+{
+    uint8_t want[32], got[32];
+    char hex[65];
+    if (strlen(etag) != 66 || etag[0] != '"' || etag[65] != '"')
+        return 0;
+    memcpy(hex, etag + 1, 64);
+    hex[64] = '\0';
+    if (sl_unhex(hex, want, 32) != SL_OK)
+        return 0;
+    sl_sha256(data, len, got);
+    return memcmp(want, got, 32) == 0;
+}
+
+typedef struct download {
+    uint8_t *data;
+    size_t len, cap;
+    uint64_t total; /* 0: not known yet */
+    char etag[SL_CLIENT_HEADER_MAX];
+} download;
+
+static int download_append(download *d, const void *bytes, size_t n)
+{
+    if (n > SL__AGENT_MAX_MODEL - d->len)
+        return SL_ETOOBIG;
+    if (d->len + n > d->cap) {
+        size_t cap = d->cap ? d->cap : 65536;
+        uint8_t *grown;
+        while (cap < d->len + n)
+            cap *= 2;
+        grown = realloc(d->data, cap);
+        if (grown == NULL)
+            return SL_ENOMEM;
+        d->data = grown;
+        d->cap = cap;
+    }
+    memcpy(d->data + d->len, bytes, n);
+    d->len += n;
+    return SL_OK;
+}
+
+/*
+ * GET @path into @d in ranges of download_chunk_bytes, each one appended to
+ * model.partial as it arrives, so that a killed agent continues from what
+ * its disk holds ("Range: bytes=<have>-..." with "If-Range: <ETag>"). A
+ * range the link cuts (after the client's retries) is asked again at half
+ * the size, down to 4 KiB, so a link that breaks every few kilobytes still
+ * moves the model; ranges that come whole double back to the size set. A
+ * range of another ETag (the representation changed), a 200 where a range
+ * was asked for, or a 416 starts over; the whole body is checked against
+ * the ETag's SHA-256 at the end (a mismatch drops the partial: SL_ECHECKSUM).
+ * SL_OK with *@status 200 when @d holds the verified body; SL_OK with
+ * another status and the answer in @err_answer (caller frees); else a
+ * transport error (model.partial keeps the bytes received).
+ */
+static int download_ranged(sl_agent *a, const char *path, download *d, long *status,
+                           sl_client_response *err_answer)
+{
+    size_t chunk = a->o.download_chunk_bytes, range;
+    unsigned restarts = 0, shrinks = 0;
+    int resuming = 0;
+    void *kept = NULL;
+    size_t kept_len = 0;
+    int rc;
+    if (chunk < 1024)
+        chunk = 1024;
+    if (chunk > ((size_t)4 << 20))
+        chunk = (size_t)4 << 20; /* below the client's response limit */
+    range = a->download_range > 0 && a->download_range < chunk ? a->download_range : chunk;
+    *status = 0;
+    if (sl__agent_partial_load(a, path, d->etag, sizeof d->etag, &kept, &kept_len) == SL_OK &&
+        kept_len > 0 && d->etag[0] == '"') {
+        sl_log(SL_LOG_INFO, "agent", "resuming the download of %s at byte %zu", path, kept_len);
+        d->data = kept;
+        d->len = d->cap = kept_len;
+        a->stats.download_resumes++;
+        resuming = 1;
+    } else {
+        free(kept);
+        d->etag[0] = '\0';
+    }
+    for (;;) {
+        char range_h[96], if_range[SL_CLIENT_HEADER_MAX + 16];
+        const char *headers[3] = {range_h, NULL, NULL};
+        sl_client_response r;
+        uint64_t first = 0, last = 0, total = 0;
+        snprintf(range_h, sizeof range_h, "Range: bytes=%zu-%zu", d->len, d->len + range - 1);
+        if (d->len > 0 && resuming) {
+            /* continuing bytes of an earlier attempt: only if the body is
+             * the same (the ETag of every range is compared anyway) */
+            resuming = 0;
+            snprintf(if_range, sizeof if_range, "If-Range: %s", d->etag);
+            headers[1] = if_range;
+        }
+        rc = sl_client_request(a->client, "GET", path, NULL, 0, NULL, headers, &r);
+        if (rc == SL_EIO || rc == SL_ETIMEDOUT) {
+            /* a range the link could not carry whole (the client retried
+             * it already): ask for half as much, continuing from what is
+             * kept (If-Range), until halving does not help any more */
+            resuming = d->len > 0;
+            if (range > MIN_RANGE && shrinks++ < MAX_SHRINKS && !sl__agent_stopping(a)) {
+                range = range / 2 < MIN_RANGE ? MIN_RANGE : range / 2;
+                a->download_range = range;
+                sl_log(SL_LOG_INFO, "agent", "download %s: %s at byte %zu; ranges of %zu bytes",
+                       path, sl_strerror(rc), d->len, range);
+                continue;
+            }
+        }
+        if (rc != SL_OK)
+            return rc;
+        if (r.status == 206 &&
+            parse_content_range(r.content_range, &first, &last, &total) == SL_OK &&
+            first == d->len && last - first + 1 == r.body_len && total <= SL__AGENT_MAX_MODEL &&
+            r.etag[0] == '"' && (d->len == 0 || strcmp(r.etag, d->etag) == 0)) {
+            int fresh = d->len == 0;
+            if (fresh)
+                snprintf(d->etag, sizeof d->etag, "%s", r.etag);
+            d->total = total;
+            rc = download_append(d, r.body, r.body_len);
+            if (rc == SL_OK) {
+                int prc = fresh ? sl__agent_partial_start(a, path, d->etag, d->data, d->len)
+                                : sl__agent_partial_append(a, r.body, r.body_len);
+                if (prc != SL_OK)
+                    sl_log(SL_LOG_WARN, "agent", "model.partial: %s", sl_strerror(prc));
+            }
+            sl_client_response_free(&r);
+            if (rc != SL_OK)
+                return rc;
+            /* a range came whole: grow back towards the configured size */
+            shrinks = 0;
+            range = range * 2 > chunk ? chunk : range * 2;
+            a->download_range = range;
+            {
+                sl_agent_event ev = {
+                    .kind = SL_AGENT_EV_DOWNLOAD, .bytes = d->len, .total = d->total};
+                sl__agent_emit(a, &ev);
+            }
+            if (d->len < d->total) {
+                if (sl__agent_stopping(a))
+                    return SL_ETIMEDOUT;
+                continue;
+            }
+            break;
+        }
+        if (r.status == 200 && r.etag[0] == '"') {
+            /* the server sent the whole representation (If-Range did not
+             * match: it changed): take it */
+            free(d->data);
+            d->data = r.body;
+            d->len = d->cap = r.body_len;
+            d->total = r.body_len;
+            snprintf(d->etag, sizeof d->etag, "%s", r.etag);
+            r.body = NULL;
+            sl_client_response_free(&r);
+            {
+                sl_agent_event ev = {
+                    .kind = SL_AGENT_EV_DOWNLOAD, .bytes = d->len, .total = d->total};
+                sl__agent_emit(a, &ev);
+            }
+            break;
+        }
+        if ((r.status == 206 || r.status == 416) && d->len > 0 && restarts++ < 2) {
+            /* what the disk holds does not continue this body: anew */
+            sl_log(SL_LOG_INFO, "agent", "download %s: the %zu bytes kept are of another body (%s)",
+                   path, d->len, r.status == 416 ? "416" : r.etag);
+            sl_client_response_free(&r);
+            sl__agent_drop_partial(a);
+            d->len = 0;
+            d->etag[0] = '\0';
+            continue;
+        }
+        if (r.status == 206 || r.status == 200) {
+            sl_log(SL_LOG_WARN, "agent", "download %s: a %ld that does not fit the range asked",
+                   path, r.status);
+            sl_client_response_free(&r);
+            sl__agent_drop_partial(a);
+            return SL_ESYNTAX;
+        }
+        *status = r.status;
+        *err_answer = r;
+        return SL_OK;
+    }
+    sl__agent_drop_partial(a);
+    if (!etag_verifies(d->etag, d->data, d->len)) {
+        sl_log(SL_LOG_WARN, "agent", "download %s: %zu bytes do not match the ETag's SHA-256", path,
+               d->len);
+        return SL_ECHECKSUM;
+    }
+    *status = 200;
+    return SL_OK;
+}
+
 int sl__agent_fetch_model(sl_agent *a, int64_t version, uint64_t *downloaded)
 {
     char path[256], why[160];
-    sl_client_download_state d;
     sl_client_response r;
     int use_base = a->version > 0 && a->version < version && a->global != NULL;
+    long status = 0;
     int rc;
     *downloaded = 0;
     if (a->version == version && a->global != NULL)
@@ -358,52 +568,50 @@ again:
                  version, a->o.task_id, a->version);
     else
         snprintf(path, sizeof path, "/v1/models/%" PRId64 "?task=%" PRId64, version, a->o.task_id);
-    sl_client_download_state_init(&d);
-    if (sl__agent_load_partial(a, path, &d) == SL_OK)
-        sl_log(SL_LOG_INFO, "agent", "resuming the download of %s at byte %zu", path, d.len);
-    /* a full frame is about 4 bytes per parameter; a delta like the last one */
-    sl__agent_maybe_cut(a,
-                        use_base && a->last_delta_bytes ? a->last_delta_bytes : (uint64_t)a->n * 4);
-    rc = sl_client_download(a->client, path, NULL, &d, &r);
-    sl__agent_disarm(a);
-    if (rc != SL_OK) {
-        sl_log(SL_LOG_WARN, "agent", "download %s: %s (%zu bytes kept)", path, sl_strerror(rc),
-               d.len);
-        if (d.len > 0 && d.etag[0] != '\0')
-            sl__agent_save_partial(a, path, &d);
-        else
-            sl__agent_drop_partial(a);
-        sl_client_download_state_reset(&d);
-        return rc;
-    }
-    if (r.status != 200) {
-        sl_client_download_state_reset(&d);
-        sl__agent_drop_partial(a);
-        if (r.status == 404 && use_base) {
-            /* the base version was retired: take the full model */
-            sl_client_response_free(&r);
-            use_base = 0;
-            goto again;
+    {
+        download d;
+        memset(&d, 0, sizeof d);
+        memset(&r, 0, sizeof r);
+        /* a full frame is about 4 bytes per parameter; a delta like the last one */
+        sl__agent_maybe_cut(a, use_base && a->last_delta_bytes ? a->last_delta_bytes
+                                                               : (uint64_t)a->n * 4);
+        rc = download_ranged(a, path, &d, &status, &r);
+        sl__agent_disarm(a);
+        if (rc != SL_OK) {
+            sl_log(SL_LOG_WARN, "agent", "download %s: %s (%zu bytes kept)", path, sl_strerror(rc),
+                   rc == SL_ECHECKSUM ? (size_t)0 : d.len);
+            free(d.data);
+            return rc;
         }
-        sl_log(SL_LOG_WARN, "agent", "download %s: %s", path,
-               sl__agent_failure(SL_OK, &r, why, sizeof why));
-        rc = r.status == 404 ? SL_ENOENT : SL_EBUSY;
-        sl_client_response_free(&r);
-        return rc;
+        if (status != 200) {
+            free(d.data);
+            /* a refusal makes the bytes kept useless; a 5xx or 429 does not */
+            if (status < 500 && status != 429 && status != 408)
+                sl__agent_drop_partial(a);
+            if (status == 404 && use_base) {
+                /* the base version was retired: take the full model */
+                sl_client_response_free(&r);
+                use_base = 0;
+                goto again;
+            }
+            sl_log(SL_LOG_WARN, "agent", "download %s: %s", path,
+                   sl__agent_failure(SL_OK, &r, why, sizeof why));
+            rc = status == 404 ? SL_ENOENT : SL_EBUSY;
+            sl_client_response_free(&r);
+            return rc;
+        }
+        rc = take_model(a, d.data, d.len, version);
+        if (rc == SL_OK && use_base)
+            a->last_delta_bytes = d.len;
+        if (rc == SL_OK) {
+            *downloaded = d.len;
+            a->stats.bytes_down += d.len;
+        } else {
+            sl_log(SL_LOG_ERROR, "agent", "model %" PRId64 " from %s: %s", version, path,
+                   sl_strerror(rc));
+        }
+        free(d.data);
     }
-    sl_client_response_free(&r);
-    sl__agent_drop_partial(a);
-    rc = take_model(a, d.data, d.len, version);
-    if (rc == SL_OK && use_base)
-        a->last_delta_bytes = d.len;
-    if (rc == SL_OK) {
-        *downloaded = d.len;
-        a->stats.bytes_down += d.len;
-    } else {
-        sl_log(SL_LOG_ERROR, "agent", "model %" PRId64 " from %s: %s", version, path,
-               sl_strerror(rc));
-    }
-    sl_client_download_state_reset(&d);
     return rc;
 }
 

@@ -9,8 +9,8 @@
  *
  * It also counts requests that resume something, by looking at the bytes
  * the device sends (plain HTTP only): "HEAD /v1/uploads/" (an upload asks
- * for its offset after a failure) and "Range: bytes=" (a download
- * continues). One thread per relay, poll() over every connection.
+ * for its offset after a failure) and "If-Range:" (a download continues
+ * from bytes an earlier attempt kept). One thread per relay, poll() over every connection.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -29,7 +29,7 @@
 #include "agent_int.h"
 
 #define MAX_PAIRS 16
-#define TAIL      14 /* shorter than every pattern: a match is never counted twice */
+#define TAIL      11 /* shorter than every pattern: a match is never counted twice */
 
 typedef struct pair {
     int dev, srv; /* -1: free slot */
@@ -60,7 +60,7 @@ static void pair_close(pair *p)
 
 static void count_resumes(sl__agent_relay *r, pair *p, const char *data, size_t n)
 {
-    static const char *const patterns[] = {"HEAD /v1/uploads/", "\r\nRange: bytes="};
+    static const char *const patterns[] = {"HEAD /v1/uploads/", "\r\nIf-Range: "};
     char buf[TAIL + 16384];
     size_t len = p->tail_len;
     memcpy(buf, p->tail, p->tail_len);

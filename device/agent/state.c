@@ -23,10 +23,16 @@
  *                of the payload; payload n floats (+ n momentum floats)
  *   pending/accumulated  "SLAC" u32 1, u64 layout hash, u64 n, u32 flags,
  *                u32 0; n floats (+ n pending momentum floats)
- *   model.partial "SLDL" u32 path length, path, u32 ETag length, ETag, bytes
+ *   model.partial "SLDL" u32 path length, path, u32 ETag length, ETag, bytes;
+ *                started with the first range (atomically), then appended
+ *                range by range without fsync: it is a cache whose bytes are
+ *                checked against the ETag's SHA-256 before use
+ *   audit/trained.<gen>  (tests) n doubles
  *   pending/meta, pending/upload: "key=value" lines
  * counters and acks.log are in ledger.c.
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -64,9 +70,49 @@ int sl__agent_state_open(sl_agent *a, char *err, size_t errcap)
     int rc = make_dir(a->dir);
     if (rc == SL_OK && (rc = sl__agent_path(a, "pending", path, sizeof path)) == SL_OK)
         rc = make_dir(path);
+    if (rc == SL_OK && a->o.audit && (rc = sl__agent_path(a, "audit", path, sizeof path)) == SL_OK)
+        rc = make_dir(path);
+    if (rc == SL_OK) {
+        sl__agent_remove_tmp(a, ".");
+        sl__agent_remove_tmp(a, "pending");
+        sl__agent_remove_tmp(a, "audit");
+    }
     if (rc != SL_OK && err != NULL)
         snprintf(err, errcap, "state directory %s: %s", a->dir, sl_strerror(rc));
     return rc;
+}
+
+/* 1 for "<name>.tmp.<pid>.<n>": what sl_fs_write_atomic() leaves when killed. */
+static int is_tmp_name(const char *name)
+{
+    const char *t = strstr(name, ".tmp.");
+    size_t dots = 0;
+    if (t == NULL || t == name)
+        return 0;
+    for (const char *p = t + 5; *p != '\0'; p++) {
+        if (*p == '.')
+            dots++;
+        else if (!isdigit((unsigned char)*p))
+            return 0;
+    }
+    return dots == 1 && isdigit((unsigned char)t[5]);
+}
+
+void sl__agent_remove_tmp(const sl_agent *a, const char *sub)
+{
+    char path[SL__AGENT_PATH_MAX], file[SL__AGENT_PATH_MAX];
+    struct dirent *e;
+    DIR *d;
+    if (sl__agent_path(a, sub, path, sizeof path) != SL_OK || (d = opendir(path)) == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_tmp_name(e->d_name))
+            continue;
+        if (snprintf(file, sizeof file, "%s/%s", path, e->d_name) < (int)sizeof file &&
+            unlink(file) == 0)
+            sl_log(SL_LOG_DEBUG, "agent", "removed %s (a write a kill interrupted)", file);
+    }
+    closedir(d);
 }
 
 int sl__agent_write_file(const sl_agent *a, const char *name, const void *data, size_t len)
@@ -195,10 +241,11 @@ int sl__agent_load_model(sl_agent *a)
     return SL_OK;
 }
 
-int sl__agent_save_partial(const sl_agent *a, const char *path, const sl_client_download_state *d)
+int sl__agent_partial_start(const sl_agent *a, const char *path, const char *etag, const void *data,
+                            size_t len)
 {
-    size_t plen = strlen(path), elen = strlen(d->etag), len = 12 + plen + elen + d->len;
-    uint8_t *buf = malloc(len);
+    size_t plen = strlen(path), elen = strlen(etag), total = 12 + plen + elen + len;
+    uint8_t *buf = malloc(total);
     uint32_t v;
     int rc;
     if (buf == NULL)
@@ -209,41 +256,75 @@ int sl__agent_save_partial(const sl_agent *a, const char *path, const sl_client_
     memcpy(buf + 8, path, plen);
     v = (uint32_t)elen;
     memcpy(buf + 8 + plen, &v, 4);
-    memcpy(buf + 12 + plen, d->etag, elen);
-    if (d->len > 0)
-        memcpy(buf + 12 + plen + elen, d->data, d->len);
-    rc = sl__agent_write_file(a, "model.partial", buf, len);
+    memcpy(buf + 12 + plen, etag, elen);
+    if (len > 0)
+        memcpy(buf + 12 + plen + elen, data, len);
+    rc = sl__agent_write_file(a, "model.partial", buf, total);
     free(buf);
     return rc;
 }
 
-/* Preload @d with the saved bytes when they belong to @path. */
-int sl__agent_load_partial(const sl_agent *a, const char *path, sl_client_download_state *d)
+int sl__agent_partial_append(const sl_agent *a, const void *data, size_t len)
+{
+    char path[SL__AGENT_PATH_MAX];
+    const uint8_t *p = data;
+    int fd, rc = sl__agent_path(a, "model.partial", path, sizeof path);
+    if (rc != SL_OK)
+        return rc;
+    /* not fsync'd: the bytes are a cache, checked against the ETag's
+     * SHA-256 before use; after a power loss a torn tail fails that check
+     * and the download starts over */
+    fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0)
+        return sl_status_from_errno(errno);
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            rc = w < 0 ? sl_status_from_errno(errno) : SL_EIO;
+            break;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    close(fd);
+    return rc;
+}
+
+int sl__agent_partial_load(const sl_agent *a, const char *path, char *etag, size_t ecap,
+                           void **data, size_t *len)
 {
     void *raw;
-    size_t len;
+    size_t rlen;
     uint32_t plen, elen;
     const uint8_t *b;
-    char etag[SL_CLIENT_HEADER_MAX];
-    int rc = sl__agent_read_file(a, "model.partial", SL__AGENT_MAX_MODEL, &raw, &len);
+    int rc = sl__agent_read_file(a, "model.partial", SL__AGENT_MAX_MODEL, &raw, &rlen);
     if (rc != SL_OK)
         return rc;
     b = raw;
     rc = SL_ECORRUPT;
-    if (len >= 12 && memcmp(b, PART_MAGIC, 4) == 0) {
+    if (rlen >= 12 && memcmp(b, PART_MAGIC, 4) == 0) {
         memcpy(&plen, b + 4, 4);
-        if (plen <= len - 12) {
+        if (plen <= rlen - 12) {
             memcpy(&elen, b + 8 + plen, 4);
-            if (elen < sizeof etag && elen <= len - 12 - plen) {
+            if (elen < ecap && elen <= rlen - 12 - plen) {
                 rc = plen == strlen(path) && memcmp(b + 8, path, plen) == 0 ? SL_OK : SL_ENOENT;
-                memcpy(etag, b + 12 + plen, elen);
-                etag[elen] = '\0';
+                if (rc == SL_OK) {
+                    memcpy(etag, b + 12 + plen, elen);
+                    etag[elen] = '\0';
+                }
             }
         }
     }
-    if (rc == SL_OK)
-        rc =
-            sl_client_download_state_preload(d, b + 12 + plen + elen, len - 12 - plen - elen, etag);
+    if (rc == SL_OK) {
+        size_t have = rlen - 12 - plen - elen;
+        /* the bytes move to the front of the buffer the caller gets */
+        memmove(raw, b + 12 + plen + elen, have);
+        *data = raw;
+        *len = have;
+        return SL_OK;
+    }
     free(raw);
     return rc;
 }
@@ -251,6 +332,39 @@ int sl__agent_load_partial(const sl_agent *a, const char *path, sl_client_downlo
 void sl__agent_drop_partial(const sl_agent *a)
 {
     sl__agent_remove(a, "model.partial");
+}
+
+/* ---- audit (tests) ------------------------------------------------------------------ */
+
+int sl__agent_audit(const sl_agent *a, uint64_t gen, const float *delta)
+{
+    char name[64];
+    void *prev = NULL;
+    size_t len = 0, bytes = a->n * sizeof(double);
+    double *sum;
+    int rc;
+    snprintf(name, sizeof name, "audit/trained.%" PRIu64, gen - 1);
+    rc = gen > 1 ? sl__agent_read_file(a, name, bytes, &prev, &len) : SL_ENOENT;
+    if (rc == SL_OK && len != bytes)
+        rc = SL_ECORRUPT;
+    if (rc != SL_OK && gen > 1)
+        sl_log(SL_LOG_WARN, "agent", "%s: %s (the audit starts again from zero)", name,
+               sl_strerror(rc));
+    sum = rc == SL_OK ? prev : calloc(a->n, sizeof(double));
+    if (rc != SL_OK)
+        free(prev);
+    if (sum == NULL)
+        return SL_ENOMEM;
+    for (size_t i = 0; i < a->n; i++)
+        sum[i] += (double)delta[i];
+    snprintf(name, sizeof name, "audit/trained.%" PRIu64, gen);
+    rc = sl__agent_write_file(a, name, sum, bytes);
+    free(sum);
+    if (rc == SL_OK && gen > 3) {
+        snprintf(name, sizeof name, "audit/trained.%" PRIu64, gen - 3);
+        sl__agent_remove(a, name);
+    }
+    return rc;
 }
 
 /* ---- residual ----------------------------------------------------------------------- */

@@ -30,7 +30,8 @@ struct e2e_proxy {
     long budget[2]; /* [0] down, [1] up: bytes before the cut, -1 when not armed */
     int times[2];   /* connections still to cut after this one */
     int cuts;
-    char *record; /* what clients sent */
+    unsigned long long wire[2]; /* [0] delivered to clients, [1] sent by clients */
+    char *record;               /* what clients sent */
     size_t record_len;
 };
 
@@ -59,6 +60,8 @@ static size_t admit(e2e_proxy *p, int dir, const char *data, size_t n, int *cut)
 {
     pthread_mutex_lock(&p->lock);
     *cut = 0;
+    if (dir == 1)
+        p->wire[1] += n; /* the client sent them, whether they pass or not */
     if (p->budget[dir] >= 0 && (long)n >= p->budget[dir]) {
         n = (size_t)p->budget[dir];
         /* the next connection (libcurl's own resend) dies at once */
@@ -68,6 +71,8 @@ static size_t admit(e2e_proxy *p, int dir, const char *data, size_t n, int *cut)
     } else if (p->budget[dir] >= 0) {
         p->budget[dir] -= (long)n;
     }
+    if (dir == 0)
+        p->wire[0] += n;
     if (dir == 1 && p->record_len + n <= RECORD_MAX) {
         memcpy(p->record + p->record_len, data, n);
         p->record_len += n;
@@ -261,4 +266,12 @@ int e2e_proxy_count(e2e_proxy *p, const char *text)
         n++;
     pthread_mutex_unlock(&p->lock);
     return n;
+}
+
+void e2e_proxy_bytes(e2e_proxy *p, unsigned long long *up, unsigned long long *down)
+{
+    pthread_mutex_lock(&p->lock);
+    *up = p->wire[1];
+    *down = p->wire[0];
+    pthread_mutex_unlock(&p->lock);
 }

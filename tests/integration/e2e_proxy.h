@@ -30,6 +30,9 @@ void e2e_proxy_cut_down(e2e_proxy *p, long after, int times);
 void e2e_proxy_cut_up(e2e_proxy *p, long after, int times);
 /* Cuts made so far. */
 int e2e_proxy_cuts(e2e_proxy *p);
+/* Bytes on the wire so far, headers included: @up what clients sent (also
+ * bytes a cut kept from the server), @down what reached clients. Thread-safe. */
+void e2e_proxy_bytes(e2e_proxy *p, unsigned long long *up, unsigned long long *down);
 /* How often @text occurs in what clients sent (bounded record of 8 MiB). */
 int e2e_proxy_count(e2e_proxy *p, const char *text);
 

@@ -42,6 +42,7 @@ void ag_base_options(sl_agent_options *o, const ag_coord *c, int64_t task, const
     o->state_dir = dir;
     o->data = data;
     o->chunk_bytes = 8 * 1024;
+    o->download_chunk_bytes = 16 * 1024; /* several ranges: cuts fall between them */
     o->retry_base_ms = 20;
     o->max_wait_ms = 1000;
     o->request_timeout_ms = 10000;

@@ -17,7 +17,10 @@
  *   model.frame          full-model frame of the version held (the cache)
  *   model.version        "version=<v>" and "task=<t>" of that frame (written
  *                        after it; the cache is used only when they agree)
- *   model.partial        bytes of an interrupted download, with its ETag
+ *   model.partial        the download in progress: its path, ETag and the
+ *                        bytes so far (appended range by range; a restart
+ *                        continues with Range + If-Range, the SHA-256 is
+ *                        checked at the end)
  *   residual             committed error-feedback residual (+ momentum),
  *                        tagged with the pending generation it resolved
  *   pending/frame        the update frame being delivered
@@ -29,6 +32,10 @@
  *   acks.log             append-only, fsync'd: one line per acknowledged
  *                        update ("gen= round= update= device= sha256= dup=")
  *   evaluated            (evaluator) the last version reported
+ *   audit/trained.<gen>  (tests, sl_agent_options.audit) sum of the updates
+ *                        trained up to generation <gen>
+ * Temporary files of writes a kill interrupted ("<name>.tmp.<pid>.<n>") are
+ * removed by sl_agent_create().
  * The byte formats are described in device/agent/state.c.
  *
  * Conventions: SL_OK or a negative sl_status; outputs untouched on error.
@@ -95,19 +102,21 @@ void sl_agent_data_free(sl_agent_data *d);
 
 /** What happened (sl_agent_event.kind). */
 typedef enum sl_agent_event_kind {
-    SL_AGENT_EV_ENROLLED = 0,  /* device_id known (new or loaded) */
-    SL_AGENT_EV_CHECKIN = 1,   /* value: 1 selected, 0 not; wait_ms: retry_after */
-    SL_AGENT_EV_MODEL = 2,     /* model_version ready; bytes: downloaded (0: cache) */
-    SL_AGENT_EV_EPOCH = 3,     /* epoch done: value = mean loss, total = epochs */
-    SL_AGENT_EV_PREPARED = 4,  /* pending upload persisted: bytes = frame length,
-                                  value = density; vectors below are set */
-    SL_AGENT_EV_PROGRESS = 5,  /* upload offset moved: bytes of total */
-    SL_AGENT_EV_ACCEPTED = 6,  /* acknowledged: update_id; residual committed */
-    SL_AGENT_EV_FOLDED = 7,    /* the round closed: update folded into the residual */
-    SL_AGENT_EV_DISCARDED = 8, /* refused as invalid: dropped (reason) */
-    SL_AGENT_EV_DROPPED = 9,   /* fault: dropped out after the download */
-    SL_AGENT_EV_CRASHED = 10,  /* fault: simulated crash (in-memory state dropped) */
-    SL_AGENT_EV_EVALUATED = 11 /* evaluator: value = accuracy, loss = mean loss */
+    SL_AGENT_EV_ENROLLED = 0,   /* device_id known (new or loaded) */
+    SL_AGENT_EV_CHECKIN = 1,    /* value: 1 selected, 0 not; wait_ms: retry_after */
+    SL_AGENT_EV_MODEL = 2,      /* model_version ready; bytes: downloaded (0: cache) */
+    SL_AGENT_EV_EPOCH = 3,      /* epoch done: value = mean loss, total = epochs */
+    SL_AGENT_EV_PREPARED = 4,   /* pending upload persisted: bytes = frame length,
+                                   value = density; vectors below are set */
+    SL_AGENT_EV_PROGRESS = 5,   /* upload offset moved: bytes of total */
+    SL_AGENT_EV_ACCEPTED = 6,   /* acknowledged: update_id; residual committed */
+    SL_AGENT_EV_FOLDED = 7,     /* the round closed: update folded into the residual */
+    SL_AGENT_EV_DISCARDED = 8,  /* refused as invalid: dropped (reason) */
+    SL_AGENT_EV_DROPPED = 9,    /* fault: dropped out after the download */
+    SL_AGENT_EV_CRASHED = 10,   /* fault: simulated crash (in-memory state dropped) */
+    SL_AGENT_EV_EVALUATED = 11, /* evaluator: value = accuracy, loss = mean loss */
+    SL_AGENT_EV_DOWNLOAD = 12   /* a range of the model arrived (and is on disk in
+                                   model.partial): bytes of total */
 } sl_agent_event_kind;
 
 /** sl_agent_event_name - "enrolled", "checkin", ... for logs. */
@@ -181,11 +190,13 @@ typedef struct sl_agent_options {
      * sl_agent_evaluate(): report the versions not yet reported, return */
     int once;
     /* network */
-    size_t chunk_bytes;         /* upload PATCH size (default 64 KiB) */
-    unsigned max_attempts;      /* per request (default 5) */
-    int64_t retry_base_ms;      /* backoff base (default 500) */
-    int64_t request_timeout_ms; /* per attempt (default 120000) */
-    int64_t max_wait_ms;        /* longest sleep between check-ins (default 60000) */
+    size_t chunk_bytes;          /* upload PATCH size (default 64 KiB) */
+    size_t download_chunk_bytes; /* model download Range size (default 256 KiB, at most
+                                    4 MiB); each range is kept in model.partial */
+    unsigned max_attempts;       /* per request (default 5) */
+    int64_t retry_base_ms;       /* backoff base (default 500) */
+    int64_t request_timeout_ms;  /* per attempt (default 120000) */
+    int64_t max_wait_ms;         /* longest sleep between check-ins (default 60000) */
     /* compression (bandwidth-aware density, see agent.c) */
     int bandwidth_aware;         /* 1 (default): fit the frame to the time left */
     double min_density_fraction; /* floor: this fraction of the scheduled density (0.1) */
@@ -195,6 +206,12 @@ typedef struct sl_agent_options {
     /* faults (see sl_agent_faults), seeded by @seed */
     sl_agent_faults faults;
     uint64_t seed;
+    /* tests: keep audit/trained.<gen>, the running sum (n doubles, native
+     * order) of every update trained into a pending generation up to <gen>
+     * (written before the pending upload is committed), so that a test can
+     * check residual mass: sum of accepted frames + residual == trained.
+     * Costs a model-sized file per generation (the last three are kept). */
+    int audit;
     /* observing and stopping */
     void (*on_event)(void *ctx, const sl_agent_event *ev);
     void *event_ctx;
@@ -253,6 +270,7 @@ typedef struct sl_agent_stats {
     uint64_t accepted, duplicates, folded, discarded, dropped;
     uint64_t crashes;              /* simulated, this process */
     uint64_t bytes_up, bytes_down; /* frames moved, this process */
+    uint64_t download_resumes;     /* downloads continued from model.partial, this process */
     int64_t model_version;         /* held */
     int64_t last_round;            /* last round resolved */
     double upload_bytes_per_s;     /* EWMA of measured upload throughput; 0: unknown */
