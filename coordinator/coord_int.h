@@ -86,10 +86,15 @@ typedef struct sl__task {
     sl__idset pool;       /* SELECTING: eligible devices that checked in */
     sl__idset selected;   /* TRAINING: the round's participants */
     sl__idset downloaded; /* devices that fetched the model this round */
+    sl__idset waiting;    /* TRAINING: eligible devices that checked in, not selected; they
+                             join the next round's pool (they would miss a selection window
+                             that opens while they wait) */
     uint32_t checked_in;
     int64_t quorum_at_ms;
     uint32_t rejected[10];
     double loss_sum, acc_sum, metric_weight;
+    double train_ms_ewma; /* how long closed rounds trained (select deadline to close); 0: none
+                             yet. Paces the check-ins of devices that wait for the next round. */
 } sl__task;
 
 struct sl_engine {

@@ -318,6 +318,22 @@ static int eligible(const sl__task *t, const sl__device *d, const sl_checkin_inf
     return 1;
 }
 
+/* When the open round is likely to close: the report deadline, or sooner when closed rounds
+ * have been reaching their target early (the moving average of their training time). */
+static int64_t expected_close(const sl__task *t, int64_t now)
+{
+    int64_t at = t->round.report_deadline_ms;
+    if (t->train_ms_ewma > 0 &&
+        (t->round.state == SL_ROUND_SELECTING || t->round.state == SL_ROUND_TRAINING)) {
+        int64_t guess = t->round.select_deadline_ms + (int64_t)t->train_ms_ewma;
+        if (guess < now)
+            guess = now;
+        if (guess < at)
+            at = guess;
+    }
+    return at;
+}
+
 /* Pace steering: come back at @at plus a jitter spread over @spread, clamped. */
 static int64_t retry_at(sl_engine *e, int64_t now, int64_t at, int64_t spread)
 {
@@ -378,15 +394,17 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
                 t->checked_in++;
             r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms, 1000);
         } else {
-            r.retry_after_ms =
-                retry_at(e, now, t->round.report_deadline_ms, t->cfg.selection_window_ms);
+            r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms);
         }
     } else if (sl__idset_has(&t->selected, device_id)) {
         r.selected = 1; /* idempotent: the same assignment again */
     } else {
-        /* spread the next check-ins over the next round's selection window */
-        r.retry_after_ms =
-            retry_at(e, now, t->round.report_deadline_ms, t->cfg.selection_window_ms);
+        if (t->round.state == SL_ROUND_TRAINING && eligible(t, d, info, now))
+            (void)sl__idset_add(&t->waiting, device_id); /* ENOMEM: it just joins later */
+        /* spread the next check-ins over the next round's selection window: it opens at the
+         * report deadline at the latest, and about when rounds have been closing if they
+         * close early (the target reached), so waiting devices are back for its selection */
+        r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms);
     }
     if (r.selected) {
         r.round_id = t->round.id;

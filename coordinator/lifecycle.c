@@ -50,6 +50,11 @@ int sl__task_open_round(sl_engine *e, sl__task *t)
     sl__idset_clear(&t->selected);
     sl__idset_clear(&t->downloaded);
     t->checked_in = 0;
+    /* devices that asked during the last round are in this one's pool */
+    for (size_t i = 0; i < t->waiting.n; i++)
+        if (sl__idset_add(&t->pool, t->waiting.ids[i]) == SL_OK)
+            t->checked_in++;
+    sl__idset_clear(&t->waiting);
     t->quorum_at_ms = -1;
     memset(t->rejected, 0, sizeof t->rejected);
     t->loss_sum = t->acc_sum = t->metric_weight = 0;
@@ -66,8 +71,21 @@ int sl__task_select(sl_engine *e, sl__task *t)
     sl_round_record r = t->round;
     int rc;
 
-    if (t->pool.n < t->cfg.quorum) /* quorum is out of reach: do not wait for the deadline */
+    if (t->pool.n < t->cfg.quorum) {
+        /* Quorum is out of reach with this pool. Devices that were busy or asleep may still
+         * come: keep selecting, a window at a time, for as long as a report deadline; then
+         * give up rather than wait for the deadline of a round that cannot make quorum. */
+        int64_t now = sl__engine_now(e), window = t->cfg.selection_window_ms;
+        if (window > 0 && now + window <= r.opened_at_ms + t->cfg.report_deadline_ms) {
+            r.select_deadline_ms = now + window;
+            r.report_deadline_ms = r.select_deadline_ms + t->cfg.report_deadline_ms;
+            rc = sl_store_update_round(e->store, &r);
+            if (rc == SL_OK)
+                t->round = r;
+            return rc;
+        }
         return sl__task_close(e, t, "too few eligible devices checked in");
+    }
     ids = malloc((t->pool.n ? t->pool.n : 1) * sizeof *ids);
     if (ids == NULL)
         return SL_ENOMEM;
@@ -84,6 +102,8 @@ int sl__task_select(sl_engine *e, sl__task *t)
     }
     r.state = SL_ROUND_TRAINING;
     r.selected = (uint32_t)n;
+    if (r.target > n) /* fewer than the target came: the round ends when they all reported */
+        r.target = (uint32_t)n;
     rc = sl_store_select_participants(e->store, &r, ids, n);
     if (rc == SL_OK) {
         t->round = r;
@@ -231,6 +251,10 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
         release_participants(e, t, r.closed_at_ms);
         t->round = r;
         t->round_open = 0;
+        /* the budget of rounds counts abandoned ones too (as a restart does): a task whose
+         * devices are all gone ends instead of opening rounds for ever */
+        if (t->cfg.rounds > 0 && (uint64_t)r.round_no >= t->cfg.rounds)
+            t->finished = 1;
         return SL_OK;
     }
     /* AGGREGATING is persisted first: a crash from here on redoes the aggregation */
@@ -256,6 +280,10 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
         t->opt = next_opt;
         memset(&next_opt, 0, sizeof next_opt);
         release_participants(e, t, r.closed_at_ms);
+        if (r.select_deadline_ms > 0 && r.closed_at_ms >= r.select_deadline_ms) {
+            double ms = (double)(r.closed_at_ms - r.select_deadline_ms);
+            t->train_ms_ewma = t->train_ms_ewma > 0 ? 0.7 * t->train_ms_ewma + 0.3 * ms : ms;
+        }
         t->round = r;
         t->round_open = 0;
         if (t->cfg.rounds > 0 && (uint64_t)r.round_no >= t->cfg.rounds)
@@ -305,5 +333,6 @@ void sl__task_free(sl__task *t)
     sl__idset_free(&t->pool);
     sl__idset_free(&t->selected);
     sl__idset_free(&t->downloaded);
+    sl__idset_free(&t->waiting);
     free(t);
 }

@@ -303,3 +303,27 @@ int sl_store_count_audit(sl_store *s, uint64_t *count)
         *count = (uint64_t)n;
     return rc;
 }
+
+/* ---- readiness ---------------------------------------------------------- */
+
+static int probe_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    sqlite3_stmt *st;
+    int rc;
+    (void)s;
+    (void)arg;
+    /* rewrites the row as it is: a page goes to the WAL and the commit is synced */
+    rc = sl__stmt(c, "UPDATE schema_version SET version = version", &st);
+    if (rc != SL_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+}
+
+int sl_store_probe_write(sl_store *s)
+{
+    if (s == NULL)
+        return SL_EINVAL;
+    return sl__write(s, probe_exec, NULL, SL__WRITE_TIMEOUT_MS);
+}

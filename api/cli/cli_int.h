@@ -116,5 +116,6 @@ int sl__cli_status(int argc, char **argv);
 int sl__cli_rounds(int argc, char **argv);
 int sl__cli_task(int argc, char **argv);
 int sl__cli_model(int argc, char **argv);
+int sl__cli_follow(int argc, char **argv);
 
 #endif /* STARLING_CLI_INT_H */

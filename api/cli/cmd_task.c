@@ -11,8 +11,13 @@
  *                  (codecs/FORMAT.md), or
  *   "layout_file"  string: a file holding that text
  *   "model"        string: the initial full-model frame (codecs), base64, or
- *   "model_file"   string: a file holding the frame's bytes
- * Exactly one of layout / layout_file and one of model / model_file.
+ *   "model_file"   string: a file holding the frame's bytes, or
+ *   "init"         object {"model": "lenet5", "seed": 1}: a fresh model of the
+ *                  registry (device/nn: logreg, mlp, lenet5, cnn) initialised
+ *                  as PyTorch does, deterministically by seed (default 1);
+ *                  gives both the layout and the initial model
+ * Exactly one of layout / layout_file and one of model / model_file, or init
+ * alone.
  * Relative file names are taken from the task file's directory. The
  * coordinator answers with the task id (the same id again when a task with
  * this name and configuration exists; 409 when the name has another one).
@@ -22,7 +27,9 @@
 
 #include "cli_int.h"
 #include "starling/api_sign.h"
+#include "starling/codec.h"
 #include "starling/common.h"
+#include "starling/nn.h"
 
 #define TASK_FILE_MAX  (1u << 20)
 #define LAYOUT_MAX     (4u << 20)
@@ -39,6 +46,9 @@ static int task_usage(FILE *out)
             "   \"layout_file\": \"model.layout\",   a file with it\n"
             "   \"model\": \"<base64>\",             the initial model frame in base64, or\n"
             "   \"model_file\": \"model.frame\"}     a file with the frame's bytes\n"
+            "or, instead of layout and model, a fresh registry model (logreg, mlp, lenet5,\n"
+            "cnn) initialised as PyTorch does, deterministically by seed:\n"
+            "   \"init\": {\"model\": \"lenet5\", \"seed\": 1}\n"
             "Relative file names are from TASK.json's directory. Prints the task id.\n"
             "  --json           print the API's answer (TaskCreated) as is\n" SL__CLI_CONN_HELP
             "  --help           this text\n"
@@ -92,6 +102,68 @@ static int which(sl__cli *c, const cJSON *doc, const char *inline_key, const cha
     return a ? 1 : 2;
 }
 
+/* "init": {"model", "seed"}: the layout and the base64 initial frame of a fresh model. */
+static int add_init(sl__cli *c, const cJSON *init, cJSON *req)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(init, "model");
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(init, "seed");
+    sl_model *m = NULL;
+    float *params = NULL;
+    void *frame = NULL;
+    size_t len = 0, need, cap;
+    char *layout = NULL, *b64 = NULL;
+    int rc = SL__CLI_ERROR, st;
+    if (!cJSON_IsObject(init) || !cJSON_IsString(name))
+        return sl__cli_error(c, "\"init\" must be an object with a \"model\" name");
+    if (seed != NULL &&
+        (!cJSON_IsNumber(seed) || seed->valuedouble < 0 || seed->valuedouble > 9007199254740991.0 ||
+         seed->valuedouble != (double)(int64_t)seed->valuedouble))
+        return sl__cli_error(c, "\"init\": \"seed\" must be a non-negative integer");
+    st = sl_model_create(name->valuestring, &m);
+    if (st == SL_ENOENT) {
+        const char *const *names = sl_model_names();
+        fprintf(stderr, "starling %s: unknown model \"%s\"; the registry has:", c->cmd,
+                name->valuestring);
+        for (size_t i = 0; names[i] != NULL; i++)
+            fprintf(stderr, " %s", names[i]);
+        fputc('\n', stderr);
+        return SL__CLI_ERROR;
+    }
+    if (st != SL_OK)
+        return sl__cli_error(c, "model %s: %s", name->valuestring, sl_strerror(st));
+    params = malloc(sl_model_params(m) * sizeof *params);
+    if (params == NULL)
+        goto oom;
+    st = sl_model_init(m, params, seed ? (uint64_t)seed->valuedouble : 1);
+    if (st == SL_OK)
+        st = sl_frame_encode_model(sl_model_layout(m), params, 1, 3, &frame, &len);
+    if (st != SL_OK) {
+        sl__cli_error(c, "model %s: %s", name->valuestring, sl_strerror(st));
+        goto done;
+    }
+    need = sl_layout_format(sl_model_layout(m), NULL, 0);
+    layout = malloc(need + 1);
+    cap = (len + 2) / 3 * 4 + 1;
+    b64 = malloc(cap);
+    if (layout == NULL || b64 == NULL || sl_base64_encode(frame, len, b64, cap) != SL_OK)
+        goto oom;
+    sl_layout_format(sl_model_layout(m), layout, need + 1);
+    if (cJSON_AddStringToObject(req, "layout", layout) == NULL ||
+        cJSON_AddStringToObject(req, "model", b64) == NULL)
+        goto oom;
+    rc = 0;
+    goto done;
+oom:
+    sl__cli_error(c, "out of memory");
+done:
+    free(b64);
+    free(layout);
+    free(frame);
+    free(params);
+    sl_model_free(m);
+    return rc;
+}
+
 /* The request body: {"config", "layout", "model"} from the task file. */
 static int build_request(sl__cli *c, const char *task_file, char **body)
 {
@@ -116,6 +188,19 @@ static int build_request(sl__cli *c, const char *task_file, char **body)
     req = cJSON_CreateObject();
     if (req == NULL || !cJSON_AddItemToObject(req, "config", cJSON_Duplicate(cfg, 1)))
         goto oom;
+    if (cJSON_GetObjectItemCaseSensitive(doc, "init") != NULL) {
+        static const char *const other[] = {"layout", "layout_file", "model", "model_file"};
+        for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+            if (cJSON_GetObjectItemCaseSensitive(doc, other[i]) != NULL) {
+                sl__cli_error(c, "%s: \"init\" gives the layout and the model; drop \"%s\"",
+                              task_file, other[i]);
+                goto done;
+            }
+        }
+        if (add_init(c, cJSON_GetObjectItemCaseSensitive(doc, "init"), req) != 0)
+            goto done;
+        goto print;
+    }
     if ((w = which(c, doc, "layout", "layout_file")) == 0)
         goto done;
     if (w == 1) {
@@ -153,6 +238,7 @@ static int build_request(sl__cli *c, const char *task_file, char **body)
         if (cJSON_AddStringToObject(req, "model", b64) == NULL)
             goto oom;
     }
+print:
     *body = cJSON_PrintUnformatted(req);
     if (*body == NULL)
         goto oom;

@@ -1,6 +1,6 @@
 /*
  * starling - the command-line tool for operators, training and benchmarks.
- * Subcommands: train, status, rounds, task create, model export, bench.
+ * Subcommands: train, status, rounds, follow, task create, model export, bench.
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +33,8 @@ static int usage(FILE *out)
                  "      each task's current round and its recent rounds\n"
                  "  rounds [--task N] [--limit N] [--offset N] [--json]\n"
                  "      a page of a task's rounds\n"
+                 "  follow [--task N] [--rounds R] [--metrics-wait S]\n"
+                 "      one line per round as it ends, then a summary against dense FedAvg\n"
                  "  task create TASK.json\n"
                  "      create a task (configuration, layout, initial model)\n"
                  "  model export --format safetensors|frame -o FILE [--version V]\n"
@@ -65,6 +67,8 @@ int main(int argc, char **argv)
         return sl__cli_status(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "rounds") == 0)
         return sl__cli_rounds(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "follow") == 0)
+        return sl__cli_follow(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "task") == 0)
         return sl__cli_task(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "model") == 0)

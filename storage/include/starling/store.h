@@ -411,6 +411,14 @@ int sl_store_delete_upload(sl_store *s, const char *id);
  */
 int sl_store_expire_uploads(sl_store *s, uint32_t *deleted);
 
+/**
+ * sl_store_probe_write - a durable write transaction that always reaches the
+ * disk (it rewrites one row as it is, so a WAL frame is written and synced):
+ * SL_OK proves the database takes writes now (readiness probes). Returns
+ * SL_OK or the storage error (SL_EFULL, SL_EIO, ...). Blocks on the writer.
+ */
+int sl_store_probe_write(sl_store *s);
+
 /* ------------------------------------------------------------------------ */
 /* Audit and maintenance                                                    */
 /* ------------------------------------------------------------------------ */
