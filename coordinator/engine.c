@@ -323,6 +323,15 @@ static int eligible(const sl__task *t, const sl__device *d, const sl_checkin_inf
 static int64_t expected_close(const sl__task *t, int64_t now)
 {
     int64_t at = t->round.report_deadline_ms;
+    if (t->round.state == SL_ROUND_TRAINING && t->round.reported > 0 &&
+        now > t->round.select_deadline_ms && t->round.target > t->round.reported) {
+        /* reports so far, extrapolated to the target: a guess even before any round closed */
+        double spent = (double)(now - t->round.select_deadline_ms);
+        int64_t lin = t->round.select_deadline_ms +
+                      (int64_t)(spent * (double)t->round.target / (double)t->round.reported);
+        if (lin < at)
+            at = lin;
+    }
     if (t->train_ms_ewma > 0 &&
         (t->round.state == SL_ROUND_SELECTING || t->round.state == SL_ROUND_TRAINING)) {
         int64_t guess = t->round.select_deadline_ms + (int64_t)t->train_ms_ewma;
@@ -442,8 +451,14 @@ static sl__task *task_of_round(sl_engine *e, int64_t round_id)
 /* Count a rejection in the open round of @t (if any) and answer it. */
 static int reject(sl__task *t, sl_accept_result *out, sl_reject_reason why)
 {
-    if (t != NULL)
+    if (t != NULL) {
         t->rejected[why]++;
+        /* the round's record (written with its next transition) counts them too */
+        if (why == SL_REJECT_LATE)
+            t->round.late++;
+        else
+            t->round.rejected++;
+    }
     out->accepted = 0;
     out->reason = why;
     return SL_OK;
@@ -612,22 +627,71 @@ int sl_engine_tick(sl_engine *e, int64_t *next_deadline_ms)
     return rc;
 }
 
+typedef struct reporters {
+    int64_t *ids; /* ascending */
+    size_t n, cap;
+} reporters;
+
+static int add_reporter(void *ctx, int64_t device_id)
+{
+    reporters *r = ctx;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 64;
+        int64_t *grown = realloc(r->ids, cap * sizeof *grown);
+        if (grown == NULL)
+            return SL_ENOMEM;
+        r->ids = grown;
+        r->cap = cap;
+    }
+    r->ids[r->n++] = device_id;
+    return 0;
+}
+
+static int reported_by(const reporters *r, int64_t device_id)
+{
+    size_t lo = 0, hi = r->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->ids[mid] < device_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->n && r->ids[lo] == device_id;
+}
+
 int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
 {
     sl_round_stats st;
+    reporters rep = {NULL, 0, 0};
     sl__task *t;
-    int rc = SL_OK;
+    int rc = SL_OK, open;
     if (e == NULL || out == NULL)
         return SL_EINVAL;
     memset(&st, 0, sizeof st);
     st.time_to_quorum_ms = -1;
     st.mean_loss = st.mean_accuracy = NAN;
+    /* who reported comes from the store (the engine keeps only the count), read
+     * outside the lock; a report landing after this read counts as training
+     * until the next call */
+    pthread_mutex_lock(&e->lock);
+    open = task_of_round(e, round_id) != NULL;
+    pthread_mutex_unlock(&e->lock);
+    if (open && (rc = sl_store_list_reporters(e->store, round_id, add_reporter, &rep)) != SL_OK) {
+        free(rep.ids);
+        return rc;
+    }
     pthread_mutex_lock(&e->lock);
     t = task_of_round(e, round_id);
     if (t != NULL) {
         st.round = t->round;
         st.checked_in = t->checked_in;
         st.downloaded = (uint32_t)t->downloaded.n;
+        for (size_t i = 0; i < t->downloaded.n; i++)
+            st.training += !reported_by(&rep, t->downloaded.ids[i]);
+        for (size_t i = 0; i < t->selected.n; i++)
+            st.downloading += !reported_by(&rep, t->selected.ids[i]) &&
+                              !sl__idset_has(&t->downloaded, t->selected.ids[i]);
         memcpy(st.rejected_by_reason, t->rejected, sizeof t->rejected);
         st.time_to_quorum_ms = t->quorum_at_ms;
         if (t->metric_weight > 0) {
@@ -636,6 +700,7 @@ int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
         }
     }
     pthread_mutex_unlock(&e->lock);
+    free(rep.ids);
     if (t == NULL)
         rc = sl_store_get_round(e->store, round_id, &st.round);
     if (rc != SL_OK)

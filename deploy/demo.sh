@@ -21,6 +21,7 @@
 # shows the TLS setup.
 #
 # Knobs (environment): STARLING_DEMO_DEVICES (50), STARLING_DEMO_ROUNDS (40),
+# STARLING_DEMO_REPORTS (20: reports that close a round),
 # STARLING_DEMO_PORT (first free port from 8480), STARLING_DEMO_DIR
 # (BUILD_DIR/demo), STARLING_DEMO_TARGET (0.85: the accuracy the demo must
 # reach; exit status 1 when it does not).
@@ -41,6 +42,7 @@ DATA=/usr/share/datasets/fashion-mnist
 
 DEVICES=${STARLING_DEMO_DEVICES:-50}
 ROUNDS=${STARLING_DEMO_ROUNDS:-40}
+REPORTS=${STARLING_DEMO_REPORTS:-20}
 TARGET=${STARLING_DEMO_TARGET:-0.85}
 DIR=${STARLING_DEMO_DIR:-$BUILD/demo}
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -59,11 +61,11 @@ umask 077
 head -c 24 /dev/urandom | base64 >"$DIR/admin.token"
 head -c 24 /dev/urandom | base64 >"$DIR/enrol.token"
 
-# The task: lenet5, 50 rounds' budget of round numbers, 10 reports close a
-# round (15 selected: over-selection covers the drop-outs), 60% quorum by the
-# deadline; top-k 1% ternary updates with error feedback; FedAvg.
+# The task: lenet5, ROUNDS rounds; 20 reports close a round (26 selected:
+# over-selection covers the drop-outs), 60% quorum by the deadline; 2 local
+# epochs; top-k 5% int8 updates with error feedback; FedAvg.
 cat >"$DIR/task.json" <<EOF
-{"config": {"name": "fashion-mnist-demo", "rounds": $ROUNDS, "target": 20,
+{"config": {"name": "fashion-mnist-demo", "rounds": $ROUNDS, "target": $REPORTS,
             "over_selection": 1.3, "quorum": 0.6,
             "selection_window_ms": 1000, "report_deadline_ms": 15000,
             "values": "int8", "density": 0.05, "warmup_rounds": 0,
@@ -120,7 +122,7 @@ PIDS=("$FLEET_PID" "$EVAL_PID" "$COORD_PID")
 
 cat <<EOF
 Starling demo: $DEVICES simulated devices (Fashion-MNIST, dirichlet:0.5 split), lenet5,
-top-k 1% ternary updates with error feedback; faults: 20% of selected devices drop out,
+top-k 5% int8 updates with error feedback; faults: 20% of selected devices drop out,
 10% of transfers cut mid-way, 20% stragglers (3x slower).
   dashboard   $URL/
   logs        $DIR
@@ -128,15 +130,20 @@ top-k 1% ternary updates with error feedback; faults: 20% of selected devices dr
 
 EOF
 START=$(date +%s)
-"$CLI" follow --url "$URL" --task "$TASK" --metrics-wait 20 | tee "$DIR/rounds.txt"
+status=0
+"$CLI" follow --url "$URL" --task "$TASK" --metrics-wait 20 | tee "$DIR/rounds.txt" ||
+    status=${PIPESTATUS[0]}
 ELAPSED=$(($(date +%s) - START))
+# Ctrl-C reaches `starling follow`, which prints the summary so far and exits 130
+[ "$status" -ne 130 ] || on_interrupt
+[ "$status" -eq 0 ] || { echo "demo: starling follow failed ($status); logs in $DIR" >&2; exit 1; }
 
 kill -TERM "$FLEET_PID" 2>/dev/null || true
 wait "$FLEET_PID" 2>/dev/null || true
 FLEET=$(grep '^fleet of' "$DIR/fleet.out" || true)
 num() { sed -n "s/.* \([0-9][0-9]*\) $1.*/\1/p" <<<"$FLEET" | head -n1; }
-echo "  faults survived          $(num dropped) drop-outs, $(num cuts) cut transfers" \
-    "($(num resumes) resumed), $(num folded) late updates folded into residuals"
+echo "  faults survived          $(num dropped) drop-outs, $(num cuts) transfers cut mid-way" \
+    "(retried or resumed), $(num folded) late updates folded into residuals"
 echo "  dashboard                $URL/ (until the coordinator stops)"
 echo "  wall time                ${ELAPSED} s"
 stop_all

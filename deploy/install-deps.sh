@@ -15,7 +15,7 @@
 set -euo pipefail
 
 # The one list: build tools, libraries (-dev), test framework, data set.
-TOOLS="build-essential cmake pkg-config clang-format curl openssl python3-yaml chromium"
+TOOLS="build-essential cmake pkg-config clang-format curl openssl python3-yaml chromium iproute2 nftables gnuplot-nox"
 LIBS="libcurl4-openssl-dev libmicrohttpd-dev libmbedtls-dev libzstd-dev libsqlite3-dev libcjson-dev zlib1g-dev libcmocka-dev"
 DATA="dataset-fashion-mnist"
 # Only for `starling bench gemm` / `bench train` (compared side by side with these).

@@ -14,12 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "progress.h"
 #include "train_cmd.h"
 #include "starling/common.h"
 #include "starling/data.h"
 #include "starling/nn.h"
 
-#define BAR_WIDTH  20
 #define EVAL_BATCH 1000
 
 static const sl_config_spec specs[] = {
@@ -45,8 +45,7 @@ typedef struct run {
     const float *params;
     const sl_dataset *test;
     uint32_t epochs;
-    int tty;
-    int last_percent;
+    sl_progress bar; /* the epoch's; bar.out NULL between epochs */
     int64_t epoch_start;
     double last_accuracy;
     int failed;
@@ -59,37 +58,28 @@ static void usage(FILE *out, const sl_config *cfg)
     fprintf(out, "usage: starling train [options]\n%s", text);
 }
 
-static void draw_bar(char *bar, size_t done, size_t total)
-{
-    size_t fill = total > 0 ? done * BAR_WIDTH / total : BAR_WIDTH;
-    for (size_t i = 0; i < BAR_WIDTH; i++)
-        bar[i] = i < fill ? '#' : '.';
-    bar[BAR_WIDTH] = '\0';
-}
-
 static void progress(void *ctx, uint32_t epoch, size_t done, size_t total, float loss)
 {
     run *r = ctx;
-    char bar[BAR_WIDTH + 1];
-    int percent = (int)(done * 100 / total);
+    char note[32];
     double secs;
     if (r->failed)
         return;
-    draw_bar(bar, done, total);
-    secs = (double)(sl_clock_monotonic_ns(NULL) - r->epoch_start) * 1e-9;
+    if (r->bar.out == NULL) { /* the epoch's first batch */
+        char label[48];
+        snprintf(label, sizeof label, "epoch %u/%u", epoch + 1, r->epochs);
+        sl_progress_start(&r->bar, stderr, label, total, 0, -1);
+    }
+    snprintf(note, sizeof note, "loss %.4f", loss);
     if (done < total) {
-        if (r->tty && percent != r->last_percent) {
-            fprintf(stderr, "\repoch %u/%u [%s] %3d%% loss %.4f %.1f s", epoch + 1, r->epochs, bar,
-                    percent, loss, secs);
-            fflush(stderr);
-        }
-        r->last_percent = percent;
+        sl_progress_update(&r->bar, done, note);
         return;
     }
-    if (r->tty)
-        fprintf(stderr, "\r%*s\r", 72, "");
-    printf("epoch %u/%u [%s] 100%% loss %.4f %.1f s %.0f samples/s", epoch + 1, r->epochs, bar,
-           loss, secs, secs > 0 ? (double)total / secs : 0.0);
+    sl_progress_end(&r->bar);
+    r->bar.out = NULL;
+    secs = (double)(sl_clock_monotonic_ns(NULL) - r->epoch_start) * 1e-9;
+    printf("epoch %u/%u loss %.4f %.1f s %.0f samples/s", epoch + 1, r->epochs, loss, secs,
+           secs > 0 ? (double)total / secs : 0.0);
     int rc = sl_evaluate(r->eval_model, r->params, r->test->x, r->test->y, NULL, r->test->n,
                          EVAL_BATCH, &r->last_accuracy, NULL);
     if (rc != SL_OK) {
@@ -100,7 +90,6 @@ static void progress(void *ctx, uint32_t epoch, size_t done, size_t total, float
     }
     printf(" test accuracy %.4f\n", r->last_accuracy);
     fflush(stdout);
-    r->last_percent = -1;
     r->epoch_start = sl_clock_monotonic_ns(NULL);
 }
 
@@ -235,8 +224,6 @@ int sl_cmd_train(int argc, char **argv)
     r.params = params;
     r.test = test;
     r.epochs = (uint32_t)epochs;
-    r.tty = isatty(STDERR_FILENO);
-    r.last_percent = -1;
     r.epoch_start = sl_clock_monotonic_ns(NULL);
     opts.batch = (size_t)batch;
     opts.epochs = (uint32_t)epochs;

@@ -1,4 +1,5 @@
 /* meta.c - devices, tasks and the audit log. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -309,16 +310,23 @@ int sl_store_count_audit(sl_store *s, uint64_t *count)
 static int probe_exec(sl_store *s, sl__conn *c, void *arg)
 {
     sqlite3_stmt *st;
+    char sql[64];
+    int64_t n;
     int rc;
     (void)s;
     (void)arg;
-    /* rewrites the row as it is: a page goes to the WAL and the commit is synced */
-    rc = sl__stmt(c, "UPDATE schema_version SET version = version", &st);
+    /* The header's user_version counts probes (the schema version has its own table). A
+     * row rewritten as it is would not do: SQLite writes nothing for it. */
+    rc = sl__stmt(c, "PRAGMA user_version", &st);
     if (rc != SL_OK)
         return rc;
     rc = sqlite3_step(st);
+    n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
     sqlite3_reset(st);
-    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+    if (rc != SQLITE_ROW)
+        return sl__status_from_sqlite(rc);
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %lld", (long long)((n + 1) & 0x7fffffff));
+    return sl__exec(c, sql);
 }
 
 int sl_store_probe_write(sl_store *s)
@@ -326,4 +334,107 @@ int sl_store_probe_write(sl_store *s)
     if (s == NULL)
         return SL_EINVAL;
     return sl__write(s, probe_exec, NULL, SL__WRITE_TIMEOUT_MS);
+}
+
+/* ---- listing devices ---------------------------------------------------- */
+
+int sl_store_count_devices(sl_store *s, uint64_t *count)
+{
+    int64_t n = 0;
+    int rc;
+    if (s == NULL || count == NULL)
+        return SL_EINVAL;
+    rc = sl__query_int64(s, "SELECT count(*) FROM devices", 0, 0, &n);
+    if (rc == SL_OK)
+        *count = (uint64_t)n;
+    return rc;
+}
+
+/* The page of devices first, then the counts of those devices only: one pass over
+ * round_participants and one over the (round_id, device_id) index of updates per
+ * page, whatever the fleet's size. */
+static const char list_devices_sql[] =
+    "WITH page AS (SELECT id, enrolled_at, last_seen, state FROM devices "
+    "              ORDER BY id LIMIT ?2 OFFSET ?1), "
+    "parts AS (SELECT device_id, count(*) AS n, sum(state = 6) AS rejected, "
+    "                 sum(state = 5) AS late FROM round_participants "
+    "          WHERE device_id IN (SELECT id FROM page) GROUP BY device_id), "
+    "ups AS (SELECT device_id, count(*) AS n FROM updates "
+    "        WHERE device_id IN (SELECT id FROM page) GROUP BY device_id) "
+    "SELECT page.id, page.enrolled_at, page.last_seen, page.state, coalesce(parts.n, 0), "
+    "       coalesce(ups.n, 0), coalesce(parts.rejected, 0), coalesce(parts.late, 0) "
+    "FROM page LEFT JOIN parts ON parts.device_id = page.id "
+    "LEFT JOIN ups ON ups.device_id = page.id ORDER BY page.id";
+
+static uint32_t count_column(sqlite3_stmt *st, int col)
+{
+    int64_t v = sqlite3_column_int64(st, col);
+    return v < 0 ? 0 : v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+int sl_store_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
+                          int (*fn)(void *ctx, const sl_device_summary *d), void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if (s == NULL || fn == NULL)
+        return SL_EINVAL;
+    if (limit == 0)
+        return SL_OK;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c, list_devices_sql, &st);
+    if (rc == SL_OK) {
+        int step;
+        sqlite3_bind_int64(st, 1, offset);
+        sqlite3_bind_int64(st, 2, limit);
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            sl_device_summary d;
+            memset(&d, 0, sizeof d);
+            d.id = sqlite3_column_int64(st, 0);
+            d.enrolled_at_ms = sqlite3_column_int64(st, 1);
+            d.last_seen_ms = sqlite3_column_int64(st, 2);
+            sl__copy_text(st, 3, d.state, sizeof d.state);
+            d.participations = count_column(st, 4);
+            d.reported = count_column(st, 5);
+            d.rejected = count_column(st, 6);
+            d.late = count_column(st, 7);
+            rc = fn(ctx, &d);
+            if (rc != 0)
+                break;
+        }
+        if (rc == 0 && step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
+}
+
+int sl_store_list_reporters(sl_store *s, int64_t round_id, int (*fn)(void *ctx, int64_t device_id),
+                            void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if (s == NULL || fn == NULL)
+        return SL_EINVAL;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c, "SELECT device_id FROM updates WHERE round_id = ?1 ORDER BY device_id", &st);
+    if (rc == SL_OK) {
+        int step;
+        sqlite3_bind_int64(st, 1, round_id);
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            rc = fn(ctx, sqlite3_column_int64(st, 0));
+            if (rc != 0)
+                break;
+        }
+        if (rc == 0 && step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
 }

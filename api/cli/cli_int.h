@@ -1,6 +1,6 @@
 /*
  * cli_int.h - internals shared by the operator commands of `starling`
- * (cmd_*.c): status, rounds, task create, model export.
+ * (cmd_*.c): status, rounds, devices, task create, model export, backup.
  *
  * Every command talks to a coordinator through the libcurl client
  * (starling/api_client.h) and follows one convention:
@@ -95,6 +95,22 @@ int sl__cli_call(sl__cli *c, const char *method, const char *path, const char *b
  * /v1/status. 0 with *task set, else the status to exit with. */
 int sl__cli_pick_task(sl__cli *c, int64_t given, int64_t *task);
 
+/* ---- downloads (fetch.c) ------------------------------------------------------ */
+
+#define SL__CLI_CHUNK (1u << 20) /* bytes per range of sl__cli_fetch */
+
+/*
+ * sl__cli_fetch - GET @path in ranges of @chunk bytes (0: SL__CLI_CHUNK),
+ * each with the client's retries, showing progress under @label on stderr
+ * (a bar on a terminal, plain lines otherwise: progress.h). The pieces are
+ * held together by If-Range with the strong ETag; when the ETag is a quoted
+ * SHA-256 hex the whole body is checked against it and @sha_hex receives it
+ * (else ""). At most @max bytes. On 0, *data (malloc'd, the caller frees
+ * it) and *len hold the body; otherwise SL__CLI_ERROR after a message.
+ */
+int sl__cli_fetch(sl__cli *c, const char *path, const char *label, size_t chunk, size_t max,
+                  uint8_t **data, size_t *len, char sha_hex[65]);
+
 /* ---- output ----------------------------------------------------------------- */
 
 /* 1 when @f should get ANSI colours: a terminal, NO_COLOR unset, TERM not
@@ -117,5 +133,8 @@ int sl__cli_rounds(int argc, char **argv);
 int sl__cli_task(int argc, char **argv);
 int sl__cli_model(int argc, char **argv);
 int sl__cli_follow(int argc, char **argv);
+int sl__cli_report(int argc, char **argv); /* cmd_report.c: reads a data directory */
+int sl__cli_devices(int argc, char **argv);
+int sl__cli_backup(int argc, char **argv);
 
 #endif /* STARLING_CLI_INT_H */

@@ -38,8 +38,8 @@ static int follow_usage(FILE *out)
             "  --interval MS       polling interval in milliseconds (default 500)\n"
             "  --timeout S         give up after S seconds (default 0: never)\n" SL__CLI_CONN_HELP
             "  --help              this text\n"
-            "exit status: 0 the task finished, R rounds ended or Ctrl-C; 1 error or timeout;\n"
-            "2 usage\n");
+            "exit status: 0 the task finished or R rounds ended; 1 error or timeout; 2 usage;\n"
+            "130 interrupted (Ctrl-C, SIGTERM: the summary of the rounds so far is printed)\n");
     return out == stdout ? SL__CLI_OK : SL__CLI_USAGE;
 }
 
@@ -267,7 +267,7 @@ static int follow(sl__cli *c, int64_t task, int64_t from, int64_t rounds, int64_
         sleep_ms(interval_ms);
     }
     print_summary(&t);
-    return rc;
+    return rc == 0 && interrupted ? 130 : rc;
 }
 
 int sl__cli_follow(int argc, char **argv)

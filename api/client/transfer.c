@@ -68,29 +68,52 @@ static int id_ok(const char *id)
 }
 
 /*
- * POST /v1/rounds/{round}/uploads. On SL_OK either the session exists
- * (*@final = 0, @st updated) or @out holds a final answer (*@final = 1).
+ * POST /v1/rounds/{round}/uploads carrying the first chunk of @data
+ * (creation with upload: the declared length, digest and samples in the
+ * signed query). A frame that fits in one chunk is done in this one request
+ * (200 and the receipt). A server that knows only the JSON create (400 or
+ * 415 to this form) is asked again with a JSON body and no bytes.
+ * On SL_OK either the session exists (*@final = 0, @st updated: its id and
+ * the offset the server took) or @out holds a final answer (*@final = 1).
  */
-static int upload_create(sl_client *c, int64_t round, size_t len, const char *sha_hex,
-                         uint64_t num_samples, sl_client_upload_state *st, sl_client_response *out,
-                         int *final)
+static int upload_create(sl_client *c, int64_t round, const uint8_t *data, size_t len,
+                         const char *sha_hex, uint64_t num_samples, sl_client_upload_state *st,
+                         sl_client_response *out, int *final)
 {
-    char path[64];
+    char path[192];
     char body[192];
-    snprintf(path, sizeof path, "/v1/rounds/%" PRId64 "/uploads", round);
-    int n = snprintf(body, sizeof body,
-                     "{\"length\": %" PRIu64 ", \"sha256\": \"%s\", \"num_samples\": %" PRIu64 "}",
-                     (uint64_t)len, sha_hex, num_samples);
+    size_t chunk = sl__client_chunk(c);
+    snprintf(path, sizeof path,
+             "/v1/rounds/%" PRId64 "/uploads?length=%" PRIu64 "&sha256=%s&num_samples=%" PRIu64,
+             round, (uint64_t)len, sha_hex, num_samples);
     sl__request rq = {.method = "POST",
                       .path = path,
-                      .body = body,
-                      .len = (size_t)n,
-                      .content_type = "application/json"};
+                      .body = data,
+                      .len = len < chunk ? len : chunk,
+                      .content_type = "application/offset+octet-stream"};
     sl_client_response r;
     int rc = sl__client_send(c, &rq, &r);
+    if (rc == SL_OK && (r.status == 400 || r.status == 415)) {
+        int n =
+            snprintf(body, sizeof body,
+                     "{\"length\": %" PRIu64 ", \"sha256\": \"%s\", \"num_samples\": %" PRIu64 "}",
+                     (uint64_t)len, sha_hex, num_samples);
+        sl_client_response_free(&r);
+        snprintf(path, sizeof path, "/v1/rounds/%" PRId64 "/uploads", round);
+        rq = (sl__request){.method = "POST",
+                           .path = path,
+                           .body = body,
+                           .len = (size_t)n,
+                           .content_type = "application/json"};
+        rc = sl__client_send(c, &rq, &r);
+    }
     if (rc != SL_OK)
         return rc;
     if (r.status != 201) {
+        if (r.status == 200) { /* every byte went with the create */
+            st->offset = len;
+            report(st, len);
+        }
         *final = 1;
         *out = r;
         return SL_OK;
@@ -196,7 +219,7 @@ int sl_client_upload(sl_client *c, int64_t round, const void *data, size_t len,
     for (;;) {
         if (st->upload_id[0] == '\0') {
             int final = 0;
-            rc = upload_create(c, round, len, sha_hex, num_samples, st, out, &final);
+            rc = upload_create(c, round, data, len, sha_hex, num_samples, st, out, &final);
             if (rc != SL_OK || final)
                 return rc;
             need_head = 0;

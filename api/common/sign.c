@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include <mbedtls/asn1.h>
+#include <mbedtls/asn1write.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/ecdsa.h>
 #include <mbedtls/ecp.h>
@@ -28,14 +30,66 @@
 /* A PEM EC key is about 230 bytes; anything this large is not one of ours. */
 #define SL__KEY_FILE_MAX 16384
 
+/*
+ * Signing and verifying multiply the curve's base point G, and mbedTLS
+ * speeds that up with a table of multiples of G that it computes on the
+ * first use of a group and keeps inside it (grp->T). A group loaded per
+ * call recomputes the table every time, about a third of a verification.
+ * So the P-256 group is loaded once into a small pool: a call borrows one
+ * group for its duration (never shared by two threads at once, as mbedTLS
+ * requires) and gives it back with its table. When every pooled group is in
+ * use a call loads its own; beyond GROUP_POOL idle groups are freed.
+ * Idle groups live as long as the process (about 3 KB each).
+ */
+#define GROUP_POOL 16
+
+static pthread_mutex_t group_lock = PTHREAD_MUTEX_INITIALIZER;
+static mbedtls_ecp_group *group_idle[GROUP_POOL];
+static size_t group_nidle;
+
+/* A loaded P-256 group for the caller's exclusive use, or NULL (no memory). */
+static mbedtls_ecp_group *group_take(void)
+{
+    mbedtls_ecp_group *grp = NULL;
+    pthread_mutex_lock(&group_lock);
+    if (group_nidle > 0)
+        grp = group_idle[--group_nidle];
+    pthread_mutex_unlock(&group_lock);
+    if (grp != NULL)
+        return grp;
+    grp = malloc(sizeof *grp);
+    if (grp == NULL)
+        return NULL;
+    mbedtls_ecp_group_init(grp);
+    if (mbedtls_ecp_group_load(grp, MBEDTLS_ECP_DP_SECP256R1) != 0) {
+        mbedtls_ecp_group_free(grp);
+        free(grp);
+        return NULL;
+    }
+    return grp;
+}
+
+/* Give back a group from group_take() (NULL is a no-op). */
+static void group_give(mbedtls_ecp_group *grp)
+{
+    if (grp == NULL)
+        return;
+    pthread_mutex_lock(&group_lock);
+    if (group_nidle < GROUP_POOL) {
+        group_idle[group_nidle++] = grp;
+        grp = NULL;
+    }
+    pthread_mutex_unlock(&group_lock);
+    if (grp != NULL) {
+        mbedtls_ecp_group_free(grp);
+        free(grp);
+    }
+}
+
 struct sl_device_key {
+    /* Read-only after creation: signing borrows a pooled group for the
+     * curve arithmetic, so one key may sign from several threads at once. */
     mbedtls_pk_context pk;
-    /*
-     * mbedTLS caches a precomputed table for the base point inside the
-     * key's group on first use, so two threads signing with one key would
-     * race on it. The lock makes sl_sign_request() thread-safe.
-     */
-    pthread_mutex_t lock;
 };
 
 int sl__random_bytes(void *ctx, unsigned char *buf, size_t len)
@@ -94,10 +148,6 @@ static sl_device_key *key_alloc(void)
     sl_device_key *key = calloc(1, sizeof *key);
     if (key == NULL)
         return NULL;
-    if (pthread_mutex_init(&key->lock, NULL) != 0) {
-        free(key);
-        return NULL;
-    }
     mbedtls_pk_init(&key->pk);
     return key;
 }
@@ -107,7 +157,6 @@ void sl_device_key_free(sl_device_key *key)
     if (key == NULL)
         return;
     mbedtls_pk_free(&key->pk); /* zeroes the private scalar */
-    pthread_mutex_destroy(&key->lock);
     mbedtls_platform_zeroize(key, sizeof *key);
     free(key);
 }
@@ -255,6 +304,89 @@ static void canonical_digest(const char *method, const char *path, int64_t times
     mbedtls_sha256_free(&sha);
 }
 
+/* One DER element was prepended (@written bytes, or an error < 0): 0 or the error. */
+static int der_add(int written, size_t *len)
+{
+    if (written < 0)
+        return written;
+    *len += (size_t)written;
+    return 0;
+}
+
+/*
+ * The DER signature (SEQUENCE { r INTEGER, s INTEGER }) of @digest by @ec
+ * into @der (MBEDTLS_ECDSA_MAX_LEN bytes), as mbedtls_ecdsa_write_signature()
+ * makes it (deterministic k, RFC 6979, with blinding), but on a pooled group.
+ * 0 or an mbedTLS error.
+ */
+static int signature_der(const mbedtls_ecp_keypair *ec, const uint8_t digest[32],
+                         unsigned char der[MBEDTLS_ECDSA_MAX_LEN], size_t *der_len)
+{
+    mbedtls_ecp_group *grp = group_take();
+    mbedtls_mpi r, s;
+    unsigned char *p = der + MBEDTLS_ECDSA_MAX_LEN;
+    size_t len = 0;
+    int ret;
+    if (grp == NULL)
+        return MBEDTLS_ERR_ECP_ALLOC_FAILED;
+    mbedtls_mpi_init(&r);
+    mbedtls_mpi_init(&s);
+    ret = mbedtls_ecdsa_sign_det_ext(grp, &r, &s, &ec->d, digest, 32, MBEDTLS_MD_SHA256,
+                                     sl__random_bytes, NULL);
+    group_give(grp);
+    if (ret != 0)
+        goto done;
+    /* written backwards from the end of the buffer, as mbedTLS does */
+    ret = der_add(mbedtls_asn1_write_mpi(&p, der, &s), &len);
+    if (ret == 0)
+        ret = der_add(mbedtls_asn1_write_mpi(&p, der, &r), &len);
+    if (ret == 0)
+        ret = der_add(mbedtls_asn1_write_len(&p, der, len), &len);
+    if (ret == 0)
+        ret = der_add(
+            mbedtls_asn1_write_tag(&p, der, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE),
+            &len);
+    if (ret == 0) {
+        memmove(der, p, len);
+        *der_len = len;
+    }
+done:
+    mbedtls_mpi_free(&r);
+    mbedtls_mpi_free(&s);
+    return ret;
+}
+
+/*
+ * Verify the DER signature @der of @digest with the public point @q on
+ * @grp: 0 when it verifies, else non-zero. As mbedtls_ecdsa_read_signature():
+ * one SEQUENCE of two INTEGERs filling @der exactly.
+ */
+static int signature_check(mbedtls_ecp_group *grp, const mbedtls_ecp_point *q,
+                           const uint8_t digest[32], unsigned char *der, size_t der_len)
+{
+    unsigned char *p = der;
+    const unsigned char *end = der + der_len;
+    mbedtls_mpi r, s;
+    size_t len;
+    int ret;
+    mbedtls_mpi_init(&r);
+    mbedtls_mpi_init(&s);
+    ret = mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE);
+    if (ret == 0 && p + len != end)
+        ret = MBEDTLS_ERR_ASN1_LENGTH_MISMATCH;
+    if (ret == 0)
+        ret = mbedtls_asn1_get_mpi(&p, end, &r);
+    if (ret == 0)
+        ret = mbedtls_asn1_get_mpi(&p, end, &s);
+    if (ret == 0 && p != end)
+        ret = MBEDTLS_ERR_ASN1_LENGTH_MISMATCH;
+    if (ret == 0)
+        ret = mbedtls_ecdsa_verify(grp, digest, 32, q, &r, &s);
+    mbedtls_mpi_free(&r);
+    mbedtls_mpi_free(&s);
+    return ret;
+}
+
 int sl_sign_request(const sl_device_key *key, const char *method, const char *path,
                     int64_t timestamp_ms, const char *nonce, const uint8_t body_sha256[32],
                     char *sig, size_t sigcap)
@@ -267,14 +399,11 @@ int sl_sign_request(const sl_device_key *key, const char *method, const char *pa
 
     unsigned char der[MBEDTLS_ECDSA_MAX_LEN];
     size_t der_len = 0;
-    sl_device_key *mutable_key = (sl_device_key *)key; /* the lock only; see the struct */
-    pthread_mutex_lock(&mutable_key->lock);
-    int ret =
-        mbedtls_ecdsa_write_signature(mbedtls_pk_ec(mutable_key->pk), MBEDTLS_MD_SHA256, digest,
-                                      sizeof digest, der, &der_len, sl__random_bytes, NULL);
-    pthread_mutex_unlock(&mutable_key->lock);
+    int ret = signature_der(mbedtls_pk_ec(key->pk), digest, der, &der_len);
     if (ret != 0)
-        return ret == MBEDTLS_ERR_ECP_ALLOC_FAILED ? SL_ENOMEM : SL_EIO;
+        return ret == MBEDTLS_ERR_ECP_ALLOC_FAILED || ret == MBEDTLS_ERR_MPI_ALLOC_FAILED
+                   ? SL_ENOMEM
+                   : SL_EIO;
     char b64[SL_SIGNATURE_B64_MAX];
     if (sl_base64_encode(der, der_len, b64, sizeof b64) != SL_OK)
         return SL_EIO; /* cannot happen: a P-256 DER signature is <= 72 bytes */
@@ -302,23 +431,21 @@ int sl_verify_request(const uint8_t *pubkey, size_t pubkey_len, const char *meth
     if (sl_base64_decode(sig, der, sizeof der, &der_len) != SL_OK || der_len == 0)
         return SL_ESYNTAX;
 
-    /* A fresh context per call: nothing shared, so the function is thread-safe. */
-    mbedtls_ecdsa_context ecdsa;
-    mbedtls_ecdsa_init(&ecdsa);
+    mbedtls_ecp_group *grp = group_take();
+    mbedtls_ecp_point q;
     int rc = SL_ESYNTAX;
-    if (mbedtls_ecp_group_load(&ecdsa.grp, MBEDTLS_ECP_DP_SECP256R1) != 0) {
-        rc = SL_ENOMEM;
-        goto done;
-    }
-    if (mbedtls_ecp_point_read_binary(&ecdsa.grp, &ecdsa.Q, pubkey, pubkey_len) != 0 ||
-        mbedtls_ecp_check_pubkey(&ecdsa.grp, &ecdsa.Q) != 0)
+    if (grp == NULL)
+        return SL_ENOMEM;
+    mbedtls_ecp_point_init(&q);
+    if (mbedtls_ecp_point_read_binary(grp, &q, pubkey, pubkey_len) != 0 ||
+        mbedtls_ecp_check_pubkey(grp, &q) != 0)
         goto done;
     uint8_t digest[32];
     canonical_digest(method, path, timestamp_ms, nonce, body_sha256, digest);
     /* Any failure from here on (bad DER, trailing bytes, wrong key) is a bad signature. */
-    rc = mbedtls_ecdsa_read_signature(&ecdsa, digest, sizeof digest, der, der_len) == 0 ? SL_OK
-                                                                                        : SL_EPERM;
+    rc = signature_check(grp, &q, digest, der, der_len) == 0 ? SL_OK : SL_EPERM;
 done:
-    mbedtls_ecdsa_free(&ecdsa);
+    mbedtls_ecp_point_free(&q);
+    group_give(grp);
     return rc;
 }

@@ -7,8 +7,8 @@
  *                             then the newest page on every poll)
  *   GET /v1/rounds/{id}       a round's statistics, incl. the version it
  *                             produced and the evaluator's metrics of it
- *   GET /v1/devices/{id}      devices 1, 2, ... until the first 404 (the API
- *                             has no device list), at most MAX_DEVICES
+ *   GET /v1/devices           the first MAX_DEVICES devices with their
+ *                             participations, reports, rejections
  * and polls every POLL_MS without reloading. With the token-protected status
  * mode, the admin token is asked once, kept in sessionStorage and sent as a
  * Bearer token; "#token=..." in the address does the same (then is removed).
@@ -34,7 +34,7 @@
 
   const st = {
     token: '', taskId: 0, loadedTask: 0, status: null, task: null,
-    rounds: new Map(), details: new Map(), devices: [], devicesScanned: false,
+    rounds: new Map(), details: new Map(), devices: [], devicesTotal: 0, devicesScanned: false,
     polls: 0, errors: 0, fetchErrors: 0, offsetMs: 0, timer: 0, busy: false, again: false,
   };
 
@@ -269,16 +269,9 @@
   }
 
   async function loadDevices() {
-    const found = [];
-    for (let id = 1; id <= MAX_DEVICES; id++) {
-      try {
-        found.push(await api('/v1/devices/' + id));
-      } catch (e) {
-        if (e instanceof HttpError && e.status === 404) break;
-        throw e;
-      }
-    }
-    st.devices = found;
+    const page = await api('/v1/devices?limit=' + MAX_DEVICES);
+    st.devices = page.devices;
+    st.devicesTotal = page.total;
     st.devicesScanned = true;
   }
 
@@ -364,8 +357,8 @@
 
   function renderCurrent(task) {
     const r = currentRound();
-    const keys = ['round_no', 'selected', 'checked_in', 'reported', 'dropped', 'late', 'rejected',
-      'target', 'quorum'];
+    const keys = ['round_no', 'selected', 'checked_in', 'downloading', 'training', 'reported', 'dropped',
+      'late', 'rejected', 'target', 'quorum'];
     if (!r) {
       for (const k of keys) setK('cur.' + k, null);
       setK('cur.state', null, 'no round yet');
@@ -559,17 +552,20 @@
     tb.textContent = '';
     for (const d of st.devices) {
       const tr = document.createElement('tr');
-      let caps = typeof d.capabilities === 'string' ? d.capabilities : JSON.stringify(d.capabilities);
-      if (caps.length > 80) caps = caps.slice(0, 77) + '...';
-      tr.append(td('device.' + d.device_id + '.id', d.device_id),
-        td('device.' + d.device_id + '.enrolled_at_ms', d.enrolled_at_ms, fmtTime(d.enrolled_at_ms)),
-        td('device.' + d.device_id + '.last_seen_ms', d.last_seen_ms, fmtAgo(d.last_seen_ms)),
-        td(null, null, caps, 'text'));
+      const k = (f) => 'device.' + d.device_id + '.' + f;
+      tr.append(td(k('id'), d.device_id),
+        td(k('enrolled_at_ms'), d.enrolled_at_ms, fmtTime(d.enrolled_at_ms)),
+        td(k('last_seen_ms'), d.last_seen_ms, fmtAgo(d.last_seen_ms)),
+        td(k('participations'), d.participations, fmtInt(d.participations)),
+        td(k('reported'), d.reported, fmtInt(d.reported)),
+        td(k('rejected'), d.rejected, fmtInt(d.rejected)),
+        td(k('late'), d.late, fmtInt(d.late)),
+        td(k('state'), d.state, d.state, 'text'));
       tb.appendChild(tr);
     }
-    $('#devices-note').textContent = (st.devices.length >= MAX_DEVICES ? 'The first ' + MAX_DEVICES + ' devices. ' : '') +
-      'The API lists no devices; ids 1, 2, ... are read until the first unknown one. ' +
-      'Per-device participation and rejections are not in the API yet.';
+    $('#devices-note').textContent = st.devicesTotal > st.devices.length
+      ? 'The first ' + st.devices.length + ' of ' + fmtInt(st.devicesTotal) + ' devices.'
+      : fmtInt(st.devices.length) + ' device' + (st.devices.length === 1 ? '' : 's') + ' enrolled.';
   }
 
   /* ---- start ----------------------------------------------------------------------- */

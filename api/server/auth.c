@@ -50,6 +50,9 @@ int sl__auth_device(sl_server *s, sl__req *rq, sl__resp *rs)
         return 0;
     }
     sl_sha256(rq->body_len ? (const void *)rq->body : "", rq->body_len, digest);
+    /* kept: an upload's whole body is the update, whose digest is checked next */
+    memcpy(rq->body_sha256, digest, sizeof digest);
+    rq->body_sha_known = 1;
     rc = sl_verify_request(rec.public_key, rec.key_len, rq->method, rq->target, stamp, nonce,
                            digest, sig);
     if (rc != SL_OK)

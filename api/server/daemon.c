@@ -37,6 +37,7 @@ void sl_server_options_default(sl_server_options *o)
     o->listen = "127.0.0.1:8443";
     o->max_body = 16u << 20;
     o->threads = 4;
+    o->workers = 8;
     o->connection_limit = 1024;
     o->per_ip_connection_limit = 64;
     o->connection_timeout_s = 30;
@@ -117,9 +118,10 @@ int sl_server_create(const sl_server_options *o, sl_store *store, sl_engine *eng
     err[0] = '\0';
     if (o == NULL || store == NULL || engine == NULL || out == NULL)
         return SL_EINVAL;
-    if (o->threads < 1 || o->threads > 256 || o->max_body < 1024 || o->device_rate < 0 ||
-        (o->device_rate > 0 && o->device_burst < 1) || o->timestamp_window_ms < 1000 ||
-        o->nonce_capacity < 16 || o->upload_ttl_ms < 1000 || o->tick_interval_ms < 1) {
+    if (o->threads < 1 || o->threads > 256 || o->workers > 256 || o->max_body < 1024 ||
+        o->device_rate < 0 || (o->device_rate > 0 && o->device_burst < 1) ||
+        o->timestamp_window_ms < 1000 || o->nonce_capacity < 16 || o->upload_ttl_ms < 1000 ||
+        o->tick_interval_ms < 1) {
         snprintf(err, errcap, "server options out of range");
         return SL_EINVAL;
     }
@@ -134,6 +136,7 @@ int sl_server_create(const sl_server_options *o, sl_store *store, sl_engine *eng
     pthread_mutex_init(&s->cache_lock, NULL);
     pthread_mutex_init(&s->tomb_lock, NULL);
     pthread_mutex_init(&s->tick_lock, NULL);
+    pthread_mutex_init(&s->backup_lock, NULL);
     {
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -192,6 +195,7 @@ int sl_server_create(const sl_server_options *o, sl_store *store, sl_engine *eng
         goto fail;
     }
     sl__random(&s->rid_prefix, sizeof s->rid_prefix);
+    sl__random(s->session_secret, sizeof s->session_secret);
     s->started_ms = sl__wall_ms(s);
     *out = s;
     return SL_OK;
@@ -234,34 +238,68 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
     return MHD_YES;
 }
 
-static enum MHD_Result respond(sl_server *s, struct MHD_Connection *conn, sl__req *rq)
+/* Queue the answer @rs (consumed) to @rq on @conn. */
+static enum MHD_Result send_answer(struct MHD_Connection *conn, sl__req *rq, sl__resp *rs)
 {
     struct MHD_Response *resp;
     enum MHD_Result ret;
-    sl__resp rs;
-    sl__resp_init(&rs);
-    sl__dispatch(s, rq, &rs);
-    if (rs.len > 0) {
-        resp = MHD_create_response_from_buffer(rs.len, rs.body, MHD_RESPMEM_MUST_FREE);
+    uint64_t body_len = sl__resp_length(rs);
+    if (rs->fd >= 0) {
+        resp = MHD_create_response_from_fd_at_offset64(rs->fd_len, rs->fd, rs->fd_offset);
         if (resp != NULL)
-            rs.body = NULL; /* now libmicrohttpd's */
+            rs->fd = -1; /* now libmicrohttpd's: closed with the response */
+    } else if (rs->len > 0) {
+        resp = MHD_create_response_from_buffer(rs->len, rs->body, MHD_RESPMEM_MUST_FREE);
+        if (resp != NULL)
+            rs->body = NULL; /* now libmicrohttpd's */
     } else {
         resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     }
     if (resp == NULL) {
-        sl__resp_reset(&rs);
+        sl__resp_reset(rs);
         return MHD_NO;
     }
-    for (size_t i = 0; i < rs.nheaders; i++)
-        MHD_add_response_header(resp, rs.headers[i].name, rs.headers[i].value);
-    if (rs.content_type[0] != '\0')
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rs.content_type);
-    rq->status = rs.status;
-    rq->bytes_out = strcmp(rq->method, "HEAD") == 0 ? 0 : rs.len;
-    ret = MHD_queue_response(conn, (unsigned)rs.status, resp);
+    for (size_t i = 0; i < rs->nheaders; i++)
+        MHD_add_response_header(resp, rs->headers[i].name, rs->headers[i].value);
+    if (rs->content_type[0] != '\0')
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rs->content_type);
+    rq->status = rs->status;
+    rq->bytes_out = strcmp(rq->method, "HEAD") == 0 ? 0 : (size_t)body_len;
+    ret = MHD_queue_response(conn, (unsigned)rs->status, resp);
     MHD_destroy_response(resp);
-    sl__resp_reset(&rs);
+    sl__resp_reset(rs);
     return ret;
+}
+
+static enum MHD_Result respond(sl_server *s, struct MHD_Connection *conn, sl__req *rq)
+{
+    sl__resp rs;
+    sl__resp_init(&rs);
+    sl__dispatch(s, rq, &rs);
+    return send_answer(conn, rq, &rs);
+}
+
+/*
+ * The body is in: answer now, or hand a signed device request to a worker
+ * (workers.c) so that this thread's other connections are not held up by
+ * its signature check and durable write.
+ */
+static enum MHD_Result answer_or_defer(sl_server *s, struct MHD_Connection *conn, sl__req *rq)
+{
+    sl__resp rs;
+    int rc;
+    if (rq->answer_ready) /* resumed: the worker's answer */
+        return rq->answer != NULL ? send_answer(conn, rq, rq->answer) : MHD_NO;
+    if (s->pool == NULL || rq->too_big || sl__req_header(rq, SL_HDR_SIGNATURE) == NULL)
+        return respond(s, conn, rq);
+    rc = sl__pool_submit(s->pool, conn, rq);
+    if (rc == SL_OK)
+        return MHD_YES;
+    sl__resp_init(&rs);
+    sl__problem(&rs, rq, 503, "unavailable", NULL, "too many requests queued; retry later");
+    sl__resp_header(&rs, "Retry-After", "1");
+    sl__resp_header(&rs, "X-Request-Id", "%s", rq->request_id);
+    return send_answer(conn, rq, &rs);
 }
 
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
@@ -306,7 +344,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     }
     if (rq->status != 0)
         return MHD_YES;
-    return respond(s, conn, rq);
+    return answer_or_defer(s, conn, rq);
 }
 
 static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -388,7 +426,8 @@ int sl_server_start(sl_server *s, char *err, size_t errcap)
     struct MHD_OptionItem tls[3] = {
         {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
     const union MHD_DaemonInfo *info;
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    unsigned flags =
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     struct MHD_Daemon *d;
     char dummy[8];
     if (err == NULL) {
@@ -415,6 +454,11 @@ int sl_server_start(sl_server *s, char *err, size_t errcap)
     }
     if (s->ipv6)
         flags |= MHD_USE_IPv6;
+    if (s->opt.workers > 0 &&
+        sl__pool_start(s, s->opt.workers, s->opt.connection_limit, &s->pool) != SL_OK) {
+        snprintf(err, errcap, "cannot start the worker threads");
+        return SL_ENOMEM;
+    }
     d = MHD_start_daemon(
         flags, 0, NULL, NULL, access_cb, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr, MHD_OPTION_THREAD_POOL_SIZE,
@@ -425,6 +469,8 @@ int sl_server_start(sl_server *s, char *err, size_t errcap)
         uri_cb, s, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, s, MHD_OPTION_ARRAY, tls,
         MHD_OPTION_END);
     if (d == NULL) {
+        sl__pool_free(s->pool);
+        s->pool = NULL;
         snprintf(err, errcap, "cannot listen on %s (in use, no permission, or bad TLS files)",
                  s->listen);
         return SL_EIO;
@@ -435,12 +481,15 @@ int sl_server_start(sl_server *s, char *err, size_t errcap)
     if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0) {
         MHD_stop_daemon(d);
         s->daemon = NULL;
+        sl__pool_free(s->pool);
+        s->pool = NULL;
         snprintf(err, errcap, "cannot start the ticker thread");
         return SL_ENOMEM;
     }
     s->ticker_running = 1;
-    sl_log(SL_LOG_INFO, "http", "listening on %s port %u (%s, %u threads)", s->listen,
-           (unsigned)s->port, s->opt.insecure_http ? "plain HTTP" : "HTTPS", s->opt.threads);
+    sl_log(SL_LOG_INFO, "http", "listening on %s port %u (%s, %u threads, %u workers)", s->listen,
+           (unsigned)s->port, s->opt.insecure_http ? "plain HTTP" : "HTTPS", s->opt.threads,
+           s->opt.workers);
     return SL_OK;
 }
 
@@ -479,8 +528,14 @@ void sl_server_free(sl_server *s)
 {
     if (s == NULL)
         return;
+    /* the workers first: each queued request resumes its connection, so
+     * none is left suspended when the daemon stops; later requests are
+     * answered 503 until it has */
+    sl__pool_stop(s->pool);
     if (s->daemon != NULL)
         MHD_stop_daemon(s->daemon);
+    sl__pool_free(s->pool);
+    s->pool = NULL;
     if (s->ticker_running) {
         pthread_mutex_lock(&s->tick_lock);
         s->stopping = 1;
@@ -489,12 +544,14 @@ void sl_server_free(sl_server *s)
         pthread_join(s->ticker, NULL);
     }
     sl__cache_free(s);
+    sl__backups_free(s);
     sl_nonce_cache_free(s->nonces);
     sl__metrics_free(&s->metrics);
     pthread_mutex_destroy(&s->rate_lock);
     pthread_mutex_destroy(&s->cache_lock);
     pthread_mutex_destroy(&s->tomb_lock);
     pthread_mutex_destroy(&s->tick_lock);
+    pthread_mutex_destroy(&s->backup_lock);
     pthread_cond_destroy(&s->tick_cond);
     if (s->key_pem != NULL) {
         volatile char *p = s->key_pem;
@@ -545,6 +602,7 @@ int sl_server_handle(sl_server *s, const char *method, const char *target,
     }
     sl__resp_init(&resp->r);
     sl__dispatch(s, rq, &resp->r);
+    (void)sl__resp_load_file(&resp->r); /* a failure is the 5xx answer it leaves */
     if (resp->r.content_type[0] != '\0')
         sl__resp_header(&resp->r, "Content-Type", "%s", resp->r.content_type);
     rq->status = resp->r.status;

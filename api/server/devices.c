@@ -309,3 +309,72 @@ void sl__h_report_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__re
     }
     sl__resp_bytes(rs, 204, "", NULL, 0);
 }
+
+/* ---- the device list (operators) ------------------------------------------ */
+
+#define DEVICES_MAX_LIMIT 1000
+
+typedef struct devices_ctx {
+    cJSON *array;
+    int failed;
+} devices_ctx;
+
+static int add_device(void *ctx, const sl_device_summary *d)
+{
+    devices_ctx *c = ctx;
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL || !cJSON_AddItemToArray(c->array, o)) {
+        cJSON_Delete(o);
+        c->failed = 1;
+        return 1;
+    }
+    cJSON_AddNumberToObject(o, "device_id", (double)d->id);
+    cJSON_AddNumberToObject(o, "enrolled_at_ms", (double)d->enrolled_at_ms);
+    cJSON_AddNumberToObject(o, "last_seen_ms", (double)d->last_seen_ms);
+    cJSON_AddStringToObject(o, "state", d->state);
+    cJSON_AddNumberToObject(o, "participations", d->participations);
+    cJSON_AddNumberToObject(o, "reported", d->reported);
+    cJSON_AddNumberToObject(o, "rejected", d->rejected);
+    cJSON_AddNumberToObject(o, "late", d->late);
+    return 0;
+}
+
+void sl__h_devices(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    char text[32];
+    int64_t offset = 0, limit = 100;
+    uint64_t total = 0;
+    devices_ctx ctx = {NULL, 0};
+    cJSON *out;
+    int rc;
+    (void)p;
+    if ((rc = sl__query_get(rq->query, "offset", text, sizeof text)) != 0 &&
+        (rc < 0 || sl__parse_i64(text, 0, UINT32_MAX, &offset) != SL_OK)) {
+        sl__problem(rs, rq, 400, "bad-request", NULL, "offset must be an integer >= 0");
+        return;
+    }
+    if ((rc = sl__query_get(rq->query, "limit", text, sizeof text)) != 0 &&
+        (rc < 0 || sl__parse_i64(text, 1, DEVICES_MAX_LIMIT, &limit) != SL_OK)) {
+        sl__problem(rs, rq, 400, "bad-request", NULL, "limit must be in [1, %d]",
+                    DEVICES_MAX_LIMIT);
+        return;
+    }
+    rc = sl_store_count_devices(s->store, &total);
+    out = cJSON_CreateObject();
+    ctx.array = cJSON_CreateArray();
+    if (rc == SL_OK && (out == NULL || ctx.array == NULL))
+        rc = SL_ENOMEM;
+    if (rc == SL_OK)
+        rc = sl_store_list_devices(s->store, (uint32_t)offset, (uint32_t)limit, add_device, &ctx);
+    if (rc != SL_OK || ctx.failed) {
+        cJSON_Delete(out);
+        cJSON_Delete(ctx.array);
+        sl__problem_status(rs, rq, ctx.failed ? SL_ENOMEM : rc, "listing devices");
+        return;
+    }
+    cJSON_AddNumberToObject(out, "offset", (double)offset);
+    cJSON_AddNumberToObject(out, "limit", (double)limit);
+    cJSON_AddNumberToObject(out, "total", (double)total);
+    cJSON_AddItemToObject(out, "devices", ctx.array);
+    sl__resp_json(rs, 200, out);
+}

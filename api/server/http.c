@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "server_int.h"
 
@@ -147,6 +148,10 @@ void sl__req_free(sl__req *rq)
     }
     free(rq->headers);
     free(rq->body);
+    if (rq->answer != NULL) {
+        sl__resp_reset(rq->answer);
+        free(rq->answer);
+    }
     free(rq->target);
     free(rq->path);
     free(rq);
@@ -249,12 +254,117 @@ void sl__resp_init(sl__resp *rs)
 {
     memset(rs, 0, sizeof *rs);
     rs->status = 500;
+    rs->fd = -1;
 }
 
 void sl__resp_reset(sl__resp *rs)
 {
     free(rs->body);
+    if (rs->fd >= 0)
+        close(rs->fd);
     sl__resp_init(rs);
+}
+
+static void drop_file(sl__resp *rs)
+{
+    if (rs->fd >= 0)
+        close(rs->fd);
+    rs->fd = -1;
+    rs->fd_offset = rs->fd_len = 0;
+}
+
+void sl__resp_file(sl__resp *rs, int status, const char *ctype, int fd, uint64_t offset,
+                   uint64_t len)
+{
+    free(rs->body);
+    rs->body = NULL;
+    rs->len = 0;
+    drop_file(rs);
+    rs->fd = fd;
+    rs->fd_offset = offset;
+    rs->fd_len = len;
+    rs->status = status;
+    snprintf(rs->content_type, sizeof rs->content_type, "%s", ctype ? ctype : "");
+}
+
+uint64_t sl__resp_length(const sl__resp *rs)
+{
+    return rs->fd >= 0 ? rs->fd_len : rs->len;
+}
+
+int sl__resp_load_file(sl__resp *rs)
+{
+    char *data;
+    size_t got = 0;
+    if (rs->fd < 0)
+        return SL_OK;
+    data = rs->fd_len < SIZE_MAX ? malloc(rs->fd_len ? (size_t)rs->fd_len : 1) : NULL;
+    if (data == NULL) {
+        drop_file(rs);
+        sl__resp_bytes(rs, 503, "text/plain", NULL, 0);
+        return SL_ENOMEM;
+    }
+    while (got < rs->fd_len) {
+        ssize_t n =
+            pread(rs->fd, data + got, (size_t)rs->fd_len - got, (off_t)(rs->fd_offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            free(data);
+            drop_file(rs);
+            sl__resp_bytes(rs, 500, "text/plain", NULL, 0);
+            return SL_EIO;
+        }
+        got += (size_t)n;
+    }
+    drop_file(rs);
+    rs->body = data;
+    rs->len = got;
+    return SL_OK;
+}
+
+int sl__parse_range(const char *h, uint64_t len, uint64_t *first, uint64_t *last)
+{
+    unsigned long long a = 0, b = 0;
+    const char *p;
+    char *end;
+    if (h == NULL || strncmp(h, "bytes=", 6) != 0 || strchr(h, ',') != NULL)
+        return 0;
+    p = h + 6;
+    if (*p == '-') {
+        if (p[1] < '0' || p[1] > '9')
+            return 0;
+        errno = 0;
+        b = strtoull(p + 1, &end, 10);
+        if (*end != '\0' || errno == ERANGE)
+            return 0;
+        if (b == 0 || len == 0)
+            return -1;
+        *first = b >= len ? 0 : len - b;
+        *last = len - 1;
+        return 1;
+    }
+    if (*p < '0' || *p > '9')
+        return 0;
+    errno = 0;
+    a = strtoull(p, &end, 10);
+    if (*end != '-' || errno == ERANGE)
+        return 0;
+    p = end + 1;
+    if (*p == '\0') {
+        b = len - 1;
+    } else {
+        if (*p < '0' || *p > '9')
+            return 0;
+        b = strtoull(p, &end, 10);
+        if (*end != '\0' || b < a || errno == ERANGE)
+            return 0;
+    }
+    if (len == 0 || a >= len)
+        return -1;
+    *first = a;
+    *last = b >= len ? len - 1 : b;
+    return 1;
 }
 
 void sl__resp_header(sl__resp *rs, const char *name, const char *fmt, ...)
@@ -286,6 +396,7 @@ const char *sl__resp_get_header(const sl__resp *rs, const char *name)
 void sl__resp_bytes(sl__resp *rs, int status, const char *ctype, void *bytes, size_t len)
 {
     free(rs->body);
+    drop_file(rs);
     rs->body = bytes;
     rs->len = bytes ? len : 0;
     rs->status = status;
@@ -507,17 +618,13 @@ void sl__random(void *out, size_t len)
     }
 }
 
-void sl__random_id(char *out, size_t cap, size_t nbytes)
+void sl__id_encode(const uint8_t *raw, size_t nbytes, char *out, size_t cap)
 {
     static const char alphabet[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    uint8_t raw[48];
     size_t o = 0;
     uint32_t acc = 0;
     int bits = 0;
-    if (nbytes > sizeof raw)
-        nbytes = sizeof raw;
-    sl__random(raw, nbytes);
     for (size_t i = 0; i < nbytes; i++) {
         acc = (acc << 8) | raw[i];
         bits += 8;
@@ -530,6 +637,15 @@ void sl__random_id(char *out, size_t cap, size_t nbytes)
         out[o++] = alphabet[(acc << (6 - bits)) & 63];
     if (cap > 0)
         out[o] = '\0';
+}
+
+void sl__random_id(char *out, size_t cap, size_t nbytes)
+{
+    uint8_t raw[48];
+    if (nbytes > sizeof raw)
+        nbytes = sizeof raw;
+    sl__random(raw, nbytes);
+    sl__id_encode(raw, nbytes, out, cap);
 }
 
 int sl__ct_equal(const uint8_t *a, const uint8_t *b, size_t n)

@@ -251,9 +251,11 @@ void sl__h_healthz(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 
 void sl__h_readyz(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 {
-    /* a real write transaction that is useful anyway: expired upload
-     * sessions go, and success proves the database takes writes */
+    /* real write transactions: expired upload sessions go, and a probe
+     * write proves the database takes durable writes now */
     int rc = sl_store_expire_uploads(s->store, NULL);
+    if (rc == SL_OK) /* expiry may have had nothing to write: a probe always reaches the disk */
+        rc = sl_store_probe_write(s->store);
     (void)p;
     if (rc != SL_OK) {
         sl__problem(rs, rq, 503, "unavailable", NULL, "storage is not writable: %s",

@@ -223,56 +223,12 @@ static int etag_matches(const char *header, const char *etag)
     return 0;
 }
 
-/* Range: one "bytes=a-b", "bytes=a-" or "bytes=-n". 1: a range in
- * [*first, *last]; 0: no usable Range (serve it all); -1: unsatisfiable. */
-static int parse_range(const char *h, size_t len, size_t *first, size_t *last)
-{
-    unsigned long long a = 0, b = 0;
-    const char *p;
-    char *end;
-    if (h == NULL || strncmp(h, "bytes=", 6) != 0 || strchr(h, ',') != NULL)
-        return 0;
-    p = h + 6;
-    if (*p == '-') {
-        if (p[1] < '0' || p[1] > '9')
-            return 0;
-        b = strtoull(p + 1, &end, 10);
-        if (*end != '\0')
-            return 0;
-        if (b == 0 || len == 0)
-            return -1;
-        *first = b >= len ? 0 : len - (size_t)b;
-        *last = len - 1;
-        return 1;
-    }
-    if (*p < '0' || *p > '9')
-        return 0;
-    a = strtoull(p, &end, 10);
-    if (*end != '-')
-        return 0;
-    p = end + 1;
-    if (*p == '\0') {
-        b = (unsigned long long)len - 1;
-    } else {
-        if (*p < '0' || *p > '9')
-            return 0;
-        b = strtoull(p, &end, 10);
-        if (*end != '\0' || b < a)
-            return 0;
-    }
-    if (len == 0 || a >= len)
-        return -1;
-    *first = (size_t)a;
-    *last = b >= len ? len - 1 : (size_t)b;
-    return 1;
-}
-
 static void serve(sl_server *s, sl__req *rq, sl__resp *rs, const sl__blob *b, int latest)
 {
     const char *inm = sl__req_header(rq, "If-None-Match");
-    size_t first = 0, last = b->len ? b->len - 1 : 0;
+    uint64_t first = 0, last = b->len ? b->len - 1 : 0;
     const char *if_range = sl__req_header(rq, "If-Range");
-    int range = parse_range(sl__req_header(rq, "Range"), b->len, &first, &last);
+    int range = sl__parse_range(sl__req_header(rq, "Range"), b->len, &first, &last);
     if (range != 0 && if_range != NULL && strcmp(if_range, b->etag) != 0) {
         /* the client's bytes belong to another representation (RFC 9110
          * 13.1.5, strong comparison; we give no dates): send it all */
@@ -298,9 +254,10 @@ static void serve(sl_server *s, sl__req *rq, sl__resp *rs, const sl__blob *b, in
         return;
     }
     sl__resp_copy(rs, range ? 206 : 200, "application/octet-stream", b->bytes + first,
-                  b->len ? last - first + 1 : 0);
+                  b->len ? (size_t)(last - first + 1) : 0);
     if (range && rs->status == 206)
-        sl__resp_header(rs, "Content-Range", "bytes %zu-%zu/%zu", first, last, b->len);
+        sl__resp_header(rs, "Content-Range", "bytes %llu-%llu/%zu", (unsigned long long)first,
+                        (unsigned long long)last, b->len);
     /* a device's download is part of the round (operators' reads are not);
      * counted when the bytes are queued, as HTTP servers log bytes_sent */
     if ((rs->status == 200 || rs->status == 206) && rq->device_id > 0 &&

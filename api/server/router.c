@@ -38,6 +38,8 @@ static const route routes[] = {
     {"GET", "/dashboard/{}", AUTH_NONE, sl__dash_file, "/dashboard/{file}"},
     {"GET", "/v1/openapi.yaml", AUTH_NONE, sl__h_openapi, "/v1/openapi.yaml"},
     {"POST", "/v1/devices", AUTH_NONE, sl__h_enrol, "/v1/devices"},
+    /* its own label: POST /v1/devices (enrolment) has "/v1/devices" */
+    {"GET", "/v1/devices", AUTH_READ, sl__h_devices, "/v1/devices (list)"},
     {"GET", "/v1/devices/{}", AUTH_READ, sl__h_device, "/v1/devices/{id}"},
     {"POST", "/v1/checkin", AUTH_DEVICE, sl__h_checkin, "/v1/checkin"},
     {"GET", "/v1/models/{}", AUTH_CUSTOM, sl__h_model, "/v1/models/{version}"},
@@ -52,6 +54,8 @@ static const route routes[] = {
     {"GET", "/v1/rounds/{}", AUTH_READ, sl__h_round, "/v1/rounds/{id}"},
     {"POST", "/v1/rounds/{}/abort", AUTH_ADMIN, sl__h_abort_round, "/v1/rounds/{id}/abort"},
     {"POST", "/v1/tasks", AUTH_ADMIN, sl__h_create_task, "/v1/tasks"},
+    {"POST", "/v1/backups", AUTH_ADMIN, sl__h_backup_create, "/v1/backups"},
+    {"GET", "/v1/backups/{}", AUTH_ADMIN, sl__h_backup_get, "/v1/backups/{id}"},
 };
 
 #define NROUTES ((int)(sizeof routes / sizeof routes[0]))

@@ -64,13 +64,17 @@ typedef struct sl__req {
     int too_big;        /* the body exceeded max_body */
     int started;        /* daemon.c: the first access-handler call happened */
     char request_id[65];
-    char client[64];   /* peer address, for the access log */
-    int64_t device_id; /* the authenticated device, 0 when none */
-    int admin;         /* the admin token was presented and matched */
-    int route;         /* index in the route table, -1 when none matched */
-    int64_t start_ns;  /* monotonic */
-    int status;        /* the answer's status, once queued */
+    char client[64];         /* peer address, for the access log */
+    int64_t device_id;       /* the authenticated device, 0 when none */
+    uint8_t body_sha256[32]; /* SHA-256 of the body, once body_sha_known */
+    int body_sha_known;      /* auth.c hashed the body for the signature */
+    int admin;               /* the admin token was presented and matched */
+    int route;               /* index in the route table, -1 when none matched */
+    int64_t start_ns;        /* monotonic */
+    int status;              /* the answer's status, once queued */
     size_t bytes_out;
+    struct sl__resp *answer; /* workers.c: the answer a worker made (NULL: none, or no memory) */
+    int answer_ready;        /* workers.c: the worker is done with this request */
 } sl__req;
 
 #define SL__RESP_HEADERS 12
@@ -84,6 +88,10 @@ typedef struct sl__resp {
     int status;
     char *body; /* malloc'd, may be NULL */
     size_t len;
+    /* A body served from a file instead (sl__resp_file): @fd_len bytes of @fd
+     * from @fd_offset; owned by the response (closed by sl__resp_reset). -1: none. */
+    int fd;
+    uint64_t fd_offset, fd_len;
     char content_type[64];
     sl__resp_hdr headers[SL__RESP_HEADERS];
     size_t nheaders;
@@ -114,6 +122,22 @@ void sl__resp_json(sl__resp *rs, int status, cJSON *doc);
 void sl__resp_bytes(sl__resp *rs, int status, const char *ctype, void *bytes, size_t len);
 /* Copy @len bytes of @text. */
 void sl__resp_copy(sl__resp *rs, int status, const char *ctype, const void *text, size_t len);
+/* Serve @len bytes of the open file @fd (taken over: closed with the response)
+ * from @offset; libmicrohttpd sends it without reading it into memory. */
+void sl__resp_file(sl__resp *rs, int status, const char *ctype, int fd, uint64_t offset,
+                   uint64_t len);
+/* Read a file body (sl__resp_file) into memory (the in-process path):
+ * SL_OK, or SL_EIO / SL_ENOMEM with a problem written into @rs. */
+int sl__resp_load_file(sl__resp *rs);
+/* The length of the body, in memory or in a file. */
+uint64_t sl__resp_length(const sl__resp *rs);
+/*
+ * sl__parse_range - a Range header of one range ("bytes=a-b", "bytes=a-" or
+ * "bytes=-n") over a representation of @len bytes: 1 with [*first, *last]
+ * set, 0 when there is no usable Range (serve it all), -1 when it cannot be
+ * satisfied (416).
+ */
+int sl__parse_range(const char *h, uint64_t len, uint64_t *first, uint64_t *last);
 
 /*
  * sl__problem - an application/problem+json answer with the stable type
@@ -142,9 +166,33 @@ cJSON *sl__json_body(const sl__req *rq, sl__resp *rs);
 void sl__random(void *out, size_t len);
 /* @nbytes random bytes as unpadded base64url into @out (cap >= 4 * nbytes / 3 + 2). */
 void sl__random_id(char *out, size_t cap, size_t nbytes);
+/* @n bytes (at most 48) of @raw as unpadded base64url into @out, as sl__random_id(). */
+void sl__id_encode(const uint8_t *raw, size_t n, char *out, size_t cap);
 int sl__ct_equal(const uint8_t *a, const uint8_t *b, size_t n);
 int64_t sl__wall_ms(const sl_server *s);
 int64_t sl__mono_ns(const sl_server *s);
+
+/* ------------------------------------------------------------------------ */
+/* Workers (workers.c)                                                      */
+/* ------------------------------------------------------------------------ */
+
+struct MHD_Connection;
+typedef struct sl__pool sl__pool;
+
+/* Start @nthreads workers with a queue of at most @cap requests. */
+int sl__pool_start(sl_server *s, unsigned nthreads, size_t cap, sl__pool **out);
+/*
+ * Suspend @conn (call from its access handler, the body complete) and queue
+ * @rq: a worker dispatches it into rq->answer, sets rq->answer_ready and
+ * resumes @conn. SL_EBUSY (queue full, or stopping) or SL_ENOMEM: nothing
+ * was done, answer inline.
+ */
+int sl__pool_submit(sl__pool *p, struct MHD_Connection *conn, sl__req *rq);
+/* Refuse new requests (SL_EBUSY), finish every queued one (each resumes its
+ * connection) and join the workers. Idempotent; NULL is a no-op. */
+void sl__pool_stop(sl__pool *p);
+/* sl__pool_stop(), then free; call once nothing can submit any more. NULL: no-op. */
+void sl__pool_free(sl__pool *p);
 
 /* ------------------------------------------------------------------------ */
 /* Metrics (metrics.c)                                                      */
@@ -194,7 +242,17 @@ typedef struct sl__bucket {
     int64_t last_ns;
 } sl__bucket;
 
-#define SL__BUCKETS 16384
+#define SL__BUCKETS       16384
+
+#define SL__BACKUPS       4
+#define SL__BACKUP_TTL_MS (15 * 60 * 1000LL)
+typedef struct sl__backup {
+    char id[24]; /* "" for a free slot */
+    char path[600];
+    char etag[67]; /* "\"<64 hex>\"" */
+    uint64_t bytes;
+    int64_t created_ms, expires_ms;
+} sl__backup;
 
 typedef struct sl__blob sl__blob; /* models.c */
 
@@ -234,7 +292,8 @@ struct sl_server {
 
     struct sockaddr_storage addr; /* the parsed listen address */
     int ipv6;
-    void *daemon; /* struct MHD_Daemon */
+    void *daemon;   /* struct MHD_Daemon */
+    sl__pool *pool; /* NULL: device requests run on the libmicrohttpd threads */
     uint16_t port;
     int quiesced;
     atomic_long inflight;
@@ -244,6 +303,11 @@ struct sl_server {
     pthread_mutex_t tick_lock;
     pthread_cond_t tick_cond;
 
+    pthread_mutex_t backup_lock; /* backup_dir and backups (backup.c) */
+    char backup_dir[512];        /* "" until the first backup */
+    sl__backup backups[SL__BACKUPS];
+
+    uint8_t session_secret[32]; /* keys the upload ids derived from what they upload */
     uint64_t rid_prefix;
     atomic_uint_fast64_t rid_counter;
     int64_t started_ms;
@@ -287,12 +351,39 @@ int sl__rate_allow(sl_server *s, int64_t device, int64_t *retry_after_s);
 void sl__h_enrol(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_device(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+/* GET /v1/devices: a page of devices with their participation counts */
+void sl__h_devices(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_report_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 
-/* uploads.c */
+/* upload_create.c: POST /v1/rounds/{round}/uploads, optionally with the first bytes */
 void sl__h_upload_create(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+
+/* uploads.c */
 void sl__h_upload_patch(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_upload_head(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+/* Forget the tombstone of session @id (a new session is made under that id). */
+void sl__tomb_clear(sl_server *s, const char *id);
+/* 200 with the receipt of a stored update (UploadAccepted) and Upload-Offset @length. */
+void sl__upload_receipt(sl__resp *rs, int64_t round_id, uint64_t length,
+                        const sl_store_receipt *receipt);
+
+typedef enum sl__upload_outcome {
+    SL__UPLOAD_ACCEPTED, /* stored durably and counted: the receipt is in @rs */
+    SL__UPLOAD_MISMATCH, /* the digest is not the declared one: nothing in @rs */
+    SL__UPLOAD_REJECTED, /* the engine refused it: the problem is in @rs */
+    SL__UPLOAD_FAILED    /* storage failure, nothing acknowledged: the problem is in @rs */
+} sl__upload_outcome;
+
+/*
+ * sl__upload_accept - the whole update @bytes (@len) of the calling device
+ * for @round_id: its SHA-256 must be @sha256, then sl_engine_accept()
+ * validates, stores durably and counts it (blocks on the store's writer).
+ * For MISMATCH and REJECTED, *@status and *@reason say how to close a session.
+ */
+sl__upload_outcome sl__upload_accept(sl_server *s, sl__req *rq, int64_t round_id,
+                                     const uint8_t *bytes, size_t len, const uint8_t sha256[32],
+                                     uint32_t num_samples, sl__resp *rs, int *status,
+                                     const char **reason);
 
 /* models.c */
 void sl__h_model(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
@@ -316,6 +407,15 @@ const char *sl__round_state_name(sl_round_state st);
 void sl__dash_index(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__dash_file(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__dash_round_model(sl_server *s, const sl_round_record *r, cJSON *out);
+
+/* backup.c: online backups of the database (admin): POST /v1/backups takes
+ * one into a private temporary directory, GET /v1/backups/{id} serves it
+ * (ETag = SHA-256, Range); each is kept SL__BACKUP_TTL_MS, at most
+ * SL__BACKUPS at a time. */
+void sl__h_backup_create(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_backup_get(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+/* Delete every backup file and the directory (sl_server_free). */
+void sl__backups_free(sl_server *s);
 
 /* metrics.c */
 void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);

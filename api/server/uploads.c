@@ -1,6 +1,7 @@
 /*
- * uploads.c - resumable uploads (tus-like): create a session, append at
- * Upload-Offset, ask for the offset, and complete through the engine.
+ * uploads.c - resumable uploads (tus-like): append at Upload-Offset, ask
+ * for the offset, and complete through the engine. Creating a session,
+ * optionally with the first bytes, is upload_create.c.
  *
  * Sessions live in the store, so an upload resumes across restarts of the
  * coordinator. Each PATCH is verified (its signature covers the body); one
@@ -68,6 +69,15 @@ static void tomb_add(sl_server *s, const char *id, int status, const char *reaso
     snprintf(t->id, sizeof t->id, "%s", id);
     t->status = status;
     snprintf(t->reason, sizeof t->reason, "%s", reason);
+    pthread_mutex_unlock(&s->tomb_lock);
+}
+
+void sl__tomb_clear(sl_server *s, const char *id)
+{
+    pthread_mutex_lock(&s->tomb_lock);
+    for (size_t i = 0; i < SL__TOMBSTONES; i++)
+        if (s->tombs[i].id[0] != '\0' && strcmp(s->tombs[i].id, id) == 0)
+            s->tombs[i].id[0] = '\0';
     pthread_mutex_unlock(&s->tomb_lock);
 }
 
@@ -151,9 +161,8 @@ static void discard(sl_server *s, const char *id)
                sl_strerror(rc));
 }
 
-/* 200 with the receipt of a stored update (UploadAccepted). */
-static void answer_receipt(sl__resp *rs, int64_t round_id, uint64_t length,
-                           const sl_store_receipt *receipt)
+void sl__upload_receipt(sl__resp *rs, int64_t round_id, uint64_t length,
+                        const sl_store_receipt *receipt)
 {
     cJSON *out = cJSON_CreateObject();
     if (out != NULL) {
@@ -167,124 +176,67 @@ static void answer_receipt(sl__resp *rs, int64_t round_id, uint64_t length,
     sl__resp_header(rs, "Upload-Offset", "%llu", (unsigned long long)length);
 }
 
-void sl__h_upload_create(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
-{
-    cJSON *doc = NULL, *out;
-    const cJSON *sha;
-    sl_upload_record rec;
-    sl_round_record round;
-    int64_t round_id, length, samples = 0;
-    int rc;
-
-    if (sl__parse_i64(p->seg[0], 1, INT64_MAX, &round_id) != SL_OK) {
-        sl__problem(rs, rq, 404, "not-found", NULL, "no round %s", p->seg[0]);
-        return;
-    }
-    doc = sl__json_body(rq, rs);
-    if (doc == NULL)
-        return;
-    memset(&rec, 0, sizeof rec);
-    sha = cJSON_GetObjectItemCaseSensitive(doc, "sha256");
-    rc = sl__json_i64(doc, "length", 1, INT64_MAX, &length);
-    if (rc != SL_OK || !cJSON_IsString(sha) || strlen(sha->valuestring) != 64 ||
-        sl_unhex(sha->valuestring, rec.sha256, 32) != SL_OK ||
-        sl__json_i64(doc, "num_samples", 0, UINT32_MAX, &samples) == SL_EINVAL) {
-        sl__problem(rs, rq, 400, "bad-request", NULL,
-                    "length (>= 1), sha256 (64 hex digits) and num_samples are required");
-        goto done;
-    }
-    if ((uint64_t)length > MAX_UPLOAD) {
-        sl__problem(rs, rq, 413, "payload-too-large", NULL, "an upload is at most %llu bytes",
-                    (unsigned long long)MAX_UPLOAD);
-        goto done;
-    }
-    rc = sl_store_get_round(s->store, round_id, &round);
-    if (rc == SL_ENOENT) {
-        sl__problem(rs, rq, 404, "not-found", NULL, "no round %lld", (long long)round_id);
-        goto done;
-    }
-    if (rc != SL_OK) {
-        sl__problem_status(rs, rq, rc, "reading the round");
-        goto done;
-    }
-    if (round.state == SL_ROUND_CLOSED || round.state == SL_ROUND_ABANDONED) {
-        /* an update the round counted before it closed, sent again because the
-         * answer was lost: its receipt, not "late" (the device must commit it,
-         * not fold it back into its residual) */
-        sl_store_receipt receipt;
-        rc = sl_store_get_receipt(s->store, round_id, rq->device_id, rec.sha256, &receipt);
-        if (rc == SL_OK) {
-            answer_receipt(rs, round_id, rec.length, &receipt);
-            goto done;
-        }
-        if (rc != SL_ENOENT && rc != SL_ECONFLICT) {
-            sl__problem_status(rs, rq, rc, "reading the round's updates");
-            goto done;
-        }
-        sl__problem(rs, rq, 410, "late", "late", "round %lld has ended", (long long)round_id);
-        goto done;
-    }
-    rec.device_id = rq->device_id;
-    rec.round_id = round_id;
-    rec.length = (uint64_t)length;
-    rec.num_samples = (uint32_t)samples;
-    rec.expires_at_ms = sl__wall_ms(s) + s->opt.upload_ttl_ms;
-    do {
-        sl__random_id(rec.id, sizeof rec.id, 16);
-        rc = sl_store_create_upload(s->store, &rec);
-    } while (rc == SL_EEXIST);
-    if (rc == SL_ETOOBIG) {
-        sl__problem(rs, rq, 413, "payload-too-large", NULL, "the upload is too large");
-        goto done;
-    }
-    if (rc != SL_OK) {
-        sl__problem_status(rs, rq, rc, "creating the upload");
-        goto done;
-    }
-    sl__metrics_count(&s->metrics, &s->metrics.uploads_created, 1);
-    out = cJSON_CreateObject();
-    if (out != NULL) {
-        char location[64];
-        snprintf(location, sizeof location, "/v1/uploads/%s", rec.id);
-        cJSON_AddStringToObject(out, "upload_id", rec.id);
-        cJSON_AddStringToObject(out, "location", location);
-        cJSON_AddNumberToObject(out, "offset", 0);
-        cJSON_AddNumberToObject(out, "length", (double)rec.length);
-        cJSON_AddNumberToObject(out, "expires_at_ms", (double)rec.expires_at_ms);
-    }
-    sl__resp_json(rs, 201, out);
-    sl__resp_header(rs, "Location", "/v1/uploads/%s", rec.id);
-    sl__resp_header(rs, "Upload-Offset", "0");
-    sl__resp_header(rs, "Upload-Length", "%llu", (unsigned long long)rec.length);
-done:
-    cJSON_Delete(doc);
-}
-
-static void answer_reject(sl_server *s, sl__req *rq, sl__resp *rs, const char *id,
-                          sl_reject_reason why)
+/* The answer to an update the engine refused; its status into *@status. */
+static void answer_reject(sl_server *s, sl__req *rq, sl__resp *rs, sl_reject_reason why,
+                          int *status)
 {
     const char *name = sl_reject_reason_name(why);
-    int status;
     const char *type;
     switch (why) {
     case SL_REJECT_LATE:
     case SL_REJECT_STALE:
-        status = 410, type = "late";
+        *status = 410, type = "late";
         break;
     case SL_REJECT_UNKNOWN_ROUND:
-        status = 404, type = "not-found";
+        *status = 404, type = "not-found";
         break;
     case SL_REJECT_NOT_SELECTED:
     case SL_REJECT_DUPLICATE_CONFLICT:
-        status = 409, type = "conflict";
+        *status = 409, type = "conflict";
         break;
     default:
-        status = 422, type = "unprocessable";
+        *status = 422, type = "unprocessable";
     }
-    tomb_add(s, id, status, name);
-    discard(s, id);
     sl__metrics_count(&s->metrics, &s->metrics.rejected[(unsigned)why & 15u], 1);
-    sl__problem(rs, rq, status, type, name, "the update was not accepted: %s", name);
+    sl__problem(rs, rq, *status, type, name, "the update was not accepted: %s", name);
+}
+
+sl__upload_outcome sl__upload_accept(sl_server *s, sl__req *rq, int64_t round_id,
+                                     const uint8_t *bytes, size_t len, const uint8_t sha256[32],
+                                     uint32_t num_samples, sl__resp *rs, int *status,
+                                     const char **reason)
+{
+    sl_accept_result res;
+    uint8_t digest[32];
+    int64_t t0;
+    int rc;
+    /* a 40 KB update costs about 0.2 ms to hash: never twice */
+    if (rq->body_sha_known && bytes == rq->body && len == rq->body_len)
+        memcpy(digest, rq->body_sha256, sizeof digest);
+    else
+        sl_sha256(bytes, len, digest);
+    if (!sl__ct_equal(digest, sha256, 32)) {
+        sl__metrics_count(&s->metrics, &s->metrics.rejected[DIGEST_MISMATCH], 1);
+        *status = 422;
+        *reason = "digest_mismatch";
+        return SL__UPLOAD_MISMATCH;
+    }
+    t0 = sl__mono_ns(s);
+    rc =
+        sl_engine_accept(s->engine, round_id, rq->device_id, bytes, len, num_samples, digest, &res);
+    sl__metrics_store_write(&s->metrics, sl__mono_ns(s) - t0);
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "accepting the update");
+        return SL__UPLOAD_FAILED;
+    }
+    if (!res.accepted) {
+        answer_reject(s, rq, rs, res.reason, status);
+        *reason = sl_reject_reason_name(res.reason);
+        return SL__UPLOAD_REJECTED;
+    }
+    sl__metrics_count(&s->metrics, &s->metrics.uploads_completed, 1);
+    sl__upload_receipt(rs, round_id, len, &res.receipt);
+    return SL__UPLOAD_ACCEPTED;
 }
 
 /*
@@ -335,13 +287,10 @@ static int assemble(sl_server *s, sl__req *rq, const sl_upload_record *rec, cons
 static void complete(sl_server *s, sl__req *rq, const sl_upload_record *rec, const uint8_t *tail,
                      size_t tail_len, sl__resp *rs)
 {
-    sl_accept_result res;
-    uint8_t digest[32];
     const uint8_t *bytes = NULL;
     void *owned = NULL;
-    size_t len = (size_t)rec->length;
-    int64_t t0;
-    int slot = claim(s, rec->id), rc;
+    const char *reason = "";
+    int slot = claim(s, rec->id), rc, status = 0;
 
     if (slot == -1) {
         sl__problem(rs, rq, 409, "conflict", NULL, "upload %s is being completed", rec->id);
@@ -354,37 +303,32 @@ static void complete(sl_server *s, sl__req *rq, const sl_upload_record *rec, con
     }
     if (!assemble(s, rq, rec, tail, tail_len, &bytes, &owned, rs))
         goto done;
-    sl_sha256(bytes, len, digest);
-    if (!sl__ct_equal(digest, rec->sha256, 32)) {
-        tomb_add(s, rec->id, 422, "digest_mismatch");
+    switch (sl__upload_accept(s, rq, rec->round_id, bytes, (size_t)rec->length, rec->sha256,
+                              rec->num_samples, rs, &status, &reason)) {
+    case SL__UPLOAD_FAILED:
+        break; /* nothing acknowledged; the session stays as it was for a retry */
+    case SL__UPLOAD_MISMATCH:
+        tomb_add(s, rec->id, status, reason);
         discard(s, rec->id);
-        sl__metrics_count(&s->metrics, &s->metrics.rejected[DIGEST_MISMATCH], 1);
         sl__problem(rs, rq, 422, "unprocessable", "digest_mismatch",
                     "the SHA-256 of the received bytes differs from the declared one; the "
                     "session is discarded");
-        goto done;
+        break;
+    case SL__UPLOAD_REJECTED:
+        if (tail_len > 0)
+            sl__metrics_count(&s->metrics, &s->metrics.upload_bytes, tail_len);
+        tomb_add(s, rec->id, status, reason);
+        discard(s, rec->id);
+        break;
+    case SL__UPLOAD_ACCEPTED:
+        if (tail_len > 0)
+            sl__metrics_count(&s->metrics, &s->metrics.upload_bytes, tail_len);
+        rc = sl_store_delete_upload(s->store, rec->id);
+        if (rc != SL_OK && rc != SL_ENOENT)
+            sl_log(SL_LOG_WARN, "http", "upload %s accepted but its session stays until expiry: %s",
+                   rec->id, sl_strerror(rc));
+        break;
     }
-    t0 = sl__mono_ns(s);
-    rc = sl_engine_accept(s->engine, rec->round_id, rec->device_id, bytes, len, rec->num_samples,
-                          digest, &res);
-    sl__metrics_store_write(&s->metrics, sl__mono_ns(s) - t0);
-    if (rc != SL_OK) {
-        /* nothing acknowledged; the session stays as it was for a retry */
-        sl__problem_status(rs, rq, rc, "accepting the update");
-        goto done;
-    }
-    if (tail_len > 0)
-        sl__metrics_count(&s->metrics, &s->metrics.upload_bytes, tail_len);
-    if (!res.accepted) {
-        answer_reject(s, rq, rs, rec->id, res.reason);
-        goto done;
-    }
-    rc = sl_store_delete_upload(s->store, rec->id);
-    if (rc != SL_OK && rc != SL_ENOENT)
-        sl_log(SL_LOG_WARN, "http", "upload %s accepted but its session stays until expiry: %s",
-               rec->id, sl_strerror(rc));
-    sl__metrics_count(&s->metrics, &s->metrics.uploads_completed, 1);
-    answer_receipt(rs, rec->round_id, rec->length, &res.receipt);
 done:
     free(owned);
     release(s, slot);

@@ -237,6 +237,7 @@ int sl_agent_create(const sl_agent_options *o, sl_agent **out, char *err, size_t
     a->rng = (o->seed ^ 0x9E3779B97F4A7C15ULL) * 0xBF58476D1CE4E5B9ULL + o->client;
     if (a->rng == 0)
         a->rng = 1;
+    a->poison = sl__agent_poison_draw(o);
     if (snprintf(a->dir, sizeof a->dir, "%s", o->state_dir) >= (int)sizeof a->dir) {
         free(a);
         return SL_ETOOBIG;
@@ -305,6 +306,7 @@ int sl_agent_get_stats(const sl_agent *a, sl_agent_stats *out)
     out->dropped = a->counters.dropped;
     out->last_round = a->counters.last_round;
     out->upload_bytes_per_s = a->counters.bw_ewma;
+    out->poison = a->poison;
     return SL_OK;
 }
 
@@ -340,16 +342,18 @@ static int fatal(int rc)
            rc == SL_ENOMEM;
 }
 
-static int drop_out(sl_agent *a, const sl__agent_assignment *asg)
+/* Sit round @asg out for good (@why: "fault", "nonfinite"): counted as dropped. */
+static int drop_out(sl_agent *a, const sl__agent_assignment *asg, const char *why)
 {
     sl_agent_event ev = {.kind = SL_AGENT_EV_DROPPED,
                          .round_id = asg->round_id,
-                         .model_version = asg->model_version};
+                         .model_version = asg->model_version,
+                         .reason = why};
     a->counters.dropped++;
     a->counters.participations++;
     if (a->counters.last_round < asg->round_id)
         a->counters.last_round = asg->round_id;
-    sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": dropping out (fault)", asg->round_id);
+    sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": dropping out (%s)", asg->round_id, why);
     sl__agent_emit(a, &ev);
     return sl__agent_save_counters(a);
 }
@@ -430,12 +434,24 @@ int sl_agent_run(sl_agent *a)
             sl__agent_emit(a, &mev);
         }
         if (sl__agent_uniform(a) < a->o.faults.dropout) {
-            drop_out(a, &asg);
+            drop_out(a, &asg, "fault");
             continue;
         }
         rc = sl__agent_train_round(a, &asg);
         if (rc == SL_ETIMEDOUT)
             break; /* stopped while training: nothing was persisted */
+        if (rc == SL_ENONFINITE) {
+            /* the model diverged (NaN/Inf loss or update): training this
+             * version again gives the same, so sit the round out instead of
+             * retraining it until its deadline; nothing was persisted and
+             * the residual is untouched */
+            sl_log(SL_LOG_WARN, "agent",
+                   "round %" PRId64 ": the update of model version %" PRId64
+                   " is not finite (a diverged model?)",
+                   asg.round_id, asg.model_version);
+            drop_out(a, &asg, "nonfinite");
+            continue;
+        }
         if (rc != SL_OK) {
             if (fatal(rc))
                 return rc;

@@ -10,6 +10,7 @@
  *   evaluator.c    the evaluator loop
  *   fleet.c        N agents on threads with seeded faults
  *   relay.c        loopback TCP relay that cuts connections (faults)
+ *   poison.c       poisoned updates (faults): scaled, flipped, NaN frames
  *   main.c         the starling-agent program
  */
 #ifndef STARLING_AGENT_INT_H
@@ -140,6 +141,10 @@ struct sl_agent {
     int crash_point;
     uint64_t crash_offset;
     int crash_now;
+    /* poisoning (faults.poison): fixed at creation */
+    sl_agent_poison poison;
+    /* the problem reason of the refusal being resolved, for its event ("" after a restart) */
+    char refusal[64];
 };
 
 /* state.c */
@@ -225,6 +230,22 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg);
 int sl__agent_deliver(sl_agent *a);
 /* Finish a pending upload whose outcome the residual already records. */
 int sl__agent_finish_resolved(sl_agent *a);
+
+/* poison.c */
+/* Whether a lone agent with options @o is a poisoner (the per-device draw
+ * of sl_agent_faults.poison): its mode, or SL_AGENT_POISON_NONE. */
+sl_agent_poison sl__agent_poison_draw(const sl_agent_options *o);
+/* SCALE100 / FLIP: transform the @n floats of the dense update in place
+ * (other modes leave it unchanged). */
+void sl__agent_poison_update(sl_agent_poison mode, float *update, size_t n);
+/* NAN: a malloc'd copy of the UPDATE frame @frame for @layout with one
+ * value (or an int8 scale, a ternary or sign mu) set to NaN and the CRC
+ * recomputed; the same bytes for the same frame. When no value section is
+ * stored raw (all zstd-coded), the frame is re-encoded with its first
+ * non-empty tensor cut to one value, which the encoder stores raw (needs
+ * @layout; NULL: SL_ENOENT then). */
+int sl__agent_poison_frame(const sl_layout *layout, const void *frame, size_t len, void **out,
+                           size_t *out_len);
 
 /* evaluator.c: nothing shared. fleet.c: nothing shared. */
 

@@ -76,6 +76,9 @@ static const sl_config_spec specs[] = {
     {"cut_span", SL_CONFIG_SIZE, "64K", 1, 1073741824.0, "fault: cuts fall in [1, cut_span]"},
     {"straggle", SL_CONFIG_STRING, "0:1", 0, 0, "fault P:F: with probability P train F x slower"},
     {"crash", SL_CONFIG_DOUBLE, "0", 0, 1, "fault: crash around an upload, restart from disk"},
+    {"poison", SL_CONFIG_STRING, NULL, 0, 0,
+     "fault P:MODE: this fraction of the devices poison every update; MODE scale100 (x100), "
+     "flip (negated) or nan (a NaN in the frame)"},
     {"chunk", SL_CONFIG_SIZE, "64K", 256, 268435456.0, "upload chunk (one PATCH)"},
     {"download_chunk", SL_CONFIG_SIZE, "256K", 1024, 4194304.0,
      "model download range (one GET; kept on disk as it arrives)"},
@@ -195,14 +198,28 @@ static int parse_straggle(const char *text, double *p, double *f)
     return end != text && *end == '\0' && *f >= 1 && *f <= 1000 ? SL_OK : SL_EINVAL;
 }
 
+/* "P:MODE": P in [0, 1], MODE an sl_agent_poison other than none */
+static int parse_poison(const char *text, double *p, sl_agent_poison *mode)
+{
+    char *end;
+    *p = strtod(text, &end);
+    if (end == text || *end != ':' || !(*p >= 0 && *p <= 1))
+        return SL_EINVAL;
+    if (sl_agent_poison_parse(end + 1, mode) != SL_OK || *mode == SL_AGENT_POISON_NONE)
+        return SL_EINVAL;
+    return SL_OK;
+}
+
 static void print_stats(const sl_agent_stats *s)
 {
     printf("device %" PRId64 ": %" PRIu64 " participations (%" PRIu64 " accepted, %" PRIu64
            " duplicates, %" PRIu64 " folded, %" PRIu64 " discarded, %" PRIu64
            " dropped), model version %" PRId64 ", %" PRIu64 " bytes up, %" PRIu64
-           " down, upload %.0f B/s\n",
+           " down, upload %.0f B/s%s%s\n",
            s->device_id, s->participations, s->accepted, s->duplicates, s->folded, s->discarded,
-           s->dropped, s->model_version, s->bytes_up, s->bytes_down, s->upload_bytes_per_s);
+           s->dropped, s->model_version, s->bytes_up, s->bytes_down, s->upload_bytes_per_s,
+           s->poison != SL_AGENT_POISON_NONE ? ", poisoned " : "",
+           s->poison != SL_AGENT_POISON_NONE ? sl_agent_poison_name(s->poison) : "");
 }
 
 static int run(const sl_config *cfg, sl_agent_options *o, char *err, size_t errcap)
@@ -234,9 +251,9 @@ static int run(const sl_config *cfg, sl_agent_options *o, char *err, size_t errc
             printf("fleet of %u: %" PRIu64 " accepted (%" PRIu64 " duplicates), %" PRIu64
                    " folded, %" PRIu64 " discarded, %" PRIu64 " dropped, %" PRIu64
                    " crashes, %" PRIu64 " cuts, %" PRIu64 " resumes, %" PRIu64 " bytes up, %" PRIu64
-                   " down, %u devices failed\n",
+                   " down, %u poisoned, %u devices failed\n",
                    s.devices, s.accepted, s.duplicates, s.folded, s.discarded, s.dropped, s.crashes,
-                   s.cuts, s.resumes, s.bytes_up, s.bytes_down, s.failed);
+                   s.cuts, s.resumes, s.bytes_up, s.bytes_down, s.poisoned, s.failed);
             if (rc != SL_OK)
                 snprintf(err, errcap, "fleet: %s", sl_strerror(rc));
         }
@@ -354,6 +371,12 @@ int sl_agent_main(int argc, char **argv)
     } else if (parse_straggle(str(cfg, "straggle"), &o.faults.straggle,
                               &o.faults.straggle_factor) != SL_OK) {
         snprintf(err, sizeof err, "--straggle wants P:F with P in [0, 1] and F >= 1");
+        rc = SL_EINVAL;
+    } else if (str(cfg, "poison") != NULL &&
+               parse_poison(str(cfg, "poison"), &o.faults.poison, &o.faults.poison_mode) != SL_OK) {
+        snprintf(err, sizeof err,
+                 "--poison wants P:MODE with P in [0, 1] and MODE scale100, flip "
+                 "or nan");
         rc = SL_EINVAL;
     } else if ((num(cfg, "fleet") == 0 && !flag(cfg, "evaluator")) &&
                (o.faults.cut > 0 || o.faults.crash > 0)) {

@@ -12,6 +12,9 @@
  *             relay goes dark), or after its answer; the agent object is
  *             freed and created again from the directory, as a restarted
  *             process would be
+ *   poison    round(P * N) devices, picked by a shuffle seeded with the
+ *             fleet's seed, send scaled, flipped or NaN updates for the whole
+ *             run (poison.c); the others never do
  * Every event is one debug line; the summary adds up the devices.
  */
 #include <errno.h>
@@ -102,6 +105,37 @@ static void *device_main(void *arg)
     }
 }
 
+/* Which devices poison: exactly round(@fraction * @devices) of them, the
+ * first of a Fisher-Yates shuffle seeded with @seed (the same for a seed). */
+static int pick_poisoners(uint64_t seed, double fraction, unsigned devices, unsigned char *chosen)
+{
+    unsigned *order = malloc(devices * sizeof *order);
+    double want = fraction * (double)devices + 0.5;
+    unsigned count = want >= (double)devices ? devices : (unsigned)want;
+    uint64_t x = seed ^ 0x706F69736F6E6564ULL;
+    if (order == NULL)
+        return SL_ENOMEM;
+    for (unsigned k = 0; k < devices; k++)
+        order[k] = k;
+    for (unsigned k = devices; k > 1; k--) {
+        unsigned j, t;
+        /* splitmix64 */
+        uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        j = (unsigned)(z % k);
+        t = order[k - 1];
+        order[k - 1] = order[j];
+        order[j] = t;
+    }
+    memset(chosen, 0, devices);
+    for (unsigned k = 0; k < count; k++)
+        chosen[order[k]] = 1;
+    free(order);
+    return SL_OK;
+}
+
 /* host and port of an http:// URL */
 static int split_url(const char *url, char *host, size_t cap, int *port)
 {
@@ -128,6 +162,7 @@ static int split_url(const char *url, char *host, size_t cap, int *port)
 int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fleet_summary *sum)
 {
     device *devs;
+    unsigned char *poisoners;
     char host[256];
     int port = 0, relay = 0, rc = SL_OK;
     if (o == NULL || sum == NULL || devices == 0 || o->state_dir == NULL || o->data == NULL ||
@@ -142,8 +177,14 @@ int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fle
                    o->coordinator);
     }
     devs = calloc(devices, sizeof *devs);
-    if (devs == NULL)
+    poisoners = calloc(devices, 1);
+    if (devs == NULL || poisoners == NULL ||
+        (o->faults.poison_mode != SL_AGENT_POISON_NONE &&
+         pick_poisoners(o->seed, o->faults.poison, devices, poisoners) != SL_OK)) {
+        free(devs);
+        free(poisoners);
         return SL_ENOMEM;
+    }
     sl_nn_set_threads(1);
     memset(sum, 0, sizeof *sum);
     sum->devices = devices;
@@ -157,6 +198,13 @@ int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fle
         d->o.threads = 0; /* the process-wide GEMM setting stays 1 */
         d->o.on_event = on_event;
         d->o.event_ctx = d;
+        /* 1 or 0, so the device's own draw (agent.c) gives the fleet's pick */
+        d->o.faults.poison = poisoners[k] ? 1.0 : 0.0;
+        if (poisoners[k]) {
+            sum->poisoned++;
+            sl_log(SL_LOG_INFO, "fleet", "dev=%u poisons its updates (%s)", k,
+                   sl_agent_poison_name(o->faults.poison_mode));
+        }
         snprintf(d->dir, sizeof d->dir, "%s/dev-%u", o->state_dir, k);
         d->o.state_dir = d->dir;
         if (relay) {
@@ -205,13 +253,15 @@ int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fle
         }
     }
     free(devs);
+    free(poisoners);
     if (rc == SL_OK)
         rc = sum->first_error;
     sl_log(SL_LOG_INFO, "fleet",
            "%u devices: accepted %" PRIu64 " (duplicates %" PRIu64 "), folded %" PRIu64
            ", discarded %" PRIu64 ", dropped %" PRIu64 ", crashes %" PRIu64 ", cuts %" PRIu64
-           ", resumes %" PRIu64 ", %" PRIu64 " bytes up, %" PRIu64 " down, %u failed",
+           ", resumes %" PRIu64 ", %" PRIu64 " bytes up, %" PRIu64 " down, %u poisoned, %u failed",
            devices, sum->accepted, sum->duplicates, sum->folded, sum->discarded, sum->dropped,
-           sum->crashes, sum->cuts, sum->resumes, sum->bytes_up, sum->bytes_down, sum->failed);
+           sum->crashes, sum->cuts, sum->resumes, sum->bytes_up, sum->bytes_down, sum->poisoned,
+           sum->failed);
     return rc;
 }

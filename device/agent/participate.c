@@ -236,6 +236,13 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
                asg->round_id, done, epochs);
     for (size_t i = 0; i < a->n; i++)
         params[i] -= a->global[i]; /* the update: local - global */
+    if (a->poison == SL_AGENT_POISON_SCALE100 || a->poison == SL_AGENT_POISON_FLIP) {
+        /* a poisoner (fault): error feedback, the audit and the PREPARED
+         * event all see the poisoned update, as a real attacker's would */
+        sl__agent_poison_update(a->poison, params, a->n);
+        sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": poisoned update (%s)", asg->round_id,
+               sl_agent_poison_name(a->poison));
+    }
     rc = prepare(a, asg, params, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n);
 done:
     if (rc != SL_OK && rc != SL_ETIMEDOUT)
@@ -285,7 +292,10 @@ int sl__agent_finish_resolved(sl_agent *a)
     ev.kind = tag->outcome == SL__OUT_ACCEPTED ? SL_AGENT_EV_ACCEPTED
               : tag->outcome == SL__OUT_FOLDED ? SL_AGENT_EV_FOLDED
                                                : SL_AGENT_EV_DISCARDED;
+    if (ev.kind != SL_AGENT_EV_ACCEPTED)
+        ev.reason = a->refusal;
     sl__agent_emit(a, &ev);
+    a->refusal[0] = '\0';
     return SL_OK;
 }
 
@@ -383,8 +393,10 @@ static int refused(sl_agent *a, const sl_client_response *r)
 {
     char type[64], reason[64];
     sl__agent_problem(r, type, sizeof type, reason, sizeof reason);
-    sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": upload refused: HTTP %ld %s %s",
-           a->pending.round_id, r->status, type, reason);
+    sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": upload refused: HTTP %ld %s %s (%s)",
+           a->pending.round_id, r->status, type, reason,
+           r->content_type[0] ? r->content_type : "no content type");
+    snprintf(a->refusal, sizeof a->refusal, "%s", reason[0] ? reason : type);
     if (strcmp(reason, "digest_mismatch") == 0 || r->status == 403) {
         /* bytes damaged on the way (or a session that is not ours): anew */
         a->pending.upload_id[0] = '\0';
@@ -406,6 +418,9 @@ int sl__agent_deliver(sl_agent *a)
     sl__agent_pending *p = &a->pending;
     sl_client_upload_state st;
     sl_client_response r;
+    const void *wire = p->frame;
+    void *poisoned = NULL;
+    size_t wire_len = p->frame_len;
     uint64_t start;
     int64_t t0;
     char why[160];
@@ -413,6 +428,19 @@ int sl__agent_deliver(sl_agent *a)
 
     if (a->crash_point == 1)
         return crash(a, "before the upload");
+    if (a->poison == SL_AGENT_POISON_NAN) {
+        /* a poisoner (fault): only the bytes on the wire carry the NaN; the
+         * same bytes at every attempt, so a cut upload resumes */
+        rc = sl__agent_poison_frame(a->layout, p->frame, p->frame_len, &poisoned, &wire_len);
+        if (rc != SL_OK) {
+            sl_log(SL_LOG_ERROR, "agent", "round %" PRId64 ": poisoning the frame: %s", p->round_id,
+                   sl_strerror(rc));
+            return rc;
+        }
+        wire = poisoned;
+        sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": poisoned frame (nan), %zu bytes",
+               p->round_id, wire_len);
+    }
     memset(&st, 0, sizeof st);
     memcpy(st.upload_id, p->upload_id, sizeof st.upload_id);
     st.offset = p->offset;
@@ -420,9 +448,10 @@ int sl__agent_deliver(sl_agent *a)
     st.progress_ctx = a;
     start = p->offset;
     /* headers of a PATCH and its answer are about 700 bytes */
-    sl__agent_maybe_cut(a, p->frame_len - (p->offset < p->frame_len ? p->offset : 0) + 700);
+    sl__agent_maybe_cut(a, wire_len - (p->offset < wire_len ? p->offset : 0) + 700);
     t0 = sl_clock_monotonic_ns(NULL);
-    rc = sl_client_upload(a->client, p->round_id, p->frame, p->frame_len, p->num_samples, &st, &r);
+    rc = sl_client_upload(a->client, p->round_id, wire, wire_len, p->num_samples, &st, &r);
+    free(poisoned);
     sl__agent_disarm(a);
     if (a->crash_now) {
         if (rc == SL_OK)

@@ -46,6 +46,17 @@ int sl_bench_store(int argc, char **argv);
  */
 int sl_bench_api(int argc, char **argv);
 
+/**
+ * sl_bench_fl - `starling bench fl [--quick | --smoke] [--json] [--plot F.png]
+ * [--md F.md] [--settings LIST] ...`: test accuracy against bytes on the wire
+ * for dense fp32 FedAvg and top-k/quantised settings, side by side, through
+ * starling-coordinator, an evaluator and a fleet of starling-agent on
+ * loopback (bench_fl.c describes the setup). Blocks for the whole run
+ * (hours for the full setup). Returns 0, 1 when a setting or an output
+ * failed, 2 for bad options.
+ */
+int sl_bench_fl(int argc, char **argv);
+
 /** Monotonic nanoseconds (for the benchmarks' timers). */
 int64_t sl_bench_now_ns(void);
 

@@ -20,8 +20,8 @@
 #define BENCH_RESP_MAX    (64u << 10) /* response bytes kept per request */
 
 typedef struct options {
-    int json, quick;
-    unsigned clients, threads, devices;
+    int json, quick, two_step;
+    unsigned clients, threads, workers, devices;
     double seconds;
     const char *dir;
 } options;
@@ -54,14 +54,15 @@ typedef struct bench {
     unsigned long failures;
 } bench;
 
-/* One connection: a status poller, or a device uploading (create, PATCH). */
+/* One connection: a status poller, or a device uploading (a create with
+ * the whole frame; with --two-step a create, then a PATCH). */
 enum { JOB_STATUS, JOB_UPLOAD };
 
 typedef struct job {
     bench *b;
     CURL *h;
     struct curl_slist *hdrs;
-    int kind, stage; /* uploads: 0 create, 1 PATCH */
+    int kind, stage; /* uploads: 0 create, 1 PATCH (--two-step) */
     size_t dev;
     int64_t t0, upload_t0;
     char url[256], body[256], location[128];

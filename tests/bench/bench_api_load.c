@@ -70,7 +70,9 @@ static void sign(job *j, const char *method, const char *path, const uint8_t *bo
     j->hdrs = curl_slist_append(j->hdrs, line);
 }
 
-/* Set up the job's next request; 0 when there is nothing left to do. */
+/* Set up the job's next request; 0 when there is nothing left to do. An
+ * upload is one signed create carrying the whole frame, or with --two-step
+ * a JSON create and one PATCH (the protocol before creation with upload). */
 static int job_next(job *j)
 {
     bench *b = j->b;
@@ -89,16 +91,27 @@ static int job_next(job *j)
             return 0; /* every device has uploaded */
         j->dev = b->next_dev++;
         j->upload_t0 = sl_bench_now_ns();
-        snprintf(path, sizeof path, "/v1/rounds/%lld/uploads", (long long)b->round);
-        snprintf(j->url, sizeof j->url, "%s%s", b->base, path);
-        snprintf(j->body, sizeof j->body, "{\"length\":%zu,\"sha256\":\"%s\",\"num_samples\":100}",
-                 b->frame_len, b->frame_hex);
-        sl_sha256(j->body, strlen(j->body), sha);
-        sign(j, "POST", path, sha);
-        j->hdrs = curl_slist_append(j->hdrs, "Content-Type: application/json");
         j->location[0] = '\0';
-        curl_easy_setopt(j->h, CURLOPT_POSTFIELDS, j->body);
-        curl_easy_setopt(j->h, CURLOPT_POSTFIELDSIZE, (long)strlen(j->body));
+        if (b->o.two_step) { /* a JSON create, then the bytes in a PATCH */
+            snprintf(path, sizeof path, "/v1/rounds/%lld/uploads", (long long)b->round);
+            snprintf(j->body, sizeof j->body,
+                     "{\"length\":%zu,\"sha256\":\"%s\",\"num_samples\":100}", b->frame_len,
+                     b->frame_hex);
+            sl_sha256(j->body, strlen(j->body), sha);
+            sign(j, "POST", path, sha);
+            j->hdrs = curl_slist_append(j->hdrs, "Content-Type: application/json");
+            curl_easy_setopt(j->h, CURLOPT_POSTFIELDS, j->body);
+            curl_easy_setopt(j->h, CURLOPT_POSTFIELDSIZE, (long)strlen(j->body));
+        } else { /* the whole frame with the create: one signed request */
+            snprintf(path, sizeof path,
+                     "/v1/rounds/%lld/uploads?length=%zu&sha256=%s&num_samples=100",
+                     (long long)b->round, b->frame_len, b->frame_hex);
+            sign(j, "POST", path, b->frame_sha);
+            j->hdrs = curl_slist_append(j->hdrs, "Content-Type: application/offset+octet-stream");
+            curl_easy_setopt(j->h, CURLOPT_POSTFIELDS, b->frame);
+            curl_easy_setopt(j->h, CURLOPT_POSTFIELDSIZE, (long)b->frame_len);
+        }
+        snprintf(j->url, sizeof j->url, "%s%s", b->base, path);
     } else {
         snprintf(j->url, sizeof j->url, "%s%s", b->base, j->location);
         sign(j, "PATCH", j->location, b->frame_sha);
@@ -154,13 +167,14 @@ static int job_done(job *j, CURLcode cc, int64_t end, int64_t deadline, tally *t
         }
         return 1;
     }
-    if (j->stage == 0) {
-        if (cc == CURLE_OK && code == 201 && strncmp(j->location, "/v1/uploads/", 12) == 0) {
-            j->stage = 1;
-            return 1;
-        }
-    } else if (cc == CURLE_OK && code == 200 && j->resp_len < BENCH_RESP_MAX &&
-               memmem(j->resp, j->resp_len, "\"accepted\":true", 15) != NULL) {
+    if (j->stage == 0 && cc == CURLE_OK && code == 201 &&
+        strncmp(j->location, "/v1/uploads/", 12) == 0) {
+        j->stage = 1;
+        return 1;
+    }
+    if ((j->stage == 1 || !j->b->o.two_step) && cc == CURLE_OK && code == 200 &&
+        j->resp_len < BENCH_RESP_MAX &&
+        memmem(j->resp, j->resp_len, "\"accepted\":true", 15) != NULL) {
         j->stage = 0;
         if (end <= deadline) {
             t->uploads_done++;

@@ -168,6 +168,19 @@ static void expect_problem(ag_coord *c, const char *method, const char *path, co
     sl_client_response_free(&r);
 }
 
+/* Whether the file @path holds @needle (a missing file holds nothing). */
+static int log_has(const char *path, const char *needle)
+{
+    void *text = NULL;
+    size_t len = 0;
+    int found;
+    if (sl_fs_read_file(path, 64 << 20, &text, &len) != SL_OK)
+        return 0;
+    found = strstr(text, needle) != NULL;
+    free(text);
+    return found;
+}
+
 static long readyz(ag_coord *c)
 {
     sl_client_response r;
@@ -285,6 +298,11 @@ static void test_disk_faults(void **state)
             ready_while_failing++;
         fprintf(stderr, "  GET /readyz: HTTP %ld\n", ready);
         fl_sleep_ms(1200);
+        /* give the devices time to meet the failing disk (a loaded machine may not have
+         * sent one writing request yet): at most 15 s more, until one was answered 5xx */
+        end = fl_now() + 15.0 * sl_test_time_scale();
+        while (fl_now() < end && !log_has(log, "HTTP 50"))
+            fl_sleep_ms(100);
         during = fresh_acks(fleet_dir);
         if (during != before)
             fail_msg("cycle %d (%s from call %ld): %zu uploads acknowledged while every %s "

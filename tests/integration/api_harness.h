@@ -143,6 +143,13 @@ void ah_upload_patch(ah_fx *f, const ah_dev *d, const char *id, uint64_t offset,
 uint64_t ah_upload_head(ah_fx *f, const ah_dev *d, const char *id, long *status);
 void ah_upload_all(ah_fx *f, const ah_dev *d, int64_t round, const void *frame, size_t len,
                    const uint8_t *sha, ah_resp *r);
+/* POST /v1/rounds/{round}/uploads carrying the first @n bytes of @frame
+ * (creation with upload; @len declared, digest @sha or NULL: the real one). */
+void ah_upload_create_with(ah_fx *f, const ah_dev *d, int64_t round, const void *frame, size_t len,
+                           size_t n, const uint8_t *sha, ah_resp *r);
+/* The same create (real digest) over a raw socket, cut after @sent of its @n body bytes. */
+void ah_upload_create_cut(ah_fx *f, const ah_dev *d, int64_t round, const void *frame, size_t len,
+                          size_t n, size_t sent);
 /* GET @path as @d and decode the model (against @base); the ETag in @etag. */
 void ah_download(ah_fx *f, const ah_dev *d, const sl_layout *layout, const char *path,
                  const float *base, uint64_t base_version, float *params, char *etag, size_t cap);
@@ -162,6 +169,7 @@ void test_basics(void **state);
 void test_enrol_and_signatures(void **state);
 void test_rate_limit_in_process(void **state);
 void test_complete_round(void **state);
+void test_create_with_body(void **state);
 void test_413_before_body(void **state);
 void test_curl_cli(void **state);
 void test_tls_and_sigterm(void **state);

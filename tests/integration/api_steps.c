@@ -162,6 +162,49 @@ uint64_t ah_upload_head(ah_fx *f, const ah_dev *d, const char *id, long *status)
     return offset;
 }
 
+/* The signed path of a create carrying bytes: the declared values in the query. */
+static void create_path(int64_t round, size_t len, const uint8_t *sha, char *path, size_t cap)
+{
+    char hex[65];
+    sl_hex(sha, 32, hex);
+    snprintf(path, cap, "/v1/rounds/%lld/uploads?length=%zu&sha256=%s&num_samples=100",
+             (long long)round, len, hex);
+}
+
+void ah_upload_create_with(ah_fx *f, const ah_dev *d, int64_t round, const void *frame, size_t len,
+                           size_t n, const uint8_t *sha, ah_resp *r)
+{
+    uint8_t digest[32];
+    char path[256];
+    if (sha == NULL) {
+        sl_sha256(frame, len, digest);
+        sha = digest;
+    }
+    create_path(round, len, sha, path, sizeof path);
+    ah_dev_call(f, d, "POST", path, n ? frame : "", n, octets, 1, r);
+}
+
+void ah_upload_create_cut(ah_fx *f, const ah_dev *d, int64_t round, const void *frame, size_t len,
+                          size_t n, size_t sent)
+{
+    uint8_t digest[32];
+    char path[256], nonce[64], head[2048];
+    ah_sig sig;
+    int fd;
+    sl_sha256(frame, len, digest);
+    create_path(round, len, digest, path, sizeof path);
+    assert_int_equal(sl_nonce_new(nonce, sizeof nonce), SL_OK);
+    ah_sign(d->key, d->id, "POST", path, ah_now_ms(), nonce, frame, n, &sig);
+    snprintf(head, sizeof head,
+             "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n%s\r\n%s\r\n%s\r\n%s\r\n"
+             "Content-Length: %zu\r\n\r\n",
+             path, sig.lines[0], sig.lines[1], sig.lines[2], sig.lines[3], octets[0], n);
+    fd = ah_raw_connect((int)sl_server_port(f->server));
+    ah_raw_send(fd, head, strlen(head));
+    ah_raw_send(fd, frame, sent);
+    close(fd);
+}
+
 /* Upload @frame whole in one PATCH; the final answer in @r. */
 void ah_upload_all(ah_fx *f, const ah_dev *d, int64_t round, const void *frame, size_t len,
                    const uint8_t *sha, ah_resp *r)

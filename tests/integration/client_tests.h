@@ -47,6 +47,8 @@ static inline sl_client *make_client(const sl_client_options *o)
 
 /* The upload and download tests (test_transfer.c). */
 void test_upload_plain(void **state);
+void test_upload_create_with_bytes(void **state);
+void test_upload_create_with_bytes_cut(void **state);
 void test_upload_conflict_and_resume(void **state);
 void test_upload_drops_at_random_offsets(void **state);
 void test_upload_lost_final_answer(void **state);

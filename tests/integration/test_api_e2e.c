@@ -258,15 +258,37 @@ static void test_expired_and_refused(void **state)
         assert_int_equal(sl_layout_parse("w 3\n", 4, &other), SL_OK);
         h.layout_hash = sl_layout_hash(other);
         assert_int_equal(sl_frame_encode_update(other, &h, &t, NULL, NULL, &frame, &len), SL_OK);
+        /* the client sends a frame this small with the create: no session at all */
         memset(&st, 0, sizeof st);
         assert_int_equal(sl_client_upload(ca, round, frame, len, 1, &st, &r), SL_OK);
         e2e_expect_reason(&r, 422, "unprocessable", "layout");
         sl_client_response_free(&r);
-        assert_int_equal(sl_store_get_upload(f.store, st.upload_id, &rec), SL_ENOENT);
-        snprintf(path, sizeof path, "/v1/uploads/%s", st.upload_id);
-        e2e_call(ca, "HEAD", path, NULL, &r);
-        assert_int_equal(r.status, 410); /* remembered as refused, not unknown */
-        sl_client_response_free(&r);
+        assert_string_equal(st.upload_id, "");
+        /* through a session (JSON create, then PATCH): 422, deleted, remembered */
+        {
+            char id[SL_CLIENT_HEADER_MAX];
+            const char *hdrs[] = {"Upload-Offset: 0", NULL};
+            uint8_t digest[32];
+            sl_sha256(frame, len, digest);
+            sl_hex(digest, 32, hex);
+            snprintf(body, sizeof body, "{\"length\":%zu,\"sha256\":\"%s\",\"num_samples\":1}", len,
+                     hex);
+            snprintf(path, sizeof path, "/v1/rounds/%lld/uploads", (long long)round);
+            e2e_call(ca, "POST", path, body, &r);
+            assert_int_equal(r.status, 201);
+            snprintf(id, sizeof id, "%.200s", r.location + 12);
+            sl_client_response_free(&r);
+            snprintf(path, sizeof path, "/v1/uploads/%s", id);
+            assert_int_equal(sl_client_request(ca, "PATCH", path, frame, len,
+                                               "application/offset+octet-stream", hdrs, &r),
+                             SL_OK);
+            e2e_expect_reason(&r, 422, "unprocessable", "layout");
+            sl_client_response_free(&r);
+            assert_int_equal(sl_store_get_upload(f.store, id, &rec), SL_ENOENT);
+            e2e_call(ca, "HEAD", path, NULL, &r);
+            assert_int_equal(r.status, 410); /* remembered as refused, not unknown */
+            sl_client_response_free(&r);
+        }
         free(frame);
         sl_layout_free(other);
     }

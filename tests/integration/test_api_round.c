@@ -394,3 +394,181 @@ void test_complete_round(void **state)
     sl_layout_free(other);
     ah_fx_close(&f);
 }
+
+/* ---- creation with upload ---------------------------------------------------------- */
+
+#define BODY_TASK                                                                     \
+    "{\"config\":{\"name\":\"cwb\",\"target\":3,\"quorum\":1,\"over_selection\":1.0," \
+    "\"selection_window_ms\":%d,\"report_deadline_ms\":30000,\"values\":\"fp16\","    \
+    "\"density\":0.1},\"layout\":\"w 4 8\\nb 4\\n\",\"model\":\"%%s\"}"
+
+/* A connection cut mid-body is closed by libmicrohttpd at its idle timeout
+ * when the cut arrives with the last bytes (it then waits for more): short
+ * here, so the fixture drains in time. */
+static void short_idle_timeout(sl_server_options *o)
+{
+    o->connection_timeout_s = 1;
+}
+
+/* No update of @d is stored for @round with the digest of @frame. */
+static void expect_nothing_stored(ah_fx *f, const ah_dev *d, int64_t round, const void *frame,
+                                  size_t len)
+{
+    sl_store_receipt receipt;
+    uint8_t sha[32];
+    sl_sha256(frame, len, sha);
+    assert_int_equal(sl_store_get_receipt(f->store, round, d->id, sha, &receipt), SL_ENOENT);
+}
+
+/*
+ * POST /v1/rounds/{round}/uploads with the first bytes: all of them
+ * complete the upload in that request (durable before the answer, a copy
+ * is a duplicate); some of them open a session at that offset, and a create
+ * sent again finds it (idempotent); a create cut mid-body leaves nothing; a
+ * wrong digest is refused with nothing stored; a body beyond the declared
+ * length is 413 and a query without the declared values 400.
+ */
+void test_create_with_body(void **state)
+{
+    ah_fx f;
+    ah_dev dev[3]; /* a: whole frame; b: refusals, then in parts; c: cut, then whole */
+    ah_resp r;
+    sl_layout *layout;
+    char value[200], location[200], path[300];
+    void *frame[3];
+    size_t len[3];
+    int64_t task, round = 0;
+    uint8_t wrong_sha[32] = {7};
+    long status;
+    (void)state;
+    ah_fx_open(&f, "api_create_body", short_idle_timeout);
+    assert_int_equal(sl_layout_parse(AH_LAYOUT, strlen(AH_LAYOUT), &layout), SL_OK);
+    {
+        char fmt[512];
+        snprintf(fmt, sizeof fmt, BODY_TASK, 300 * sl_test_time_scale());
+        task = ah_create_task(&f, fmt);
+    }
+    for (int i = 0; i < 3; i++) {
+        ah_dev_enrol(&f, &dev[i]);
+        ah_checkin(&f, &dev[i], task, &r);
+        ah_resp_free(&r);
+    }
+    usleep((useconds_t)(450000 * sl_test_time_scale()));
+    for (int i = 0; i < 3; i++) {
+        ah_checkin(&f, &dev[i], task, &r);
+        assert_int_equal(ah_json_int(r.body, "selected"), 1);
+        round = ah_json_int(r.body, "round_id");
+        ah_resp_free(&r);
+        ah_update(layout, round, 1, 0.25f * (float)(i + 1), &frame[i], &len[i]);
+        assert_true(len[i] > 40);
+    }
+
+    /* a: the whole frame with the create: stored durably, answered 200, no session */
+    ah_upload_create_with(&f, &dev[0], round, frame[0], len[0], len[0], NULL, &r);
+    if (r.status != 200)
+        fail_msg("create with the whole frame: %ld %s", r.status, r.body);
+    assert_int_equal(ah_json_int(r.body, "accepted"), 1);
+    assert_int_equal(ah_json_int(r.body, "duplicate"), 0);
+    assert_int_equal(ah_json_int(r.body, "round_id"), round);
+    assert_true(ah_header(&r, "Upload-Offset", value, sizeof value));
+    assert_int_equal(strtoull(value, NULL, 10), len[0]);
+    assert_false(ah_header(&r, "Location", value, sizeof value));
+    ah_resp_free(&r);
+    {
+        sl_round_stats st;
+        assert_int_equal(sl_engine_round_stats(f.engine, round, &st), SL_OK);
+        assert_int_equal(st.round.reported, 1);
+    }
+    /* sent again (its answer lost): the original receipt, not counted twice */
+    ah_upload_create_with(&f, &dev[0], round, frame[0], len[0], len[0], NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ah_json_int(r.body, "duplicate"), 1);
+    ah_resp_free(&r);
+
+    /* b: a digest that is not the bytes': 422, nothing stored, no session */
+    ah_upload_create_with(&f, &dev[1], round, frame[1], len[1], len[1], wrong_sha, &r);
+    ah_expect_reason(&r, 422, "unprocessable", "digest_mismatch");
+    assert_false(ah_header(&r, "Location", value, sizeof value));
+    ah_resp_free(&r);
+    expect_nothing_stored(&f, &dev[1], round, frame[1], len[1]);
+    /* more bytes than declared: 413; no declared values: 400; nothing stored */
+    {
+        uint8_t *longer = malloc(len[1] + 1);
+        memcpy(longer, frame[1], len[1]);
+        longer[len[1]] = 0;
+        ah_upload_create_with(&f, &dev[1], round, longer, len[1], len[1] + 1, NULL, &r);
+        ah_expect_problem(&r, 413, "payload-too-large");
+        ah_resp_free(&r);
+        free(longer);
+        const char *octets[] = {"Content-Type: application/offset+octet-stream"};
+        snprintf(path, sizeof path, "/v1/rounds/%lld/uploads?length=%zu", (long long)round, len[1]);
+        ah_dev_call(&f, &dev[1], "POST", path, frame[1], len[1], octets, 1, &r);
+        ah_expect_problem(&r, 400, "bad-request");
+        ah_resp_free(&r);
+    }
+    expect_nothing_stored(&f, &dev[1], round, frame[1], len[1]);
+
+    /* b in parts: 10 bytes with the create, the rest by PATCH */
+    ah_upload_create_with(&f, &dev[1], round, frame[1], len[1], 10, NULL, &r);
+    if (r.status != 201)
+        fail_msg("create with 10 bytes: %ld %s", r.status, r.body);
+    assert_true(ah_header(&r, "Upload-Offset", value, sizeof value));
+    assert_string_equal(value, "10");
+    assert_int_equal(ah_json_int(r.body, "offset"), 10);
+    assert_true(ah_header(&r, "Location", location, sizeof location));
+    ah_resp_free(&r);
+    /* the same create again (its answer lost): the same session, still at 10 */
+    ah_upload_create_with(&f, &dev[1], round, frame[1], len[1], 10, NULL, &r);
+    assert_int_equal(r.status, 201);
+    assert_true(ah_header(&r, "Location", value, sizeof value));
+    assert_string_equal(value, location);
+    assert_true(ah_header(&r, "Upload-Offset", value, sizeof value));
+    assert_string_equal(value, "10");
+    ah_resp_free(&r);
+    assert_int_equal(ah_upload_head(&f, &dev[1], location + 12, &status), 10);
+    assert_int_equal(status, 200);
+    expect_nothing_stored(&f, &dev[1], round, frame[1], len[1]);
+    ah_upload_patch(&f, &dev[1], location + 12, 10, (char *)frame[1] + 10, len[1] - 10, &r);
+    if (r.status != 200)
+        fail_msg("PATCH after a create with bytes: %ld %s", r.status, r.body);
+    assert_int_equal(ah_json_int(r.body, "accepted"), 1);
+    assert_int_equal(ah_json_int(r.body, "duplicate"), 0);
+    ah_resp_free(&r);
+    ah_upload_head(&f, &dev[1], location + 12, &status);
+    assert_int_equal(status, 404); /* completed: the session is gone */
+
+    /* c: a create with the whole frame cut mid-body leaves nothing behind */
+    ah_upload_create_cut(&f, &dev[2], round, frame[2], len[2], len[2], len[2] / 2);
+    /* a create with some bytes cut mid-body leaves no session either: sent
+     * again, it opens one at offset 0 and takes its bytes */
+    ah_upload_create_cut(&f, &dev[2], round, frame[2], len[2], 20, 10);
+    usleep(100000);
+    expect_nothing_stored(&f, &dev[2], round, frame[2], len[2]);
+    ah_upload_create_with(&f, &dev[2], round, frame[2], len[2], 20, NULL, &r);
+    assert_int_equal(r.status, 201);
+    assert_true(ah_header(&r, "Upload-Offset", value, sizeof value));
+    assert_string_equal(value, "20");
+    assert_true(ah_header(&r, "Location", location, sizeof location));
+    ah_resp_free(&r);
+    /* a whole-frame create for a session already open completes at once; the
+     * session stays until it expires (the engine has the update) */
+    ah_upload_create_with(&f, &dev[2], round, frame[2], len[2], len[2], NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ah_json_int(r.body, "accepted"), 1);
+    ah_resp_free(&r);
+    ah_upload_patch(&f, &dev[2], location + 12, 20, (char *)frame[2] + 20, len[2] - 20, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ah_json_int(r.body, "duplicate"), 1);
+    ah_resp_free(&r);
+
+    ah_get(&f, "/metrics", (const char *[]){"Authorization: Bearer " AH_ADMIN}, 1, &r);
+    assert_non_null(
+        strstr(r.body, "starling_updates_rejected_total{reason=\"digest_mismatch\"} 1\n"));
+    ah_resp_free(&r);
+    for (int i = 0; i < 3; i++) {
+        free(frame[i]);
+        ah_dev_free(&dev[i]);
+    }
+    sl_layout_free(layout);
+    ah_fx_close(&f);
+}

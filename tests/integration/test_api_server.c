@@ -62,7 +62,7 @@ void test_basics(void **state)
     ah_http("PUT", url, NULL, 0, "{}", 2, &r);
     ah_expect_problem(&r, 405, "method-not-allowed");
     assert_true(ah_header(&r, "Allow", value, sizeof value));
-    assert_string_equal(value, "POST");
+    assert_string_equal(value, "POST, GET, HEAD"); /* enrolment, and the operators' list */
     ah_resp_free(&r);
     ah_http("POST", url, NULL, 0, "{\"enrolment_token\": ", 20, &r);
     ah_expect_problem(&r, 400, "bad-request");
@@ -333,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_enrol_and_signatures),
         cmocka_unit_test(test_rate_limit_in_process),
         cmocka_unit_test(test_complete_round),
+        cmocka_unit_test(test_create_with_body),
         cmocka_unit_test(test_413_before_body),
         cmocka_unit_test(test_curl_cli),
         cmocka_unit_test(test_tls_and_sigterm),

@@ -4,14 +4,20 @@
  * (test_dashboard_job.c), token-protected: --help and exit codes (0 ok,
  * 1 error, 2 usage) of every command, `status` (plain, coloured, --watch),
  * `rounds` (table and --json, equal to the API's), `model export` (bytes
- * equal to the API's, both formats) and `task create` (files beside the
- * task file, inline base64, idempotent, refusals).
+ * equal to the API's, both formats), `task create` (files beside the
+ * task file, inline base64, idempotent, refusals), `devices` (equal to the
+ * API's, counts of the job), and `backup` (while uploads go on: the file
+ * opens, passes integrity_check and holds what was acknowledged before it
+ * began; its progress lines off a terminal; a wrong token refused).
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
 #include "../support/sl_test.h"
 #include "starling/common.h"
+#include "starling/store.h"
 #include "test_dashboard.h"
 
 static td_job job;
@@ -58,25 +64,56 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Every command: --help (exit 0, on stdout, naming its options) and a bad option (exit 2). */
 static void test_help_and_usage(void **state)
 {
-    static const char *const cmds[][3] = {{"status", NULL, NULL},
-                                          {"rounds", NULL, NULL},
-                                          {"task", "create", NULL},
-                                          {"model", "export", NULL}};
+    static const struct {
+        const char *words[3];
+        const char *option; /* one option its --help must mention */
+    } cmds[] = {
+        {{"status"}, "--watch"},         {{"rounds"}, "--offset"},
+        {{"devices"}, "--limit"},        {{"follow"}, "--rounds"},
+        {{"task", "create"}, "--url"},   {{"model", "export"}, "--format"},
+        {{"backup"}, "--output"},        {{"report"}, "--run"},
+        {{"train"}, "--epochs"},         {{"bench", "codec"}, "--quick"},
+        {{"bench", "store"}, "--dir"},   {{"bench", "gemm"}, "--json"},
+        {{"bench", "train"}, "--model"}, {{"bench", "api"}, "--clients"},
+        {{"bench", "fl"}, "--plot"},
+    };
     (void)state;
-    for (int i = 0; i < 4; i++) {
-        const char *args[4] = {cmds[i][0], cmds[i][1] ? cmds[i][1] : "--help",
-                               cmds[i][1] ? "--help" : NULL, NULL};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        const char *args[5] = {NULL};
         char want[64];
+        int n = 0;
+        for (int w = 0; w < 3 && cmds[i].words[w] != NULL; w++)
+            args[n++] = cmds[i].words[w];
+        snprintf(want, sizeof want, "usage: starling %s%s%s", cmds[i].words[0],
+                 cmds[i].words[1] ? " " : "", cmds[i].words[1] ? cmds[i].words[1] : "");
+        args[n] = "--help";
+        if (cli(NULL, args) != 0 || strstr(out, want) == NULL ||
+            strstr(out, cmds[i].option) == NULL)
+            fail_msg("%s --help: exit not 0, or no \"%s\" / %s in:\n%s%s", want + 16, want,
+                     cmds[i].option, out, err);
+        args[n] = "--no-such-option";
+        if (cli(NULL, args) != 2)
+            fail_msg("%s --no-such-option: exit not 2\n%s", want + 16, err);
+        if (err[0] == '\0')
+            fail_msg("%s --no-such-option: nothing on stderr", want + 16);
+    }
+    /* the operator commands also state their exit codes */
+    for (size_t i = 0; i < 8; i++) {
+        const char *args[4] = {cmds[i].words[0], cmds[i].words[1] ? cmds[i].words[1] : "--help",
+                               cmds[i].words[1] ? "--help" : NULL, NULL};
         assert_int_equal(cli(NULL, args), 0);
-        snprintf(want, sizeof want, "usage: starling %s", cmds[i][0]);
-        if (strstr(out, want) == NULL)
-            fail_msg("%s --help: %s", cmds[i][0], out);
-        assert_non_null(strstr(out, "exit status"));
+        if (i != 7 && strstr(out, "exit status") == NULL) /* report: see its own text */
+            fail_msg("%s --help does not give the exit status:\n%s", cmds[i].words[0], out);
     }
     assert_int_equal(CLI("--help"), 0);
     assert_non_null(strstr(out, "model export"));
+    assert_non_null(strstr(out, "devices"));
+    assert_non_null(strstr(out, "backup -o FILE"));
+    assert_int_equal(CLI("nonsense"), 2);
+    assert_int_equal(CLI("bench", "nonsense"), 2);
     /* usage errors: 2, with a message on stderr */
     assert_int_equal(CLI("status", "--bogus"), 2);
     assert_non_null(strstr(err, "unknown argument \"--bogus\""));
@@ -84,6 +121,8 @@ static void test_help_and_usage(void **state)
     assert_int_equal(CLI("status", "--limit"), 2);
     assert_int_equal(CLI("rounds", "--limit", "0"), 2);
     assert_int_equal(CLI("rounds", "--task", "x1"), 2);
+    assert_int_equal(CLI("devices", "--limit", "1001"), 2);
+    assert_int_equal(CLI("devices", "--offset", "-1"), 2);
     assert_int_equal(CLI("task"), 2);
     assert_int_equal(CLI("task", "delete"), 2);
     assert_int_equal(CLI("task", "create"), 2);
@@ -91,6 +130,11 @@ static void test_help_and_usage(void **state)
     assert_int_equal(CLI("model", "export", "--format", "png", "-o", "x"), 2);
     assert_int_equal(CLI("model", "export", "--format", "frame"), 2);
     assert_int_equal(CLI("model", "export", "--format", "frame", "-o", "x", "--version", "v2"), 2);
+    assert_int_equal(CLI("model", "export", "--format", "frame", "-o", "x", "--chunk", "10"), 2);
+    assert_int_equal(CLI("backup"), 2);
+    assert_non_null(strstr(err, "-o FILE is required"));
+    assert_int_equal(CLI("backup", "-o"), 2);
+    assert_int_equal(CLI("backup", "-o", "x", "--chunk", "x"), 2);
 }
 
 static void test_errors(void **state)
@@ -299,12 +343,184 @@ static void test_task_create(void **state)
     free(b64);
 }
 
+static void test_devices(void **state)
+{
+    char *api;
+    cJSON *a, *b;
+    const cJSON *d;
+    (void)state;
+    assert_int_equal(CLI("devices", "--url", job.f.base, "--token-file", token_file, "--json"), 0);
+    api = td_get(&job, "/v1/devices?limit=50&offset=0");
+    a = cJSON_Parse(out);
+    b = cJSON_Parse(api);
+    assert_non_null(a);
+    assert_true(cJSON_Compare(a, b, 1));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(a, "devices")), TD_DEVICES);
+    assert_int_equal((int)cJSON_GetObjectItem(a, "total")->valuedouble, TD_DEVICES);
+    /* what the job did: devices 0-2 were selected in all 6 rounds; device 0 reported in
+     * each, device 1 in the 4 closed ones, device 2 never (late in round 2); device 3 idle */
+    d = cJSON_GetArrayItem(cJSON_GetObjectItem(a, "devices"), 0);
+    assert_int_equal((int)cJSON_GetObjectItem(d, "participations")->valuedouble, TD_CLOSED + 2);
+    assert_int_equal((int)cJSON_GetObjectItem(d, "reported")->valuedouble, TD_CLOSED + 2);
+    d = cJSON_GetArrayItem(cJSON_GetObjectItem(a, "devices"), 1);
+    assert_int_equal((int)cJSON_GetObjectItem(d, "reported")->valuedouble, TD_CLOSED);
+    d = cJSON_GetArrayItem(cJSON_GetObjectItem(a, "devices"), 2);
+    assert_int_equal((int)cJSON_GetObjectItem(d, "reported")->valuedouble, 0);
+    assert_int_equal((int)cJSON_GetObjectItem(d, "late")->valuedouble, 1);
+    d = cJSON_GetArrayItem(cJSON_GetObjectItem(a, "devices"), 3);
+    assert_int_equal((int)cJSON_GetObjectItem(d, "participations")->valuedouble, 0);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(api);
+    /* the table, and a page of it */
+    assert_int_equal(CLI("devices", "--url", job.f.base, "--token-file", token_file), 0);
+    assert_non_null(strstr(out, "DEVICE"));
+    assert_non_null(strstr(out, "REJECTED"));
+    assert_non_null(strstr(out, "\n       1  "));
+    assert_non_null(strstr(out, "4 of 4 devices"));
+    assert_int_equal(CLI("devices", "--url", job.f.base, "--token-file", token_file, "--limit", "2",
+                         "--offset", "1"),
+                     0);
+    assert_non_null(strstr(out, "\n       2  "));
+    assert_non_null(strstr(out, "\n       3  "));
+    assert_null(strstr(out, "\n       4  "));
+    assert_null(strstr(out, "\n       1  "));
+    assert_non_null(strstr(out, "2 of 4 devices (from 2)"));
+    assert_int_equal(CLI("devices", "--url", job.f.base), 1);
+    assert_non_null(strstr(err, "HTTP 401"));
+}
+
+/* Device 2's upload to the open round, one byte per PATCH: durable writes while the backup runs. */
+typedef struct patcher {
+    char id[64];
+    void *frame;
+    size_t len;
+    atomic_ullong acked; /* bytes the coordinator acknowledged */
+    atomic_int stop;
+} patcher;
+
+static void *patch_bytes(void *arg)
+{
+    patcher *p = arg;
+    for (size_t off = atomic_load(&p->acked); off + 1 < p->len && !atomic_load(&p->stop); off++) {
+        ah_resp r;
+        ah_upload_patch(&job.f, &job.dev[2], p->id, off, (char *)p->frame + off, 1, &r);
+        if (r.status != 204) {
+            ah_resp_free(&r);
+            break;
+        }
+        atomic_store(&p->acked, off + 1);
+        ah_resp_free(&r);
+    }
+    return NULL;
+}
+
+static void test_backup(void **state)
+{
+    char file[700], wrong[700], err_text[256];
+    int64_t round = job.round_ids[job.nrounds - 1], version;
+    sl_layout *layout;
+    sl_upload_record up;
+    sl_store_options o;
+    sl_store *copy;
+    uint64_t before, updates = 0;
+    pthread_t th;
+    patcher p;
+    ah_resp r;
+    (void)state;
+    snprintf(file, sizeof file, "%s/coordinator.db", dir);
+    /* the open round's update of device 2, sent slowly */
+    memset(&p, 0, sizeof p);
+    assert_int_equal(sl_layout_parse(AH_LAYOUT, strlen(AH_LAYOUT), &layout), SL_OK);
+    {
+        char *st = td_get(&job, "/v1/status");
+        const char *cur = strstr(st, "\"round\":{");
+        assert_non_null(cur);
+        version = ah_json_int(cur + 8, "base_version");
+        free(st);
+    }
+    ah_update(layout, round, version, 0.125f, &p.frame, &p.len);
+    assert_true(p.len > 16);
+    ah_upload_create(&job.f, &job.dev[2], round, p.frame, p.len, NULL, p.id, sizeof p.id);
+    ah_upload_patch(&job.f, &job.dev[2], p.id, 0, p.frame, 1, &r);
+    assert_int_equal(r.status, 204);
+    ah_resp_free(&r);
+    atomic_store(&p.acked, 1);
+    assert_int_equal(pthread_create(&th, NULL, patch_bytes, &p), 0);
+    while (atomic_load(&p.acked) < 3)
+        usleep(1000);
+    before = atomic_load(&p.acked);
+    /* stderr is a file here: plain progress lines, no carriage returns */
+    assert_int_equal(CLI("backup", "--url", job.f.base, "--token-file", token_file, "-o", file,
+                         "--chunk", "4096", "--json"),
+                     0);
+    atomic_store(&p.stop, 1);
+    pthread_join(th, NULL);
+    if (strstr(err, "downloading backup: 25% (") == NULL ||
+        strstr(err, "downloading backup: 50% (") == NULL ||
+        strstr(err, "downloading backup: 75% (") == NULL || strchr(err, '\r') != NULL)
+        fail_msg("progress lines:\n%s", err);
+    assert_non_null(strstr(err, "integrity_check ok"));
+    assert_non_null(strstr(out, "\"sha256\""));
+    {
+        /* the file is the coordinator's answer: its size and SHA-256 */
+        void *data;
+        size_t len;
+        uint8_t sha[32];
+        char hex[65], want[80];
+        assert_int_equal(sl_fs_read_file(file, 1 << 28, &data, &len), SL_OK);
+        assert_int_equal(len, (size_t)ah_json_int(out, "bytes"));
+        sl_sha256(data, len, sha);
+        sl_hex(sha, 32, hex);
+        snprintf(want, sizeof want, "\"sha256\":\"%s\"", hex);
+        assert_non_null(strstr(out, want));
+        assert_memory_equal(data, "SQLite format 3", 16);
+        free(data);
+    }
+    /* it opens, passes the full check, and holds what was acknowledged before it began */
+    sl_store_options_default(&o);
+    o.path = file;
+    o.check = SL_STORE_CHECK_FULL;
+    assert_int_equal(sl_store_open(&o, &copy, err_text, sizeof err_text), SL_OK);
+    assert_int_equal(sl_store_count_updates(copy, round, &updates), SL_OK);
+    assert_int_equal(updates, 1); /* device 0's report of the open round */
+    assert_int_equal(sl_store_count_updates(copy, job.round_ids[0], &updates), SL_OK);
+    assert_int_equal(updates, 2);
+    assert_int_equal(sl_store_get_upload(copy, p.id, &up), SL_OK);
+    print_message("backup: upload offset %llu (acknowledged %llu before, %llu after)\n",
+                  (unsigned long long)up.offset, (unsigned long long)before,
+                  (unsigned long long)atomic_load(&p.acked));
+    assert_true(up.offset >= before);
+    assert_true(up.offset <= atomic_load(&p.acked));
+    sl_store_close(copy);
+    /* a wrong token: 401, and the old file stays */
+    snprintf(wrong, sizeof wrong, "%s/wrong-backup.token", dir);
+    ah_write_file(wrong, "nope\n");
+    assert_int_equal(CLI("backup", "--url", job.f.base, "--token-file", wrong, "-o", file), 1);
+    assert_non_null(strstr(err, "HTTP 401"));
+    assert_int_equal(CLI("backup", "--url", job.f.base, "-o", file), 1);
+    assert_non_null(strstr(err, "HTTP 401"));
+    assert_int_equal(sl_store_open(&o, &copy, err_text, sizeof err_text), SL_OK);
+    sl_store_close(copy);
+    {
+        const char *bearer[] = {"Authorization: Bearer nope"};
+        char url[128];
+        snprintf(url, sizeof url, "%s/v1/backups", job.f.base);
+        ah_http("POST", url, bearer, 1, "", 0, &r);
+        ah_expect_problem(&r, 401, "unauthorized");
+        ah_resp_free(&r);
+    }
+    free(p.frame);
+    sl_layout_free(layout);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_usage), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_status),         cmocka_unit_test(test_rounds),
         cmocka_unit_test(test_model_export),   cmocka_unit_test(test_task_create),
+        cmocka_unit_test(test_devices),        cmocka_unit_test(test_backup),
     };
     int failed;
     curl_global_init(CURL_GLOBAL_DEFAULT);

@@ -528,6 +528,8 @@ int main(void)
         cmocka_unit_test(test_create_rejects_bad_options),
         cmocka_unit_test(test_https_ca_and_pins),
         cmocka_unit_test(test_upload_plain),
+        cmocka_unit_test(test_upload_create_with_bytes),
+        cmocka_unit_test(test_upload_create_with_bytes_cut),
         cmocka_unit_test(test_upload_conflict_and_resume),
         cmocka_unit_test(test_upload_drops_at_random_offsets),
         cmocka_unit_test(test_upload_lost_final_answer),

@@ -151,6 +151,62 @@ static void test_routes(void **state)
     ah_get(&j.f, "/metrics", auth, 1, &r);
     assert_non_null(strstr(r.body, "route=\"/dashboard/{file}\",status=\"304\"} 3"));
     ah_resp_free(&r);
+
+    /* the device list: paged, token-protected, bad pages refused */
+    ah_get(&j.f, "/v1/devices?limit=2&offset=1", auth, 1, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ah_json_int(r.body, "total"), TD_DEVICES);
+    assert_int_equal(ah_json_int(r.body, "offset"), 1);
+    assert_non_null(strstr(r.body, "\"device_id\":2,"));
+    assert_null(strstr(r.body, "\"device_id\":1,"));
+    ah_resp_free(&r);
+    ah_get(&j.f, "/v1/devices", NULL, 0, &r);
+    ah_expect_problem(&r, 401, "unauthorized");
+    ah_resp_free(&r);
+    ah_get(&j.f, "/v1/devices?limit=0", auth, 1, &r);
+    ah_expect_problem(&r, 400, "bad-request");
+    ah_resp_free(&r);
+    ah_get(&j.f, "/v1/devices?offset=x", auth, 1, &r);
+    ah_expect_problem(&r, 400, "bad-request");
+    ah_resp_free(&r);
+
+    /* a backup: made, then read whole and in a range, with its digest as ETag */
+    {
+        char url[160], href[96], sha[80], etag[96], want[100];
+        const char *range[] = {auth[0], "Range: bytes=0-99"};
+        size_t total;
+        ah_admin(&j.f, "POST", "/v1/backups", "", 0, &r);
+        assert_int_equal(r.status, 201);
+        assert_true(ah_json_str(r.body, "href", href, sizeof href));
+        assert_true(ah_json_str(r.body, "sha256", sha, sizeof sha));
+        total = (size_t)ah_json_int(r.body, "bytes");
+        ah_resp_free(&r);
+        ah_get(&j.f, href, auth, 1, &r);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(r.len, total);
+        assert_memory_equal(r.body, "SQLite format 3", 16);
+        assert_true(ah_header(&r, "ETag", etag, sizeof etag));
+        snprintf(want, sizeof want, "\"%s\"", sha);
+        assert_string_equal(etag, want);
+        ah_resp_free(&r);
+        ah_get(&j.f, href, range, 2, &r);
+        assert_int_equal(r.status, 206);
+        assert_int_equal(r.len, 100);
+        assert_true(ah_header(&r, "Content-Range", value, sizeof value));
+        snprintf(want, sizeof want, "bytes 0-99/%zu", total);
+        assert_string_equal(value, want);
+        ah_resp_free(&r);
+        ah_get(&j.f, href, NULL, 0, &r);
+        ah_expect_problem(&r, 401, "unauthorized");
+        ah_resp_free(&r);
+        ah_get(&j.f, "/v1/backups/nope", auth, 1, &r);
+        ah_expect_problem(&r, 404, "not-found");
+        ah_resp_free(&r);
+        snprintf(url, sizeof url, "%s/v1/backups", j.f.base);
+        ah_http("POST", url, NULL, 0, "", 0, &r);
+        ah_expect_problem(&r, 401, "unauthorized");
+        ah_resp_free(&r);
+    }
     td_job_close(&j);
 }
 
@@ -320,8 +376,8 @@ static void check_page(td_job *j, const char *dom)
                                          "checked_in",
                                          "model_version",
                                          "compression_vs_dense"};
-    static const char *const cur_fields[] = {"round_no", "selected", "checked_in",
-                                             "reported", "dropped",  "late",
+    static const char *const cur_fields[] = {"round_no", "selected", "checked_in", "downloading",
+                                             "training", "reported", "dropped",    "late",
                                              "rejected", "target",   "quorum"};
     int evaluated = 0, device_acc = 0, reported = 0, selected = 0;
     double bytes_up = 0;
@@ -359,11 +415,15 @@ static void check_page(td_job *j, const char *dom)
                      (int)cJSON_GetObjectItem(r, "model_version")->valuedouble);
             expect_num(dom, key, cJSON_GetObjectItem(m, "accuracy"));
         }
-        if (cJSON_GetObjectItem(cur, "round_id")->valuedouble == (double)j->round_ids[i])
+        if (cJSON_GetObjectItem(cur, "round_id")->valuedouble == (double)j->round_ids[i]) {
             for (size_t f = 0; f < sizeof cur_fields / sizeof cur_fields[0]; f++) {
                 snprintf(key, sizeof key, "cur.%s", cur_fields[f]);
                 expect_num(dom, key, cJSON_GetObjectItem(r, cur_fields[f]));
             }
+            /* the job left one device training and one downloading: not a 0 = 0 match */
+            assert_int_equal((int)cJSON_GetObjectItem(r, "training")->valuedouble, 1);
+            assert_int_equal((int)cJSON_GetObjectItem(r, "downloading")->valuedouble, 1);
+        }
         evaluated += cJSON_IsObject(m);
         device_acc += cJSON_IsNumber(cJSON_GetObjectItem(r, "mean_accuracy"));
         reported += cJSON_GetObjectItem(r, "reported")->valuedouble > 0;
@@ -382,15 +442,29 @@ static void check_page(td_job *j, const char *dom)
         expect_num(dom, "task.bytes_up", sum);
         cJSON_Delete(sum);
     }
-    for (int d = 0; d < TD_DEVICES; d++) {
-        char *text;
-        cJSON *dev;
-        snprintf(path, sizeof path, "/v1/devices/%lld", (long long)j->dev[d].id);
-        text = td_get(j, path);
-        dev = cJSON_Parse(text);
-        snprintf(key, sizeof key, "device.%lld.enrolled_at_ms", (long long)j->dev[d].id);
-        expect_num(dom, key, cJSON_GetObjectItem(dev, "enrolled_at_ms"));
-        cJSON_Delete(dev);
+    {
+        /* the devices table against GET /v1/devices, every column */
+        static const char *const dev_fields[] = {"enrolled_at_ms", "last_seen_ms", "participations",
+                                                 "reported",       "rejected",     "late"};
+        char *text = td_get(j, "/v1/devices?limit=50");
+        cJSON *list = cJSON_Parse(text);
+        const cJSON *dev;
+        int n = 0, reports = 0;
+        cJSON_ArrayForEach(dev, cJSON_GetObjectItem(list, "devices"))
+        {
+            long long id = (long long)cJSON_GetObjectItem(dev, "device_id")->valuedouble;
+            for (size_t f = 0; f < sizeof dev_fields / sizeof dev_fields[0]; f++) {
+                snprintf(key, sizeof key, "device.%lld.%s", id, dev_fields[f]);
+                expect_num(dom, key, cJSON_GetObjectItem(dev, dev_fields[f]));
+            }
+            snprintf(key, sizeof key, "device.%lld.state", id);
+            expect_str(dom, key, cJSON_GetObjectItem(dev, "state")->valuestring);
+            reports += (int)cJSON_GetObjectItem(dev, "reported")->valuedouble;
+            n++;
+        }
+        assert_int_equal(n, TD_DEVICES);
+        assert_true(reports > 0);
+        cJSON_Delete(list);
         free(text);
     }
     /* charts: one mark per round and series, one per evaluated version */

@@ -29,7 +29,9 @@ typedef struct td_job {
  * report, one late upload in round 2), the evaluator's metrics for every
  * new version but the one of round 3, a round the operator aborts (one
  * report, so dropped and bytes are not zero), and a round left open in
- * training with one report and a device's own metrics. Asserts each step.
+ * training with one report (device 0), one device that fetched the model
+ * (device 1: training) and one that did not (device 2: downloading), and
+ * device 1's own metrics. Asserts each step.
  */
 void td_job_run(td_job *j, const char *name, int public_status);
 void td_job_close(td_job *j);

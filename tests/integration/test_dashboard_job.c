@@ -135,9 +135,18 @@ void td_job_run(td_job *j, const char *name, int public_status)
         ah_resp_free(&r);
     }
     j->round_ids[j->nrounds++] = round;
-    /* the round in progress: one report, and device 1's own metrics on its base version */
+    /* the round in progress: one report, device 1 fetched the model (training),
+     * device 2 did not (downloading), and device 1's own metrics on its base version */
     round = select_three(j, &version);
     upload(j, layout, 0, round, version, 0.75f);
+    {
+        char path[96];
+        snprintf(path, sizeof path, "/v1/models/%lld?task=%lld", (long long)version,
+                 (long long)j->task);
+        ah_dev_call(&j->f, &j->dev[1], "GET", path, NULL, 0, NULL, 0, &r);
+        assert_int_equal(r.status, 200);
+        ah_resp_free(&r);
+    }
     {
         char path[96], body[128];
         snprintf(path, sizeof path, "/v1/models/%lld/metrics", (long long)version);

@@ -26,11 +26,76 @@ typedef struct tus {
     int drops;
     int lose_answer; /* the completing PATCH is stored, then the link dies */
     int bad_type;    /* a PATCH arrived without application/offset+octet-stream */
+    int with_bytes;  /* creates may carry the first bytes (else only the JSON form, 400) */
+    int byte_creates, json_creates;
+    int cut_creates; /* this many creates with bytes are cut after half their body */
     uint64_t rng;
 } tus;
 
+static void tus_complete(tus *t, mh_conn *conn);
+
+/* A numeric or hex query value of @path into @out; 1 when present. */
+static int query_value(const char *path, const char *key, char *out, size_t cap)
+{
+    const char *q = strchr(path, '?');
+    size_t klen = strlen(key);
+    while (q != NULL) {
+        q++;
+        if (strncmp(q, key, klen) == 0 && q[klen] == '=') {
+            size_t n = strcspn(q + klen + 1, "&");
+            if (n >= cap)
+                return 0;
+            memcpy(out, q + klen + 1, n);
+            out[n] = '\0';
+            return 1;
+        }
+        q = strchr(q, '&');
+    }
+    return 0;
+}
+
+/* Creation with upload: the declared values in the query, the first bytes in the body. */
+static void tus_create_with_bytes(tus *t, mh_conn *conn, const mh_request *rq)
+{
+    char length[24], sha[80], samples[24], headers[128];
+    if (strncmp(rq->path, "/v1/rounds/7/uploads?", 21) != 0 ||
+        !query_value(rq->path, "length", length, sizeof length) ||
+        !query_value(rq->path, "sha256", sha, sizeof sha) || strlen(sha) != 64 ||
+        !query_value(rq->path, "num_samples", samples, sizeof samples) ||
+        strtoull(length, NULL, 10) > sizeof t->data ||
+        rq->content_length > strtoull(length, NULL, 10)) {
+        mh_respond(conn, 400, NULL, "bad create", 10);
+        return;
+    }
+    if (t->cut_creates > 0) {
+        t->cut_creates--;
+        t->drops++;
+        mh_read_body(conn, t->data, rq->content_length / 2);
+        return; /* the link dies mid-body; nothing is kept */
+    }
+    t->creates++;
+    t->byte_creates++;
+    t->length = (size_t)strtoull(length, NULL, 10);
+    t->num_samples = strtoull(samples, NULL, 10);
+    snprintf(t->sha, sizeof t->sha, "%s", sha);
+    t->offset = mh_read_body(conn, t->data, rq->content_length);
+    if (t->offset == t->length) {
+        tus_complete(t, conn);
+        return;
+    }
+    snprintf(t->id, sizeof t->id, "up%d", ++t->sessions);
+    snprintf(headers, sizeof headers, "Location: /v1/uploads/%s\r\nUpload-Offset: %zu\r\n", t->id,
+             t->offset);
+    mh_respond(conn, 201, headers, "{}", 2);
+}
+
 static void tus_create(tus *t, mh_conn *conn, const mh_request *rq)
 {
+    const char *type = mh_header(rq, "Content-Type");
+    if (t->with_bytes && type != NULL && strcmp(type, "application/offset+octet-stream") == 0) {
+        tus_create_with_bytes(t, conn, rq);
+        return;
+    }
     char body[512] = {0};
     size_t n = mh_read_body(conn, body, sizeof body - 1);
     cJSON *json = cJSON_ParseWithLength(body, n);
@@ -45,6 +110,7 @@ static void tus_create(tus *t, mh_conn *conn, const mh_request *rq)
         return;
     }
     t->creates++;
+    t->json_creates++;
     t->length = (size_t)len->valuedouble;
     t->num_samples = (uint64_t)samples->valuedouble;
     snprintf(t->sha, sizeof t->sha, "%s", sha->valuestring);
@@ -101,6 +167,12 @@ static void tus_handler(void *ctx, mh_conn *conn, const mh_request *rq)
         mh_respond(conn, 204, headers, NULL, 0);
         return;
     }
+    tus_complete(t, conn);
+}
+
+/* Every byte is in: check the digest, answer the receipt (a duplicate after the first). */
+static void tus_complete(tus *t, mh_conn *conn)
+{
     int duplicate = t->completed;
     if (!t->completed) {
         uint8_t digest[32];
@@ -186,6 +258,103 @@ void test_upload_plain(void **state)
     assert_int_equal(p.calls, 6); /* created, then each chunk */
     assert_int_equal(p.last_offset, sizeof data);
     assert_int_equal(sl.n, 0);
+}
+
+/*
+ * Against a server that takes bytes with the create: an update that fits in
+ * one chunk is one request (200 and the receipt, no session, no PATCH); a
+ * larger one sends its first chunk with the create and the rest by PATCH;
+ * against one that knows only the JSON create (the other tests' server) the
+ * client falls back to it.
+ */
+void test_upload_create_with_bytes(void **state)
+{
+    (void)state;
+    static tus t;
+    uint8_t data[4500];
+    fill(data, sizeof data, 3);
+    sleeps sl = {0};
+    sl_client_response r;
+
+    memset(&t, 0, sizeof t);
+    t.with_bytes = 1;
+    progress_log p = {0};
+    sl_client_upload_state st = {.progress = on_progress, .progress_ctx = &p};
+    assert_int_equal(run_upload(&t, 800, &st, &sl, &r, data), SL_OK);
+    assert_int_equal(r.status, 200);
+    assert_string_equal((const char *)r.body,
+                        "{\"accepted\":true,\"update_id\":9,\"duplicate\":false}");
+    sl_client_response_free(&r);
+    assert_int_equal(t.byte_creates, 1);
+    assert_int_equal(t.json_creates, 0);
+    assert_int_equal(t.patches + t.heads, 0);
+    assert_int_equal(t.num_samples, 640);
+    assert_memory_equal(t.data, data, 800);
+    assert_string_equal(st.upload_id, ""); /* there never was a session */
+    assert_int_equal(st.offset, 800);
+    assert_int_equal(p.last_offset, 800);
+
+    memset(&t, 0, sizeof t);
+    t.with_bytes = 1;
+    memset(&st, 0, sizeof st);
+    assert_int_equal(run_upload(&t, sizeof data, &st, &sl, &r, data), SL_OK);
+    assert_int_equal(r.status, 200);
+    sl_client_response_free(&r);
+    assert_int_equal(t.byte_creates, 1);
+    assert_int_equal(t.json_creates, 0);
+    assert_int_equal(t.patches, 4); /* the first of five 1000-byte chunks went with the create */
+    assert_int_equal(t.heads, 0);
+    assert_false(t.bad_type);
+    assert_memory_equal(t.data, data, sizeof data);
+    assert_string_equal(st.upload_id, "up1");
+    assert_int_equal(st.offset, sizeof data);
+
+    memset(&t, 0, sizeof t); /* JSON only: answered 400, asked again in JSON */
+    memset(&st, 0, sizeof st);
+    assert_int_equal(run_upload(&t, 800, &st, &sl, &r, data), SL_OK);
+    assert_int_equal(r.status, 200);
+    sl_client_response_free(&r);
+    assert_int_equal(t.json_creates, 1);
+    assert_int_equal(t.patches, 1);
+    assert_memory_equal(t.data, data, 800);
+    assert_int_equal(sl.n, 0);
+}
+
+/* A create carrying bytes cut mid-body is sent again, whole, after a backoff. */
+void test_upload_create_with_bytes_cut(void **state)
+{
+    (void)state;
+    static tus t;
+    uint8_t data[2500];
+    fill(data, sizeof data, 4);
+    sleeps sl = {0};
+    sl_client_response r;
+    sl_client_upload_state st = {0};
+    memset(&t, 0, sizeof t);
+    t.with_bytes = 1;
+    t.cut_creates = 2;
+    assert_int_equal(run_upload(&t, 900, &st, &sl, &r, data), SL_OK);
+    assert_int_equal(r.status, 200);
+    assert_string_equal((const char *)r.body,
+                        "{\"accepted\":true,\"update_id\":9,\"duplicate\":false}");
+    sl_client_response_free(&r);
+    assert_int_equal(t.drops, 2);
+    assert_int_equal(t.byte_creates, 1);
+    assert_int_equal(sl.n, 2); /* a backoff before each retry */
+    assert_memory_equal(t.data, data, 900);
+    assert_int_equal(st.offset, 900);
+
+    /* larger than a chunk: the retried create opens the session with its chunk */
+    memset(&t, 0, sizeof t);
+    memset(&st, 0, sizeof st);
+    t.with_bytes = 1;
+    t.cut_creates = 1;
+    assert_int_equal(run_upload(&t, sizeof data, &st, &sl, &r, data), SL_OK);
+    assert_int_equal(r.status, 200);
+    sl_client_response_free(&r);
+    assert_int_equal(t.byte_creates, 1);
+    assert_int_equal(t.patches, 2);
+    assert_memory_equal(t.data, data, sizeof data);
 }
 
 void test_upload_conflict_and_resume(void **state)

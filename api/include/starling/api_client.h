@@ -191,12 +191,20 @@ typedef struct sl_client_upload_state {
 /**
  * sl_client_upload - upload an update for a round, resumably
  * (api/openapi.yaml, /v1/rounds/{round}/uploads and /v1/uploads/{id}).
- * Protocol: POST /v1/rounds/{round}/uploads with
- * {"length": n, "sha256": "<hex>", "num_samples": k} -> 201 + Location
- * "/v1/uploads/{id}"; then PATCH /v1/uploads/{id} with Upload-Offset and
+ * Protocol: POST /v1/rounds/{round}/uploads?length=n&sha256=<hex>&num_samples=k
+ * with Content-Type application/offset+octet-stream carrying the first
+ * chunk (creation with upload). An update that fits in one chunk
+ * (upload_chunk_bytes) is done in that one signed request: 200 + the JSON
+ * receipt. Otherwise -> 201 + Location "/v1/uploads/{id}" + the Upload-Offset
+ * the server took; then PATCH /v1/uploads/{id} with Upload-Offset and
  * Content-Type application/offset+octet-stream, one chunk at a time -> 204 +
  * the new Upload-Offset, or 200 (201 accepted too) + the JSON receipt on the
- * last chunk.
+ * last chunk. A server that answers that create 400 or 415 (one that knows
+ * only the JSON form) is asked once more with {"length", "sha256",
+ * "num_samples"} and no bytes.
+ *   - A cut or a retryable answer during the create: the same create is sent
+ *     again (the server makes it idempotent: the same session, or the
+ *     original receipt of a stored update with "duplicate": true).
  *   - A cut, a timeout, 408/429/5xx: wait (backoff, Retry-After), ask
  *     HEAD /v1/uploads/{id} for the server's offset, continue from there.
  *   - 409 (offset mismatch): continue from the Upload-Offset of the 409, or

@@ -49,11 +49,16 @@ typedef struct sl_server_options {
     int insecure_http;         /* 1: plain HTTP (loopback demos, behind a TLS ingress) */
     /* Secrets, compared in constant time (through their SHA-256). NULL or
      * "": the endpoints they guard answer 401 to everyone. */
-    const char *admin_token;          /* Authorization: Bearer <token> for operator writes */
-    const char *enrolment_token;      /* POST /v1/devices */
-    int public_status;                /* 1: read-only operator endpoints need no token */
-    uint64_t max_body;                /* bytes of one request body (default 16 MiB); more: 413 */
-    unsigned threads;                 /* libmicrohttpd thread pool (default 4) */
+    const char *admin_token;     /* Authorization: Bearer <token> for operator writes */
+    const char *enrolment_token; /* POST /v1/devices */
+    int public_status;           /* 1: read-only operator endpoints need no token */
+    uint64_t max_body;           /* bytes of one request body (default 16 MiB); more: 413 */
+    unsigned threads;            /* libmicrohttpd thread pool (default 4) */
+    /* Threads that run signed device requests (signature check, storage,
+     * durable waits) off the libmicrohttpd threads, so reads such as
+     * /v1/status never queue behind them (default 8; 0: run them on the
+     * libmicrohttpd threads). */
+    unsigned workers;
     unsigned connection_limit;        /* concurrent connections (default 1024) */
     unsigned per_ip_connection_limit; /* concurrent connections per client IP (default 64) */
     unsigned connection_timeout_s;    /* an idle or too slow connection is closed (default 30) */

@@ -267,6 +267,11 @@ typedef struct sl_round_stats {
     sl_round_record round;
     uint32_t checked_in;
     uint32_t downloaded; /* devices that fetched the model in the open round */
+    /* Open round only (0 once it ended): devices that fetched the model and have
+     * no acknowledged update yet (training), and selected devices that have
+     * neither fetched the model nor reported (downloading, or not started). */
+    uint32_t training;
+    uint32_t downloading;
     uint32_t rejected_by_reason[10];
     double compression_vs_dense;     /* dense fp32 bytes / received bytes */
     int64_t time_to_quorum_ms;       /* -1 when not reached */

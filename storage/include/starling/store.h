@@ -110,6 +110,39 @@ int sl_store_get_device(sl_store *s, int64_t device_id, sl_device_record *out);
 /** sl_store_touch_device - set last_seen to now. */
 int sl_store_touch_device(sl_store *s, int64_t device_id);
 
+/** sl_store_count_devices - how many devices are enrolled. Reads only. */
+int sl_store_count_devices(sl_store *s, uint64_t *count);
+
+/** A device with what it did, for operators (sl_store_list_devices()). */
+typedef struct sl_device_summary {
+    int64_t id;
+    int64_t enrolled_at_ms;
+    int64_t last_seen_ms;
+    char state[16];          /* "active", ... (cut to fit) */
+    uint32_t participations; /* rounds it was selected for (participant rows) */
+    uint32_t reported;       /* acknowledged updates it sent, over every round */
+    uint32_t rejected;       /* participations that ended SL_PART_REJECTED */
+    uint32_t late;           /* participations that ended SL_PART_LATE */
+} sl_device_summary;
+
+/**
+ * sl_store_list_devices - devices in id order, skipping @offset, at most
+ * @limit of them (0: none), each with its counts; calls @fn for each (the
+ * record is valid during the call only) and stops at the first non-zero
+ * return of @fn, which it returns. One read transaction: the counts and the
+ * page are one snapshot. Reads only; never waits for the writer.
+ */
+int sl_store_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
+                          int (*fn)(void *ctx, const sl_device_summary *d), void *ctx);
+
+/**
+ * sl_store_list_reporters - the devices with an acknowledged update in
+ * round @round_id, in ascending id order (@fn as for sl_store_list_devices()).
+ * An unknown round has none (SL_OK). Reads only.
+ */
+int sl_store_list_reporters(sl_store *s, int64_t round_id, int (*fn)(void *ctx, int64_t device_id),
+                            void *ctx);
+
 /* ------------------------------------------------------------------------ */
 /* Tasks and model versions                                                 */
 /* ------------------------------------------------------------------------ */
@@ -413,7 +446,8 @@ int sl_store_expire_uploads(sl_store *s, uint32_t *deleted);
 
 /**
  * sl_store_probe_write - a durable write transaction that always reaches the
- * disk (it rewrites one row as it is, so a WAL frame is written and synced):
+ * disk (it bumps the database header's user_version, a probe counter, so a
+ * WAL frame is written and synced):
  * SL_OK proves the database takes writes now (readiness probes). Returns
  * SL_OK or the storage error (SL_EFULL, SL_EIO, ...). Blocks on the writer.
  */

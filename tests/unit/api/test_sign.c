@@ -1,8 +1,10 @@
 /* test_sign.c - api_sign.h: encodings, keys, signatures, nonces, replay cache. */
 #include <pthread.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include <mbedtls/ctr_drbg.h>
+#include <mbedtls/ecdsa.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/pk.h>
 
@@ -330,6 +332,107 @@ static void test_key_save_load(void **state)
     sl_test_rmtree(dir);
 }
 
+/* An mbedTLS f_rng for the blinding of the reference signatures. */
+static int test_rng(void *ctx, unsigned char *buf, size_t len)
+{
+    (void)ctx;
+    return getrandom(buf, len, 0) == (ssize_t)len ? 0 : -1;
+}
+
+/* SHA-256 of the canonical string of api_sign.h, computed here independently. */
+static void canonical_sha(const char *method, const char *path, int64_t ts, const char *nonce,
+                          const uint8_t body[32], uint8_t out[32])
+{
+    char hex[65], text[512];
+    sl_hex(body, 32, hex);
+    int n = snprintf(text, sizeof text, "STARLING-V1\n%s\n%s\n%lld\n%s\n%s", method, path,
+                     (long long)ts, nonce, hex);
+    assert_true(n > 0 && (size_t)n < sizeof text);
+    sl_sha256(text, (size_t)n, out);
+}
+
+/*
+ * The pooled-group signing and verification give what mbedTLS's own
+ * one-context calls give: the same (deterministic, RFC 6979) signature
+ * bytes, and the same verdicts both ways, over many keys and messages and
+ * from several threads at once (each thread's pooled groups carry the table
+ * of G computed by another).
+ */
+typedef struct agree_thread {
+    int keys, failures;
+    char dir[512];
+} agree_thread;
+
+static void *agree_many(void *arg)
+{
+    agree_thread *t = arg;
+    for (int k = 0; k < t->keys; k++) {
+        char path[600], sig[SL_SIGNATURE_B64_MAX];
+        sl_device_key *key = NULL;
+        uint8_t pub[SL_PUBKEY_LEN], body[32], hash[32], der[MBEDTLS_ECDSA_MAX_LEN];
+        uint8_t ref_der[MBEDTLS_ECDSA_MAX_LEN];
+        size_t der_len = 0, ref_len = 0;
+        mbedtls_pk_context pk;
+        mbedtls_ecdsa_context ecdsa;
+        snprintf(path, sizeof path, "%s/k%d-%p.key", t->dir, k, (void *)t);
+        sl_sha256(path, strlen(path), body);
+        if (sl_device_key_generate(&key) != SL_OK || sl_device_key_public(key, pub) != SL_OK ||
+            sl_device_key_save(key, path) != SL_OK) {
+            t->failures++;
+            sl_device_key_free(key);
+            continue;
+        }
+        mbedtls_pk_init(&pk);
+        mbedtls_ecdsa_init(&ecdsa);
+        const char *route = k % 2 ? "/v1/uploads/abc" : "/v1/rounds/3/uploads?length=9";
+        int ok =
+            mbedtls_pk_parse_keyfile(&pk, path, NULL) == 0 &&
+            mbedtls_ecdsa_from_keypair(&ecdsa, mbedtls_pk_ec(pk)) == 0 &&
+            sl_sign_request(key, "POST", route, TS + k, NONCE, body, sig, sizeof sig) == SL_OK &&
+            sl_base64_decode(sig, der, sizeof der, &der_len) == SL_OK;
+        canonical_sha("POST", route, TS + k, NONCE, body, hash);
+        /* mbedTLS's reference signature of the same message: the same bytes */
+        ok = ok &&
+             mbedtls_ecdsa_write_signature(&ecdsa, MBEDTLS_MD_SHA256, hash, 32, ref_der, &ref_len,
+                                           test_rng, NULL) == 0 &&
+             ref_len == der_len && memcmp(ref_der, der, der_len) == 0;
+        /* mbedTLS verifies ours, and we verify mbedTLS's */
+        ok = ok && mbedtls_ecdsa_read_signature(&ecdsa, hash, 32, der, der_len) == 0;
+        ok = ok &&
+             sl_verify_request(pub, sizeof pub, "POST", route, TS + k, NONCE, body, sig) == SL_OK;
+        /* both refuse a changed message */
+        hash[0] ^= 1;
+        ok = ok && mbedtls_ecdsa_read_signature(&ecdsa, hash, 32, der, der_len) != 0;
+        ok = ok && sl_verify_request(pub, sizeof pub, "POST", route, TS + k + 1, NONCE, body,
+                                     sig) == SL_EPERM;
+        if (!ok)
+            t->failures++;
+        mbedtls_ecdsa_free(&ecdsa);
+        mbedtls_pk_free(&pk);
+        sl_device_key_free(key);
+    }
+    return NULL;
+}
+
+static void test_pooled_groups_agree_with_mbedtls(void **state)
+{
+    (void)state;
+    pthread_t th[3];
+    agree_thread args[3];
+    char dir[512];
+    sl_test_mkdtemp(dir, sizeof dir, "sign-agree");
+    for (int i = 0; i < 3; i++) {
+        args[i] = (agree_thread){.keys = 8};
+        snprintf(args[i].dir, sizeof args[i].dir, "%s", dir);
+        assert_int_equal(pthread_create(&th[i], NULL, agree_many, &args[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(args[i].failures, 0);
+    }
+    sl_test_rmtree(dir);
+}
+
 /* A P-384 key in PEM: a valid key file, but not a device key. */
 static void write_p384_key(const char *path)
 {
@@ -530,6 +633,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_verify_rejects_malformed, setup_key, teardown_key),
         cmocka_unit_test_setup_teardown(test_sign_from_threads, setup_key, teardown_key),
         cmocka_unit_test_setup_teardown(test_key_save_load, setup_key, teardown_key),
+        cmocka_unit_test(test_pooled_groups_agree_with_mbedtls),
         cmocka_unit_test_setup_teardown(test_key_load_rejects_corrupt, setup_key, teardown_key),
         cmocka_unit_test(test_nonce_new),
         cmocka_unit_test(test_nonce_cache_replay),

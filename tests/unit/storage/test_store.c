@@ -219,6 +219,108 @@ static void test_rounds_and_close(void **state)
     assert_int_equal(sl_store_update_round(f->s, &r), SL_EINVAL);
 }
 
+typedef struct dev_page {
+    sl_device_summary d[16];
+    int n;
+} dev_page;
+
+static int collect_device(void *ctx, const sl_device_summary *d)
+{
+    dev_page *p = ctx;
+    assert_true(p->n < 16);
+    p->d[p->n++] = *d;
+    return 0;
+}
+
+static int collect_id(void *ctx, int64_t id)
+{
+    int64_t *ids = ctx;
+    ids[++ids[0]] = id;
+    return 0;
+}
+
+static int stop_at_first(void *ctx, const sl_device_summary *d)
+{
+    (void)ctx;
+    (void)d;
+    return 42;
+}
+
+/* Devices with their counts, paged; the reporters of a round. */
+static void test_list_devices(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[4], second, ids[8] = {0};
+    uint8_t frame[64], sha[32];
+    sl_store_receipt rec;
+    sl_update_put u;
+    sl_round_record r;
+    dev_page page = {0};
+    uint64_t n = 0;
+    sl_test_store_fixture(f->s, &round_id, devices, 4);
+    assert_int_equal(sl_store_count_devices(f->s, &n), SL_OK);
+    assert_int_equal(n, 4);
+    /* round 1: devices 0-2 selected; 0 and 2 report, 1 is rejected; 3 comes late */
+    assert_int_equal(sl_store_get_round(f->s, round_id, &r), SL_OK);
+    assert_int_equal(sl_store_select_participants(f->s, &r, devices, 3), SL_OK);
+    assert_int_equal(
+        sl_store_set_participant(f->s, round_id, devices[1], SL_PART_REJECTED, "malformed"), SL_OK);
+    assert_int_equal(sl_store_set_participant(f->s, round_id, devices[3], SL_PART_LATE, "closed"),
+                     SL_OK);
+    for (int i = 2; i >= 0; i -= 2) {
+        sl_test_update_bytes((uint64_t)i, frame, sizeof frame, sha);
+        u = (sl_update_put){round_id, devices[i], frame, sizeof frame, 10, sha};
+        assert_int_equal(sl_store_put_update(f->s, &u, 5000, &rec), SL_OK);
+    }
+    /* round 2: device 0 again */
+    r.round_no = 2;
+    assert_int_equal(sl_store_create_round(f->s, &r), SL_OK);
+    second = r.id;
+    assert_int_equal(sl_store_select_participants(f->s, &r, devices, 1), SL_OK);
+    sl_test_update_bytes(9, frame, sizeof frame, sha);
+    u = (sl_update_put){second, devices[0], frame, sizeof frame, 10, sha};
+    assert_int_equal(sl_store_put_update(f->s, &u, 5000, &rec), SL_OK);
+
+    assert_int_equal(sl_store_list_devices(f->s, 0, 100, collect_device, &page), SL_OK);
+    assert_int_equal(page.n, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_true(page.d[i].id == devices[i]);
+        assert_string_equal(page.d[i].state, "active");
+        assert_true(page.d[i].enrolled_at_ms == 1764465820000LL);
+    }
+    assert_int_equal(page.d[0].participations, 2);
+    assert_int_equal(page.d[0].reported, 2);
+    assert_int_equal(page.d[0].rejected, 0);
+    assert_int_equal(page.d[1].participations, 1);
+    assert_int_equal(page.d[1].reported, 0);
+    assert_int_equal(page.d[1].rejected, 1);
+    assert_int_equal(page.d[2].participations, 1);
+    assert_int_equal(page.d[2].reported, 1);
+    assert_int_equal(page.d[3].participations, 1);
+    assert_int_equal(page.d[3].late, 1);
+    assert_int_equal(page.d[3].reported, 0);
+    /* pages: offset and limit, past the end, limit 0 */
+    page.n = 0;
+    assert_int_equal(sl_store_list_devices(f->s, 1, 2, collect_device, &page), SL_OK);
+    assert_int_equal(page.n, 2);
+    assert_true(page.d[0].id == devices[1] && page.d[1].id == devices[2]);
+    assert_int_equal(page.d[0].rejected, 1); /* counts of the page's devices, not shifted */
+    page.n = 0;
+    assert_int_equal(sl_store_list_devices(f->s, 4, 10, collect_device, &page), SL_OK);
+    assert_int_equal(sl_store_list_devices(f->s, 0, 0, collect_device, &page), SL_OK);
+    assert_int_equal(page.n, 0);
+    assert_int_equal(sl_store_list_devices(f->s, 0, 10, stop_at_first, NULL), 42);
+    assert_int_equal(sl_store_list_devices(f->s, 0, 10, NULL, NULL), SL_EINVAL);
+    assert_int_equal(sl_store_count_devices(f->s, NULL), SL_EINVAL);
+
+    assert_int_equal(sl_store_list_reporters(f->s, round_id, collect_id, ids), SL_OK);
+    assert_int_equal(ids[0], 2);
+    assert_true(ids[1] == devices[0] && ids[2] == devices[2]);
+    ids[0] = 0;
+    assert_int_equal(sl_store_list_reporters(f->s, 999, collect_id, ids), SL_OK);
+    assert_int_equal(ids[0], 0);
+}
+
 static int collect_update(void *ctx, int64_t device_id, const void *frame, size_t len,
                           uint32_t num_samples, const uint8_t *sha256)
 {
@@ -642,6 +744,7 @@ int main(void)
         T(test_tasks_and_models),
         T(test_rounds_and_close),
         T(test_updates_idempotent),
+        T(test_list_devices),
         T(test_group_commit),
         T(test_uploads),
         T(test_delete_and_expired_upload),

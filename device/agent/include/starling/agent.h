@@ -112,7 +112,9 @@ typedef enum sl_agent_event_kind {
     SL_AGENT_EV_ACCEPTED = 6,   /* acknowledged: update_id; residual committed */
     SL_AGENT_EV_FOLDED = 7,     /* the round closed: update folded into the residual */
     SL_AGENT_EV_DISCARDED = 8,  /* refused as invalid: dropped (reason) */
-    SL_AGENT_EV_DROPPED = 9,    /* fault: dropped out after the download */
+    SL_AGENT_EV_DROPPED = 9,    /* sat the round out after the download: a fault (reason
+                                   "fault"), or training gave a NaN/Inf update, as a
+                                   diverged model does ("nonfinite") */
     SL_AGENT_EV_CRASHED = 10,   /* fault: simulated crash (in-memory state dropped) */
     SL_AGENT_EV_EVALUATED = 11, /* evaluator: value = accuracy, loss = mean loss */
     SL_AGENT_EV_DOWNLOAD = 12   /* a range of the model arrived (and is on disk in
@@ -137,7 +139,10 @@ typedef struct sl_agent_event {
     uint64_t bytes, total;
     int64_t wait_ms;
     double value, loss;
-    const char *reason; /* DISCARDED / FOLDED / CRASHED: why ("" otherwise) */
+    const char *reason; /* DISCARDED / FOLDED: the problem reason of the refusal
+                           ("nonfinite", "late", ...; "" when resolved after a
+                           restart); DROPPED: "fault" or "nonfinite"; CRASHED:
+                           where; "" otherwise */
     /* PREPARED: sl_agent_params() floats each: the update (local - global),
      * the residual it was added to, and their sum the frame was cut from. */
     const float *delta, *residual, *accumulated;
@@ -146,6 +151,47 @@ typedef struct sl_agent_event {
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
 /* ------------------------------------------------------------------------ */
+
+/**
+ * How a poisoned device corrupts its updates (sl_agent_faults.poison_mode),
+ * to test the coordinator's defences. SCALE100 and FLIP transform the dense
+ * update (local - global) before error feedback, top-k and encoding, so the
+ * frame is a well-formed one that the coordinator must defend against by
+ * aggregation (clipping, trimmed mean, median) or max_update_norm. NAN
+ * sends a frame that carries a NaN value: the encoder refuses non-finite
+ * values, so the agent encodes the honest update, then writes a NaN into
+ * one value (or into an int8 scale or ternary/sign mu) of the frame and
+ * recomputes its CRC (codecs/FORMAT.md); the coordinator must refuse it.
+ *
+ * What a poisoned device's residual does:
+ *   SCALE100, FLIP  error feedback runs on the poisoned update: residual =
+ *                   residual + T(update) - sent, committed on acceptance,
+ *                   folded (kept whole) when late, unchanged when refused.
+ *                   It stays finite and bounded as an honest device's, x100
+ *                   larger for SCALE100.
+ *   NAN             the pending upload on disk (pending/frame) is the honest
+ *                   frame; the NaN is written into a copy at every delivery
+ *                   (the same bytes every time, so an upload resumes), and
+ *                   the residual bookkeeping uses the honest frame. When the
+ *                   coordinator refuses the upload (422) the update is
+ *                   discarded and the residual stays as it was; were it ever
+ *                   accepted, the honest frame's values would be committed.
+ */
+typedef enum sl_agent_poison {
+    SL_AGENT_POISON_NONE = 0,
+    SL_AGENT_POISON_SCALE100 = 1, /* the update times 100 */
+    SL_AGENT_POISON_FLIP = 2,     /* the update negated */
+    SL_AGENT_POISON_NAN = 3       /* a NaN in the uploaded frame */
+} sl_agent_poison;
+
+/** sl_agent_poison_name - "none", "scale100", "flip", "nan" ("?" when unknown). */
+const char *sl_agent_poison_name(sl_agent_poison mode);
+
+/**
+ * sl_agent_poison_parse - the inverse of sl_agent_poison_name() into *@out.
+ * Returns SL_OK or SL_EINVAL (unknown name; *@out untouched).
+ */
+int sl_agent_poison_parse(const char *name, sl_agent_poison *out);
 
 /** Simulated faults (fleet runs and tests); probabilities per participation. */
 typedef struct sl_agent_faults {
@@ -156,6 +202,13 @@ typedef struct sl_agent_faults {
     double straggle;        /* be a straggler this round ... */
     double straggle_factor; /* ... training takes this many times longer (>= 1) */
     double crash;           /* simulated crash around the upload: drop everything, reload */
+    /* poisoning (sl_agent_poison): not per participation but per device. A
+     * lone agent is a poisoner when a draw from its seed and client is below
+     * @poison (the same draw every time it starts; 1: always, 0: never); a
+     * fleet poisons exactly round(@poison * devices) devices, chosen by its
+     * seed. A poisoner corrupts every update it sends. */
+    double poison;
+    sl_agent_poison poison_mode;
 } sl_agent_faults;
 
 /**
@@ -275,6 +328,7 @@ typedef struct sl_agent_stats {
     int64_t last_round;            /* last round resolved */
     double upload_bytes_per_s;     /* EWMA of measured upload throughput; 0: unknown */
     double last_density;           /* density of the last frame */
+    sl_agent_poison poison;        /* how this device poisons its updates (NONE: honest) */
 } sl_agent_stats;
 
 /** sl_agent_stats - copy the counters into @out. */
@@ -311,16 +365,20 @@ typedef struct sl_agent_fleet_summary {
     unsigned failed; /* devices whose loop ended with an error */
     uint64_t accepted, duplicates, folded, discarded, dropped, crashes;
     uint64_t bytes_up, bytes_down;
-    uint64_t cuts;    /* transfers the relays cut */
-    uint64_t resumes; /* requests that resumed: HEAD of an upload, ranged GET */
-    int first_error;  /* SL_OK or the first failing device's status */
+    uint64_t cuts;     /* transfers the relays cut */
+    uint64_t resumes;  /* requests that resumed: HEAD of an upload, ranged GET */
+    int first_error;   /* SL_OK or the first failing device's status */
+    unsigned poisoned; /* devices that poisoned their updates (faults.poison) */
 } sl_agent_fleet_summary;
 
 /**
  * sl_agent_fleet_run - run @devices virtual devices on threads, each an
  * sl_agent with state directory @o->state_dir/dev-K, client K of @o->data
  * (which must hold clients 0 .. @devices - 1), its own key and residual,
- * seed @o->seed + K and the faults of @o->faults drawn per device. With
+ * seed @o->seed + K and the faults of @o->faults drawn per device (the
+ * poisoners: round(poison * @devices) of them, picked by a shuffle seeded
+ * with @o->seed, each logged at info level as "dev=K poisons its updates
+ * (MODE)"). With
  * cut or crash faults and an http:// coordinator, each device talks
  * through its own loopback relay that cuts transfers (cut) or goes dark
  * mid-upload (crash). A simulated crash frees the agent and creates it

@@ -1,0 +1,98 @@
+/*
+ * cmd_devices.c - `starling devices`: a page of the enrolled devices with
+ * what each did (GET /v1/devices): when it enrolled and was last seen, the
+ * rounds it was selected for, its acknowledged updates, rejections and late
+ * reports.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_int.h"
+#include "starling/common.h"
+
+static int devices_usage(FILE *out)
+{
+    fprintf(out, "usage: starling devices [options]\n"
+                 "A page of the enrolled devices, in id order (GET /v1/devices).\n"
+                 "  --limit N        devices (default 50, at most 1000)\n"
+                 "  --offset N       skip the first N\n"
+                 "  --json           the API's JSON (DeviceList of api/openapi.yaml) as "
+                 "is\n" SL__CLI_CONN_HELP "  --help           this text\n"
+                 "exit status: 0 ok, 1 error, 2 usage\n");
+    return out == stdout ? SL__CLI_OK : SL__CLI_USAGE;
+}
+
+static void print_devices(const cJSON *list, int colour)
+{
+    const char *bold = colour ? "\033[1m" : "", *off = colour ? "\033[0m" : "";
+    const cJSON *d;
+    int64_t now = sl_clock_wall_ns(NULL) / 1000000;
+    int n = 0;
+    printf("%s%8s  %-20s  %-12s %7s %8s %8s %5s  %s%s\n", bold, "DEVICE", "ENROLLED", "LAST SEEN",
+           "ROUNDS", "REPORTED", "REJECTED", "LATE", "STATE", off);
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(list, "devices"))
+    {
+        char enrolled[40], seen[40];
+        int64_t last = (int64_t)sl__cli_num(d, "last_seen_ms", 0);
+        sl__cli_time((int64_t)sl__cli_num(d, "enrolled_at_ms", 0), enrolled, sizeof enrolled);
+        if (last > 0 && now >= last) {
+            char ago[32];
+            sl__cli_duration(now - last, ago, sizeof ago);
+            snprintf(seen, sizeof seen, "%s ago", ago);
+        } else {
+            sl__cli_time(last, seen, sizeof seen);
+        }
+        printf("%8.0f  %-20s  %-12s %7.0f %8.0f %8.0f %5.0f  %s\n", sl__cli_num(d, "device_id", 0),
+               enrolled, seen, sl__cli_num(d, "participations", 0), sl__cli_num(d, "reported", 0),
+               sl__cli_num(d, "rejected", 0), sl__cli_num(d, "late", 0), sl__cli_str(d, "state"));
+        n++;
+    }
+    printf("%d of %.0f devices (from %.0f)\n", n, sl__cli_num(list, "total", 0),
+           sl__cli_num(list, "offset", 0) + (n > 0));
+}
+
+int sl__cli_devices(int argc, char **argv)
+{
+    sl__cli c = {"devices", NULL, NULL, NULL, 0, NULL};
+    int64_t limit = 50, offset = 0;
+    int json = 0, rc;
+    char path[96];
+    cJSON *list = NULL;
+    sl_client_response raw;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int o = sl__cli_conn_opt(&c, argc, argv, &i);
+        if (o < 0)
+            return SL__CLI_USAGE;
+        if (o > 0)
+            continue;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return devices_usage(stdout);
+        if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if ((o = sl__cli_opt(argc, argv, &i, "--limit", &v)) != 0) {
+            if (o < 0 || sl__cli_int(&c, "--limit", v, 1, 1000, &limit) != 0)
+                return SL__CLI_USAGE;
+        } else if ((o = sl__cli_opt(argc, argv, &i, "--offset", &v)) != 0) {
+            if (o < 0 || sl__cli_int(&c, "--offset", v, 0, UINT32_MAX, &offset) != 0)
+                return SL__CLI_USAGE;
+        } else {
+            return sl__cli_usage_error(&c, "unknown argument \"%s\"", argv[i]);
+        }
+    }
+    if (sl__cli_connect(&c) != 0)
+        return SL__CLI_ERROR;
+    snprintf(path, sizeof path, "/v1/devices?limit=%lld&offset=%lld", (long long)limit,
+             (long long)offset);
+    rc = sl__cli_call(&c, "GET", path, NULL, json ? NULL : &list, json ? &raw : NULL);
+    if (rc == 0 && json) {
+        fwrite(raw.body, 1, raw.body_len, stdout);
+        fputc('\n', stdout);
+        sl_client_response_free(&raw);
+    } else if (rc == 0) {
+        print_devices(list, sl__cli_colour(stdout));
+    }
+    cJSON_Delete(list);
+    sl__cli_close(&c);
+    return rc;
+}

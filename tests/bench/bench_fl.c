@@ -1,0 +1,492 @@
+/*
+ * bench_fl.c - `starling bench fl`: test accuracy against bytes on the
+ * wire, side by side in one run, for dense fp32 FedAvg and the compression
+ * settings, through the real coordinator, evaluator and fleet on loopback.
+ *
+ * The setup is NIID-Bench's Fashion-MNIST one: lenet5, 10 clients with a
+ * dirichlet:0.5 label split, 10 local epochs, batch 64, lr 0.01, momentum
+ * 0.9, 50 rounds, every client in every round (target = quorum = clients,
+ * over-selection 1), FedAvg. Every setting gets the same seeds (split,
+ * shuffles, initial model) and a fresh coordinator data directory. The
+ * figures are read from that database after the run (fl_run.h): nothing is
+ * estimated. Per setting (bench_fl_proc.c runs one) the table gives the
+ * evaluator's final and best test accuracy, the first round whose model
+ * reached the target accuracy, bytes up and down, upload compression
+ * against dense fp32 updates, download bytes per participating device and
+ * round as a fraction of the dense model, and wall time.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "bench.h"
+#include "bench_fl_int.h"
+#include "plot.h"
+#include "starling/codec.h"
+#include "starling/data.h"
+
+/* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
+static const fl_setting known[] = {
+    {"dense", "fp32", 1.0, 0},
+    {"k1-fp32", "fp32", 0.01, 0},
+    {"k1-int8", "int8", 0.01, 0},
+    {"k1-ternary", "ternary", 0.01, 0},
+    {"k0.1-fp32", "fp32", 0.001, 0},
+    {"k0.1-int8", "int8", 0.001, 0},
+    {"k0.1-ternary", "ternary", 0.001, 0},
+    {"default", "", 0, 1},
+};
+#define NKNOWN         (sizeof known / sizeof known[0])
+
+#define FULL_SETTINGS  "dense,k1-fp32,k1-int8,k1-ternary,k0.1-fp32,k0.1-int8,k0.1-ternary,default"
+#define QUICK_SETTINGS "dense,default,k1-int8,k0.1-ternary"
+#define SMOKE_SETTINGS "dense,k1-ternary"
+
+static int usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: starling bench fl [--quick | --smoke] [options]\n"
+        "Test accuracy against upload bytes: dense fp32 FedAvg and compressed updates, side\n"
+        "by side, through starling-coordinator, an evaluator and a fleet (starling-agent)\n"
+        "on loopback. NIID-Bench's Fashion-MNIST setup: lenet5, 10 clients, dirichlet:0.5,\n"
+        "10 local epochs, batch 64, lr 0.01, momentum 0.9, 50 rounds, every client every\n"
+        "round, FedAvg.\n"
+        "  --quick            1 local epoch, 10 rounds, settings " QUICK_SETTINGS "\n"
+        "  --smoke            logreg, 1 epoch, 2 rounds, settings " SMOKE_SETTINGS " (tests)\n"
+        "  --settings LIST    comma-separated: dense, k1-fp32, k1-int8, k1-ternary,\n"
+        "                     k0.1-fp32, k0.1-int8, k0.1-ternary (top-k 1%% / 0.1%% with error\n"
+        "                     feedback), default (the task sets neither values nor\n"
+        "                     density), or VALUES@DENSITY (fp16@0.05)\n"
+        "                     (default: all of them)\n"
+        "  --rounds R  --epochs E  --clients N  --model M   change the setup\n"
+        "  --target-acc A     accuracy for \"rounds to\" (default 0.85)\n"
+        "  --deadline S       report deadline in seconds (default: 1800; quick 600)\n"
+        "  --data DIR         Fashion-MNIST (default " SL_DATA_FASHION_MNIST_DIR ")\n"
+        "  --dir DIR          keep the runs in DIR/<setting>/ (data/, logs); default: a\n"
+        "                     temporary directory, removed afterwards\n"
+        "  --json             JSON on stdout (progress goes to stderr)\n"
+        "  --plot FILE.png    accuracy vs cumulative upload bytes (gnuplot, Debian\n"
+        "                     gnuplot-nox); FILE.gp and FILE.dat are kept beside it\n"
+        "  --md FILE.md       the table in markdown\n"
+        "Programs: starling-coordinator and starling-agent next to this program or in\n"
+        "the build tree (../coordinator, ../device), or $STARLING_COORDINATOR and\n"
+        "$STARLING_AGENT.\n"
+        "exit status: 0 every setting ran, 1 a setting or an output failed, 2 usage\n");
+    return out == stdout ? 0 : 2;
+}
+
+static int bad(const char *fmt, const char *what)
+{
+    fputs("starling bench fl: ", stderr);
+    fprintf(stderr, fmt, what);
+    fputs(" (see --help)\n", stderr);
+    return 2;
+}
+
+static int parse_u32(const char *text, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    char *end;
+    unsigned long long v;
+    errno = 0;
+    if (text == NULL || *text < '0' || *text > '9')
+        return -1;
+    v = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_double(const char *text, double lo, double hi, double *out)
+{
+    char *end;
+    double v;
+    if (text == NULL || *text == '\0')
+        return -1;
+    v = strtod(text, &end);
+    if (*end != '\0' || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* One name of --settings into @st; -1 when unknown. */
+static int parse_setting(const char *name, fl_setting *st)
+{
+    const char *at = strchr(name, '@');
+    sl_value_mode mode;
+    char values[16];
+    for (size_t i = 0; i < NKNOWN; i++)
+        if (strcmp(name, known[i].name) == 0) {
+            *st = known[i];
+            return 0;
+        }
+    if (at == NULL || at == name || (size_t)(at - name) >= sizeof values ||
+        strlen(name) >= sizeof st->name)
+        return -1;
+    snprintf(values, sizeof values, "%.*s", (int)(at - name), name);
+    if (sl_value_mode_parse(values, &mode) != SL_OK)
+        return -1;
+    memset(st, 0, sizeof *st);
+    if (parse_double(at + 1, 1e-9, 1.0, &st->density) != 0)
+        return -1;
+    snprintf(st->name, sizeof st->name, "%s", name);
+    snprintf(st->values, sizeof st->values, "%s", sl_value_mode_name(mode));
+    return 0;
+}
+
+static int parse_settings(const char *list, fl_setting *out, size_t *n)
+{
+    char buf[512];
+    size_t k = 0;
+    if (strlen(list) >= sizeof buf)
+        return bad("--settings: the list is too long%s", "");
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *p = buf; *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        char name[64];
+        if (len == 0 || len >= sizeof name)
+            return bad("--settings: an empty or overlong name in \"%s\"", list);
+        snprintf(name, sizeof name, "%.*s", (int)len, p);
+        if (k == MAX_SETTINGS)
+            return bad("--settings: more than 16 settings in \"%s\"", list);
+        if (parse_setting(name, &out[k]) != 0)
+            return bad("--settings: unknown setting \"%s\"", name);
+        for (size_t j = 0; j < k; j++)
+            if (strcmp(out[j].name, out[k].name) == 0)
+                return bad("--settings: \"%s\" twice", name);
+        k++;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (k == 0)
+        return bad("--settings: no setting in \"%s\"", list);
+    *n = k;
+    return 0;
+}
+
+/* The values and density a task without them is given: the coordinator's defaults. */
+static void resolve_default(fl_setting *st)
+{
+    sl_task_config c;
+    char err[128];
+    static const char json[] = "{\"target\": 1}";
+    if (sl_task_config_parse(json, sizeof json - 1, &c, err, sizeof err) == SL_OK) {
+        snprintf(st->values, sizeof st->values, "%s", sl_value_mode_name(c.values));
+        st->density = c.density;
+    }
+}
+
+/* @name next to this program, or in the build tree (../@sub/@name); $@env wins. */
+static int find_program(const char *self, const char *env, const char *sub, const char *name,
+                        char *out, size_t cap)
+{
+    const char *given = getenv(env);
+    char dir[FL_PATH_MAX];
+    const char *slash = strrchr(self, '/');
+    if (given != NULL && given[0] != '\0') {
+        snprintf(out, cap, "%s", given);
+        return access(out, X_OK) == 0 ? 0 : -1;
+    }
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - self) : 1, slash ? self : ".");
+    if ((size_t)snprintf(out, cap, "%s/%s", dir, name) < cap && access(out, X_OK) == 0)
+        return 0;
+    if ((size_t)snprintf(out, cap, "%s/../%s/%s", dir, sub, name) >= cap)
+        return -1;
+    return access(out, X_OK) == 0 ? 0 : -1;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    sl__bench_fl_interrupted = 1;
+}
+
+/* ---- the command -------------------------------------------------------------------- */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path); /* best effort */
+    return 0;
+}
+
+/* "--name V" or "--name=V": 1 with *value set, 0 not this option, -1 value missing. */
+static int opt(int argc, char **argv, int *i, const char *name, const char **value)
+{
+    size_t len = strlen(name);
+    if (strncmp(argv[*i], name, len) != 0)
+        return 0;
+    if (argv[*i][len] == '=') {
+        *value = argv[*i] + len + 1;
+        return 1;
+    }
+    if (argv[*i][len] != '\0')
+        return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "starling bench fl: %s needs a value (see --help)\n", name);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
+static int has_data(const char *dir)
+{
+    char path[FL_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", dir);
+    if (access(path, R_OK) == 0)
+        return 1;
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte", dir);
+    return access(path, R_OK) == 0;
+}
+
+int sl_bench_fl(int argc, char **argv)
+{
+    static fl_setup su; /* large: static, one bench per process */
+    static fl_result res[MAX_SETTINGS];
+    fl_setting settings[MAX_SETTINGS];
+    const char *list = NULL, *plot_path = NULL, *md_path = NULL, *dir = NULL;
+    const char *data = NULL, *v = NULL;
+    uint32_t rounds = 0, epochs = 0, clients = 0, deadline_s = 0;
+    const char *model = NULL;
+    int quick = 0, smoke = 0, json = 0, status = 0, tmpdir = 0;
+    double dense_bytes = 0;
+    uint64_t params = 0;
+    size_t n = 0;
+    struct sigaction sa;
+    FILE *out;
+    ssize_t len;
+    char err[512];
+
+    memset(&su, 0, sizeof su);
+    su.acc_target = 0.85;
+    for (int i = 0; i < argc; i++) {
+        int o;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return usage(stdout);
+        if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
+        } else if (strcmp(argv[i], "--smoke") == 0) {
+            smoke = 1;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if ((o = opt(argc, argv, &i, "--settings", &list)) != 0) {
+            if (o < 0)
+                return 2;
+        } else if ((o = opt(argc, argv, &i, "--plot", &plot_path)) != 0) {
+            size_t l = o > 0 ? strlen(plot_path) : 0;
+            if (o < 0)
+                return 2;
+            if (l < 5 || strcmp(plot_path + l - 4, ".png") != 0)
+                return bad("--plot: \"%s\" is not a .png file name", plot_path);
+        } else if ((o = opt(argc, argv, &i, "--md", &md_path)) != 0) {
+            if (o < 0)
+                return 2;
+            if (md_path[0] == '\0')
+                return bad("--md: an empty file name%s", "");
+        } else if ((o = opt(argc, argv, &i, "--dir", &dir)) != 0) {
+            if (o < 0)
+                return 2;
+            if (dir[0] == '\0' || strlen(dir) > FL_PATH_MAX - 64)
+                return bad("--dir: bad directory \"%s\"", dir);
+        } else if ((o = opt(argc, argv, &i, "--data", &data)) != 0) {
+            if (o < 0)
+                return 2;
+            if (data[0] == '\0' || strlen(data) >= FL_PATH_MAX)
+                return bad("--data: bad directory \"%s\"", data);
+        } else if ((o = opt(argc, argv, &i, "--model", &model)) != 0) {
+            if (o < 0)
+                return 2;
+            if (strcmp(model, "lenet5") != 0 && strcmp(model, "logreg") != 0 &&
+                strcmp(model, "mlp") != 0 && strcmp(model, "cnn") != 0)
+                return bad("--model: \"%s\" is not logreg, mlp, lenet5 or cnn", model);
+        } else if ((o = opt(argc, argv, &i, "--rounds", &v)) != 0) {
+            if (o < 0 || parse_u32(v, 1, 10000, &rounds) != 0)
+                return o < 0 ? 2 : bad("--rounds: \"%s\" is not in 1..10000", v);
+        } else if ((o = opt(argc, argv, &i, "--epochs", &v)) != 0) {
+            if (o < 0 || parse_u32(v, 1, 1000, &epochs) != 0)
+                return o < 0 ? 2 : bad("--epochs: \"%s\" is not in 1..1000", v);
+        } else if ((o = opt(argc, argv, &i, "--clients", &v)) != 0) {
+            if (o < 0 || parse_u32(v, 1, 1000, &clients) != 0)
+                return o < 0 ? 2 : bad("--clients: \"%s\" is not in 1..1000", v);
+        } else if ((o = opt(argc, argv, &i, "--deadline", &v)) != 0) {
+            if (o < 0 || parse_u32(v, 1, 7 * 86400, &deadline_s) != 0)
+                return o < 0 ? 2 : bad("--deadline: \"%s\" is not in 1..604800 seconds", v);
+        } else if ((o = opt(argc, argv, &i, "--target-acc", &v)) != 0) {
+            if (o < 0 || parse_double(v, 0.0, 1.0, &su.acc_target) != 0)
+                return o < 0 ? 2 : bad("--target-acc: \"%s\" is not in 0..1", v);
+        } else {
+            return bad("unknown argument \"%s\"", argv[i]);
+        }
+    }
+    if (quick && smoke)
+        return bad("--quick and --smoke exclude each other%s", "");
+
+    /* the setup: NIID-Bench's, reduced by --quick / --smoke, then the overrides */
+    su.model = "lenet5";
+    su.clients = 10;
+    su.partition = "dirichlet:0.5";
+    su.epochs = 10;
+    su.batch = 64;
+    su.lr = 0.01;
+    su.momentum = 0.9;
+    su.rounds = 50;
+    su.window_ms = 1000;
+    su.deadline_ms = 1800000;
+    su.seed = 1;
+    if (quick) {
+        su.epochs = 1;
+        su.rounds = 10;
+        su.deadline_ms = 600000;
+    }
+    if (smoke) {
+        su.model = "logreg";
+        su.epochs = 1;
+        su.rounds = 2;
+        su.deadline_ms = 300000;
+    }
+    if (model != NULL)
+        su.model = model;
+    if (rounds)
+        su.rounds = rounds;
+    if (epochs)
+        su.epochs = epochs;
+    if (clients)
+        su.clients = clients;
+    if (deadline_s)
+        su.deadline_ms = (int64_t)deadline_s * 1000;
+    if (list == NULL)
+        list = smoke ? SMOKE_SETTINGS : quick ? QUICK_SETTINGS : FULL_SETTINGS;
+    if (parse_settings(list, settings, &n) != 0)
+        return 2;
+
+    /* what the run needs, before anything starts */
+    if (plot_path != NULL && sl_plot_available(err, sizeof err) != 0) {
+        fprintf(stderr, "starling bench fl: --plot: %s\n", err);
+        return 1;
+    }
+    snprintf(su.data, sizeof su.data, "%s", data ? data : SL_DATA_FASHION_MNIST_DIR);
+    if (!has_data(su.data)) {
+        fprintf(stderr,
+                "starling bench fl: no Fashion-MNIST in %s (Debian: apt-get install "
+                "dataset-fashion-mnist, or --data DIR)\n",
+                su.data);
+        return 1;
+    }
+    len = readlink("/proc/self/exe", su.self, sizeof su.self - 1);
+    if (len <= 0) {
+        fprintf(stderr, "starling bench fl: cannot find this program: %s\n", strerror(errno));
+        return 1;
+    }
+    su.self[len] = '\0';
+    if (find_program(su.self, "STARLING_COORDINATOR", "coordinator", "starling-coordinator",
+                     su.coordinator, sizeof su.coordinator) != 0 ||
+        find_program(su.self, "STARLING_AGENT", "device", "starling-agent", su.agent,
+                     sizeof su.agent) != 0) {
+        fprintf(stderr,
+                "starling bench fl: starling-coordinator and starling-agent must be next to %s "
+                "or in its build tree (or set STARLING_COORDINATOR and STARLING_AGENT)\n",
+                su.self);
+        return 1;
+    }
+    if (dir != NULL) {
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+            fprintf(stderr, "starling bench fl: --dir %s: %s\n", dir, strerror(errno));
+            return 1;
+        }
+        snprintf(su.workdir, sizeof su.workdir, "%s", dir);
+    } else {
+        const char *base = getenv("TMPDIR");
+        snprintf(su.workdir, sizeof su.workdir, "%s/starling-bench-fl.XXXXXX",
+                 base != NULL && base[0] != '\0' ? base : "/tmp");
+        if (mkdtemp(su.workdir) == NULL) {
+            fprintf(stderr, "starling bench fl: %s: %s\n", su.workdir, strerror(errno));
+            return 1;
+        }
+        tmpdir = 1;
+    }
+
+    /* the default setting: run it only when no other setting has its configuration */
+    for (size_t i = 0; i < n; i++) {
+        memset(&res[i], 0, sizeof res[i]);
+        res[i].alias_of = -1;
+        if (settings[i].is_default)
+            resolve_default(&settings[i]);
+        res[i].setting = settings[i];
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n && settings[i].is_default; j++)
+            if (j != i && !settings[j].is_default &&
+                strcmp(settings[j].values, settings[i].values) == 0 &&
+                settings[j].density == settings[i].density)
+                res[i].alias_of = (int)j;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    out = json ? stderr : stdout;
+    su.progress = stderr;
+    fprintf(out, "starling bench fl: %zu settings through %s and %s; runs in %s\n", n,
+            su.coordinator, su.agent, su.workdir);
+    for (size_t i = 0; i < n && !sl__bench_fl_interrupted; i++) {
+        fl_result *r = &res[i];
+        if (r->alias_of >= 0) {
+            fprintf(su.progress, "%s: values %s, density %g: the same configuration as %s\n",
+                    r->setting.name, r->setting.values, r->setting.density,
+                    res[r->alias_of].setting.name);
+            continue;
+        }
+        fprintf(su.progress, "%s: values %s, density %g\n", r->setting.name, r->setting.values,
+                r->setting.density);
+        if (sl__bench_fl_run_setting(&su, &r->setting, r) != 0) {
+            fprintf(su.progress, "%s: failed: %s\n", r->setting.name, r->error);
+            status = 1;
+        } else if (dense_bytes == 0) {
+            dense_bytes = r->run.dense_bytes;
+            params = r->run.params;
+        }
+    }
+    if (sl__bench_fl_interrupted) {
+        fprintf(stderr, "starling bench fl: interrupted\n");
+        status = 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (res[i].alias_of < 0 && !res[i].ok && res[i].error[0] == '\0')
+            snprintf(res[i].error, sizeof res[i].error, "not run (interrupted)");
+
+    fputc('\n', out);
+    sl__bench_fl_describe(&su, dense_bytes, params, out, "");
+    sl__bench_fl_table(&su, res, n, out);
+    fflush(out);
+    if (json)
+        sl__bench_fl_json(&su, res, n, dense_bytes, params);
+    if (md_path != NULL && sl__bench_fl_md(&su, res, n, md_path, dense_bytes, params) != 0)
+        status = 1;
+    if (plot_path != NULL && sl__bench_fl_plot(&su, res, n, plot_path) != 0)
+        status = 1;
+    if (plot_path != NULL && status == 0)
+        fprintf(out, "plot: %s\n", plot_path);
+    if (md_path != NULL && status == 0)
+        fprintf(out, "markdown: %s\n", md_path);
+    for (size_t i = 0; i < n; i++)
+        sl_fl_run_free(&res[i].run);
+    if (tmpdir)
+        nftw(su.workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return status;
+}

@@ -1,0 +1,84 @@
+/*
+ * bench_fl_int.h - internals of `starling bench fl` shared by bench_fl.c
+ * (options, settings, the table, JSON, markdown and plot) and
+ * bench_fl_proc.c (one setting through the real programs on loopback).
+ */
+#ifndef STARLING_BENCH_FL_INT_H
+#define STARLING_BENCH_FL_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fl_run.h"
+
+#define FL_PATH_MAX  1024
+#define FL_DIR_MAX   (FL_PATH_MAX + 64) /* a setting's run directory */
+#define FL_FILE_MAX  (FL_DIR_MAX + 64)  /* a file in it */
+#define MAX_SETTINGS 16                 /* in one run */
+
+/** One compression setting: the values and density handed to the devices. */
+typedef struct fl_setting {
+    char name[32];   /* "dense", "k1-int8", "default", "fp16@0.05" ... */
+    char values[16]; /* sl_value_mode_name(); for "default" the resolved default */
+    double density;  /* (0, 1] */
+    int is_default;  /* the task sets neither values nor density */
+} fl_setting;
+
+/** What every setting shares. */
+typedef struct fl_setup {
+    const char *model;     /* registry model of the task: lenet5, logreg, ... */
+    uint32_t clients;      /* devices in the fleet; every one in every round */
+    const char *partition; /* "dirichlet:0.5" */
+    uint32_t epochs, batch, rounds;
+    double lr, momentum;
+    int64_t window_ms, deadline_ms; /* selection window, report deadline */
+    uint64_t seed;                  /* partition, selection and shuffles: the same everywhere */
+    double acc_target;              /* for "rounds to" (0..1) */
+    char data[FL_PATH_MAX];         /* Fashion-MNIST directory */
+    char coordinator[FL_PATH_MAX], agent[FL_PATH_MAX], self[FL_PATH_MAX]; /* programs */
+    char workdir[FL_PATH_MAX]; /* one subdirectory per setting */
+    FILE *progress;            /* per-round lines (stderr) */
+} fl_setup;
+
+/** One setting's outcome. */
+typedef struct fl_result {
+    fl_setting setting;
+    int ok;       /* 1: ran to the end and was read back */
+    int alias_of; /* >= 0: the same configuration as that result (not run twice) */
+    char error[3 * FL_FILE_MAX];
+    char dir[FL_DIR_MAX]; /* its run directory (data/, logs) */
+    double wall_s;        /* the bench's clock: programs started to task finished */
+    sl_fl_run run;
+    sl_fl_totals totals;
+} fl_result;
+
+/* Set by SIGINT/SIGTERM while the bench runs; the runner stops its programs. */
+extern volatile int sl__bench_fl_interrupted;
+
+/**
+ * sl__bench_fl_run_setting - start a coordinator (its own data directory
+ * under @su->workdir/<name>), create the task, start the evaluator and the
+ * fleet, follow the rounds until the task finished and the evaluator
+ * reported the last version, stop the programs, and read the run back from
+ * the data directory. Fills @out (ok = 0 and error on failure). Returns 0 or -1.
+ */
+int sl__bench_fl_run_setting(const fl_setup *su, const fl_setting *st, fl_result *out);
+
+/* ---- output (bench_fl_out.c); a result with alias_of >= 0 shows that result's figures --- */
+
+/* One line describing the setup (model, parameters, clients, split, epochs...), after @prefix. */
+void sl__bench_fl_describe(const fl_setup *su, double dense_bytes, uint64_t params, FILE *f,
+                           const char *prefix);
+/* The table of results, then the failures' reasons. */
+void sl__bench_fl_table(const fl_setup *su, const fl_result *res, size_t n, FILE *f);
+/* The table in markdown into @path: 0, or -1 after a message on stderr. */
+int sl__bench_fl_md(const fl_setup *su, const fl_result *res, size_t n, const char *path,
+                    double dense_bytes, uint64_t params);
+/* Setup, per-setting totals and per-round curves as one JSON document on stdout. */
+void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, double dense_bytes,
+                       uint64_t params);
+/* Accuracy vs cumulative upload bytes (log x), one line per setting that ran: 0 or -1. */
+int sl__bench_fl_plot(const fl_setup *su, const fl_result *res, size_t n, const char *png);
+
+#endif /* STARLING_BENCH_FL_INT_H */

@@ -1,0 +1,275 @@
+/*
+ * bench_fl_out.c - what `starling bench fl` writes: the table, the JSON,
+ * the markdown table and the plot of accuracy against upload bytes.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "bench_fl_int.h"
+#include "plot.h"
+
+static const fl_result *shown(const fl_result *res, size_t i)
+{
+    return res[i].alias_of >= 0 ? &res[res[i].alias_of] : &res[i];
+}
+
+static void label_of(const fl_result *res, size_t i, char *out, size_t cap)
+{
+    if (res[i].alias_of >= 0)
+        snprintf(out, cap, "%s (= %s)", res[i].setting.name, res[res[i].alias_of].setting.name);
+    else
+        snprintf(out, cap, "%s", res[i].setting.name);
+}
+
+static void pct(double v, char *out, size_t cap)
+{
+    if (isnan(v))
+        snprintf(out, cap, "-");
+    else
+        snprintf(out, cap, "%.2f%%", 100.0 * v);
+}
+
+void sl__bench_fl_describe(const fl_setup *su, double dense_bytes, uint64_t params, FILE *f,
+                           const char *prefix)
+{
+    char dense[24];
+    sl_fl_human_bytes(dense_bytes, dense, sizeof dense);
+    fprintf(f,
+            "%sFashion-MNIST, %s (%llu parameters: a dense fp32 update is %s), %u clients "
+            "%s, every client every round; %u local epoch%s, batch %u, lr %g, momentum %g; "
+            "%u rounds; FedAvg; top-k settings with error feedback on the devices\n",
+            prefix, su->model, (unsigned long long)params, dense, su->clients, su->partition,
+            su->epochs, su->epochs == 1 ? "" : "s", su->batch, su->lr, su->momentum, su->rounds);
+}
+
+/* One row's cells (shared by the table and the markdown). */
+typedef struct row {
+    char label[80], values[16], density[24], final_acc[16], best_acc[16], rounds_to[24];
+    char up[24], down[24], ratio[24], down_frac[16], wall[16];
+} row;
+
+static void make_row(const fl_result *res, size_t i, row *w)
+{
+    const fl_result *r = shown(res, i);
+    const sl_fl_totals *t = &r->totals;
+    label_of(res, i, w->label, sizeof w->label);
+    snprintf(w->values, sizeof w->values, "%s", r->setting.values);
+    snprintf(w->density, sizeof w->density, "%g", r->setting.density);
+    if (!r->ok) {
+        snprintf(w->final_acc, sizeof w->final_acc, "failed");
+        snprintf(w->best_acc, sizeof w->best_acc, "-");
+        snprintf(w->rounds_to, sizeof w->rounds_to, "-");
+        snprintf(w->up, sizeof w->up, "-");
+        snprintf(w->down, sizeof w->down, "-");
+        snprintf(w->ratio, sizeof w->ratio, "-");
+        snprintf(w->down_frac, sizeof w->down_frac, "-");
+        snprintf(w->wall, sizeof w->wall, "-");
+        return;
+    }
+    pct(t->final_accuracy, w->final_acc, sizeof w->final_acc);
+    pct(t->best_accuracy, w->best_acc, sizeof w->best_acc);
+    if (t->rounds_to_target > 0)
+        snprintf(w->rounds_to, sizeof w->rounds_to, "%lld", (long long)t->rounds_to_target);
+    else
+        snprintf(w->rounds_to, sizeof w->rounds_to, "never");
+    sl_fl_human_bytes((double)t->bytes_up, w->up, sizeof w->up);
+    sl_fl_human_bytes((double)t->bytes_down, w->down, sizeof w->down);
+    if (isnan(t->compression_up))
+        snprintf(w->ratio, sizeof w->ratio, "-");
+    else
+        snprintf(w->ratio, sizeof w->ratio, "%.1fx", t->compression_up);
+    pct(t->down_fraction, w->down_frac, sizeof w->down_frac);
+    snprintf(w->wall, sizeof w->wall, "%.0f s", r->wall_s);
+}
+
+void sl__bench_fl_table(const fl_setup *su, const fl_result *res, size_t n, FILE *f)
+{
+    char target[16];
+    snprintf(target, sizeof target, "to %.0f%%", 100.0 * su->acc_target);
+    fprintf(f, "\n%-24s %-8s %-8s %8s %8s %6s %10s %10s %11s %10s %8s\n", "setting", "values",
+            "density", "final", "best", target, "bytes up", "bytes down", "up vs dense",
+            "down/dev/r", "wall");
+    for (size_t i = 0; i < n; i++) {
+        row w;
+        make_row(res, i, &w);
+        fprintf(f, "%-24s %-8s %-8s %8s %8s %6s %10s %10s %11s %10s %8s\n", w.label, w.values,
+                w.density, w.final_acc, w.best_acc, w.rounds_to, w.up, w.down, w.ratio, w.down_frac,
+                w.wall);
+    }
+    fprintf(f,
+            "final/best: the evaluator's test accuracy (10,000 images) of the round's model; "
+            "%s: first round whose model reached it;\nup vs dense: dense fp32 update bytes / "
+            "bytes up; down/dev/r: bytes down per participating device and round / dense "
+            "model bytes\n",
+            target);
+    for (size_t i = 0; i < n; i++)
+        if (res[i].alias_of < 0 && !res[i].ok)
+            fprintf(f, "%s failed: %s\n", res[i].setting.name, res[i].error);
+}
+
+int sl__bench_fl_md(const fl_setup *su, const fl_result *res, size_t n, const char *path,
+                    double dense_bytes, uint64_t params)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        fprintf(stderr, "starling bench fl: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    fputs("<!-- written by `starling bench fl` -->\n", f);
+    sl__bench_fl_describe(su, dense_bytes, params, f, "");
+    fprintf(f,
+            "\n| setting | values | density | final acc. | best acc. | rounds to %.0f%% | "
+            "bytes up | bytes down | up vs dense | down per device-round | wall |\n",
+            100.0 * su->acc_target);
+    fputs("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", f);
+    for (size_t i = 0; i < n; i++) {
+        row w;
+        make_row(res, i, &w);
+        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", w.label, w.values,
+                w.density, w.final_acc, w.best_acc, w.rounds_to, w.up, w.down, w.ratio, w.down_frac,
+                w.wall);
+    }
+    fputs("\nAccuracy: the evaluator's, on the 10,000 test images, of the model each round "
+          "made. Down per device-round: bytes down / (selected devices x dense model bytes).\n",
+          f);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "starling bench fl: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static cJSON *json_num_or_null(double v)
+{
+    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, double dense_bytes,
+                       uint64_t params)
+{
+    cJSON *root = cJSON_CreateObject(), *setup, *arr;
+    char *text;
+    cJSON_AddStringToObject(root, "benchmark", "fl");
+    setup = cJSON_AddObjectToObject(root, "setup");
+    cJSON_AddStringToObject(setup, "dataset", "fashion-mnist");
+    cJSON_AddStringToObject(setup, "model", su->model);
+    cJSON_AddNumberToObject(setup, "params", (double)params);
+    cJSON_AddNumberToObject(setup, "dense_model_bytes", dense_bytes);
+    cJSON_AddNumberToObject(setup, "clients", su->clients);
+    cJSON_AddStringToObject(setup, "partition", su->partition);
+    cJSON_AddNumberToObject(setup, "local_epochs", su->epochs);
+    cJSON_AddNumberToObject(setup, "batch", su->batch);
+    cJSON_AddNumberToObject(setup, "lr", su->lr);
+    cJSON_AddNumberToObject(setup, "momentum", su->momentum);
+    cJSON_AddNumberToObject(setup, "rounds", su->rounds);
+    cJSON_AddStringToObject(setup, "aggregator", "fedavg");
+    cJSON_AddNumberToObject(setup, "target_accuracy", su->acc_target);
+    arr = cJSON_AddArrayToObject(root, "settings");
+    for (size_t i = 0; i < n; i++) {
+        const fl_result *r = shown(res, i);
+        const sl_fl_totals *t = &r->totals;
+        cJSON *o = cJSON_CreateObject(), *curve;
+        double cum = 0;
+        cJSON_AddItemToArray(arr, o);
+        cJSON_AddStringToObject(o, "name", res[i].setting.name);
+        if (res[i].alias_of >= 0)
+            cJSON_AddStringToObject(o, "same_as", r->setting.name);
+        cJSON_AddStringToObject(o, "values", r->setting.values);
+        cJSON_AddNumberToObject(o, "density", r->setting.density);
+        cJSON_AddBoolToObject(o, "ok", r->ok);
+        if (!r->ok) {
+            cJSON_AddStringToObject(o, "error", r->error);
+            continue;
+        }
+        cJSON_AddNumberToObject(o, "rounds", t->rounds);
+        cJSON_AddNumberToObject(o, "rounds_closed", t->closed);
+        cJSON_AddItemToObject(o, "final_accuracy", json_num_or_null(t->final_accuracy));
+        cJSON_AddItemToObject(o, "best_accuracy", json_num_or_null(t->best_accuracy));
+        if (t->rounds_to_target > 0)
+            cJSON_AddNumberToObject(o, "rounds_to_target", (double)t->rounds_to_target);
+        else
+            cJSON_AddNullToObject(o, "rounds_to_target");
+        cJSON_AddNumberToObject(o, "bytes_up", (double)t->bytes_up);
+        cJSON_AddNumberToObject(o, "bytes_down", (double)t->bytes_down);
+        cJSON_AddNumberToObject(o, "dense_bytes_up", t->dense_up);
+        cJSON_AddNumberToObject(o, "dense_bytes_down", t->dense_down);
+        cJSON_AddItemToObject(o, "compression_vs_dense_up", json_num_or_null(t->compression_up));
+        cJSON_AddItemToObject(o, "down_fraction_per_device_round",
+                              json_num_or_null(t->down_fraction));
+        cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+        cJSON_AddStringToObject(o, "run_dir", r->dir);
+        curve = cJSON_AddArrayToObject(o, "rounds_detail");
+        for (size_t k = 0; k < r->run.nrounds; k++) {
+            const sl_fl_round *x = &r->run.rounds[k];
+            cJSON *p = cJSON_CreateObject();
+            cum += (double)x->bytes_up;
+            cJSON_AddNumberToObject(p, "round", (double)x->round_no);
+            cJSON_AddNumberToObject(p, "reported", x->reported);
+            cJSON_AddNumberToObject(p, "bytes_up", (double)x->bytes_up);
+            cJSON_AddNumberToObject(p, "bytes_down", (double)x->bytes_down);
+            cJSON_AddNumberToObject(p, "cumulative_bytes_up", cum);
+            cJSON_AddItemToObject(p, "accuracy", json_num_or_null(x->accuracy));
+            cJSON_AddItemToObject(p, "loss", json_num_or_null(x->loss));
+            cJSON_AddItemToArray(curve, p);
+        }
+    }
+    text = cJSON_Print(root);
+    if (text != NULL)
+        printf("%s\n", text);
+    free(text);
+    cJSON_Delete(root);
+}
+
+int sl__bench_fl_plot(const fl_setup *su, const fl_result *res, size_t n, const char *png)
+{
+    sl_plot_series series[MAX_SETTINGS];
+    double *xs[MAX_SETTINGS] = {0}, *ys[MAX_SETTINGS] = {0};
+    char title[256], err[512];
+    size_t ns = 0;
+    int rc = 0;
+    sl_plot_chart c;
+    for (size_t i = 0; i < n; i++) {
+        const fl_result *r = &res[i];
+        double cum = 0;
+        if (r->alias_of >= 0 || !r->ok)
+            continue;
+        xs[ns] = malloc((r->run.nrounds + 1) * sizeof(double));
+        ys[ns] = malloc((r->run.nrounds + 1) * sizeof(double));
+        if (xs[ns] == NULL || ys[ns] == NULL) {
+            rc = -1;
+            break;
+        }
+        for (size_t k = 0; k < r->run.nrounds; k++) {
+            cum += (double)r->run.rounds[k].bytes_up;
+            xs[ns][k] = cum;
+            ys[ns][k] = 100.0 * r->run.rounds[k].accuracy;
+        }
+        series[ns] =
+            (sl_plot_series){r->setting.name, xs[ns], ys[ns], r->run.nrounds, SL_PLOT_LINESPOINTS};
+        ns++;
+    }
+    snprintf(title, sizeof title, "Fashion-MNIST, %s, %u clients %s, %u local epoch%s: %s",
+             su->model, su->clients, su->partition, su->epochs, su->epochs == 1 ? "" : "s",
+             "test accuracy vs upload bytes");
+    memset(&c, 0, sizeof c);
+    c.png = png;
+    c.title = title;
+    c.xlabel = "cumulative bytes uploaded by all devices (log scale)";
+    c.ylabel = "test accuracy (%)";
+    c.logx = 1;
+    c.key = "bottom right";
+    c.series = series;
+    c.nseries = ns;
+    if (rc == 0 && (rc = sl_plot_render(&c, err, sizeof err)) != 0)
+        fprintf(stderr, "starling bench fl: %s\n", err);
+    for (size_t i = 0; i < MAX_SETTINGS; i++) { /* NULL where nothing was allocated */
+        free(xs[i]);
+        free(ys[i]);
+    }
+    return rc;
+}

@@ -1,0 +1,88 @@
+/*
+ * fl_run.h - one federated task's history as a coordinator's data directory
+ * holds it (rounds, the evaluator's metrics of the versions they made,
+ * bytes), and the figures derived from it. Shared by `starling bench fl`
+ * (which reads each setting's run after its coordinator stopped) and
+ * `starling report`.
+ *
+ * Reading is read-only for the data directory: the database (starling.db
+ * and its -wal) is copied into a private temporary directory and the copy is
+ * opened through starling/store.h, so neither a migration nor a checkpoint
+ * ever touches the original. A coordinator may be running; the copy is then
+ * a snapshot (a commit that lands while it is taken may be left out).
+ */
+#ifndef STARLING_BENCH_FL_RUN_H
+#define STARLING_BENCH_FL_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "starling/round.h"
+
+/** One round (any state). */
+typedef struct sl_fl_round {
+    int64_t round_id, round_no;
+    int state;             /* sl_round_state */
+    int64_t model_version; /* the version a closed round made; 0 otherwise */
+    uint32_t target, quorum, selected, reported, dropped, late, rejected;
+    int64_t bytes_up, bytes_down;
+    int64_t opened_at_ms, closed_at_ms; /* closed_at_ms 0 while open */
+    double accuracy, loss;              /* the evaluator's, for model_version; NaN if none */
+    char error[256];                    /* why an abandoned round ended */
+} sl_fl_round;
+
+/** A task's run. */
+typedef struct sl_fl_run {
+    int64_t task_id;
+    char name[64];
+    sl_task_config config;                 /* as stored (canonical) */
+    uint64_t params;                       /* fp32 parameters of the layout */
+    double dense_bytes;                    /* params * 4: one dense fp32 update or model */
+    double initial_accuracy, initial_loss; /* version 1 (NaN when not evaluated) */
+    sl_fl_round *rounds;                   /* ascending round_no; malloc'd */
+    size_t nrounds;
+} sl_fl_run;
+
+/** Totals of a run, with dense FedAvg equivalents for the same rounds. */
+typedef struct sl_fl_totals {
+    uint32_t rounds, closed, abandoned;
+    uint64_t selected, reported, dropped, late, rejected;
+    int64_t bytes_up, bytes_down;
+    double dense_up;       /* reported * dense_bytes: every update a full fp32 model */
+    double dense_down;     /* selected * dense_bytes: every selected device a full model */
+    double compression_up; /* dense_up / bytes_up (NaN when nothing went up) */
+    double down_fraction;  /* bytes_down / dense_down: per participating device and
+                              round, as a fraction of the dense model (NaN: none) */
+    double final_accuracy; /* of the last closed round with metrics (NaN: none) */
+    double final_loss;
+    int64_t final_version;
+    double best_accuracy;     /* NaN when no round has metrics */
+    int64_t rounds_to_target; /* first round_no whose version reached the target; 0: never */
+    double wall_s;            /* first round opened to last round closed */
+} sl_fl_totals;
+
+/**
+ * sl_fl_run_load - read task @task_id (0: the data directory's only task)
+ * from the coordinator data directory @data_dir (which holds starling.db).
+ * Returns 0 with @out filled (free with sl_fl_run_free()), or -1 with a
+ * one-line reason in @err (no database, several tasks and none chosen, an
+ * unknown task, a storage error). Blocks on disk.
+ */
+int sl_fl_run_load(const char *data_dir, int64_t task_id, sl_fl_run *out, char *err, size_t errcap);
+
+/** sl_fl_run_free - release what sl_fl_run_load() allocated; NULL is a no-op. */
+void sl_fl_run_free(sl_fl_run *r);
+
+/**
+ * sl_fl_run_totals - sum @r's rounds into @t. @acc_target: the accuracy
+ * (0..1) for rounds_to_target.
+ */
+void sl_fl_run_totals(const sl_fl_run *r, double acc_target, sl_fl_totals *t);
+
+/**
+ * sl_fl_human_bytes - "1.23 MB" (decimal units) into @out; "-" for a
+ * negative or non-finite @n.
+ */
+void sl_fl_human_bytes(double n, char *out, size_t cap);
+
+#endif /* STARLING_BENCH_FL_RUN_H */

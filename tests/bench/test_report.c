@@ -1,0 +1,458 @@
+/*
+ * test_report.c - `starling report` and `starling bench fl`, as a user runs
+ * them (the starling program as a child process):
+ *   - report on a data directory whose store holds a known history (closed,
+ *     abandoned and not-yet-evaluated rounds): four valid PNGs of the
+ *     expected size, README.md's numbers equal to the store's, and the data
+ *     directory left byte for byte as it was (read-only);
+ *   - report's and bench fl's option errors (exit 2) and a missing gnuplot
+ *     (exit 1, naming the Debian package);
+ *   - `bench fl --smoke` end to end (the coordinator, an evaluator and a
+ *     fleet of 10 on loopback, 2 rounds of 2 settings), then report on one
+ *     of its runs. Skipped when Fashion-MNIST is not installed.
+ */
+#include <fcntl.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "../support/sl_test.h"
+#include "starling/common.h"
+#include "starling/round.h"
+#include "starling/store.h"
+
+#ifndef SL_STARLING_BIN
+#error "SL_STARLING_BIN: the starling program under test"
+#endif
+
+static char g_dir[512];
+
+/* Run starling with @args (NULL-terminated) and @env_set ("NAME=value" or NULL) with
+ * stdout and stderr into files; returns the exit status and the output (caller frees). */
+static int run(const char *env_set, char **output, const char *const *args)
+{
+    char out_path[600], *argv[32];
+    size_t n = 0;
+    pid_t pid;
+    int status = -1;
+    snprintf(out_path, sizeof out_path, "%s/out.txt", g_dir);
+    argv[n++] = (char *)SL_STARLING_BIN;
+    for (size_t i = 0; args[i] != NULL && n < 31; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0)
+            _exit(126);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        if (env_set != NULL)
+            putenv((char *)env_set);
+        sl_test_execv(SL_STARLING_BIN, argv);
+        _exit(127);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (output != NULL) {
+        void *text = NULL;
+        size_t len = 0;
+        assert_int_equal(sl_fs_read_file(out_path, 1 << 24, &text, &len), SL_OK);
+        *output = text;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+#define RUN(env, out, ...) run(env, out, (const char *const[]){__VA_ARGS__, NULL})
+
+/* A PNG file: signature, IHDR of @w x @h, and a plausible size. */
+static void check_png(const char *dir, const char *name, uint32_t w, uint32_t h)
+{
+    char path[700];
+    void *data = NULL;
+    size_t len = 0;
+    const uint8_t *p;
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (sl_fs_read_file(path, 16 << 20, &data, &len) != SL_OK)
+        fail_msg("%s is missing", path);
+    p = data;
+    if (len < 4096 || len > (8u << 20))
+        fail_msg("%s: implausible size %zu bytes", path, len);
+    assert_memory_equal(p, sig, 8);
+    assert_memory_equal(p + 12, "IHDR", 4);
+    assert_int_equal(
+        ((uint32_t)p[16] << 24) | ((uint32_t)p[17] << 16) | ((uint32_t)p[18] << 8) | p[19], w);
+    assert_int_equal(
+        ((uint32_t)p[20] << 24) | ((uint32_t)p[21] << 16) | ((uint32_t)p[22] << 8) | p[23], h);
+    assert_memory_equal(p + len - 8, "IEND", 4);
+    free(data);
+}
+
+/* ---- a store with a known history ------------------------------------------------------ */
+
+static void put_version(sl_store *s, int64_t task, int64_t version, const char *metrics,
+                        sl_round_record *closing)
+{
+    uint8_t frame[64], sha[32];
+    sl_model_put m;
+    memset(frame, (int)version, sizeof frame);
+    memset(sha, (int)version * 7, sizeof sha);
+    memset(&m, 0, sizeof m);
+    m.task_id = task;
+    m.version = version;
+    m.parent = version - 1;
+    m.frame = frame;
+    m.frame_len = sizeof frame;
+    m.sha256 = sha;
+    m.metrics = metrics;
+    if (closing != NULL)
+        assert_int_equal(sl_store_close_round(s, closing, &m), SL_OK);
+    else
+        assert_int_equal(sl_store_put_model(s, &m), SL_OK);
+}
+
+static void add_round(sl_store *s, int64_t task, int64_t no, sl_round_state state,
+                      uint32_t selected, uint32_t reported, uint32_t dropped, uint32_t late,
+                      uint32_t rejected, int64_t up, int64_t down, const char *metrics)
+{
+    sl_round_record r;
+    memset(&r, 0, sizeof r);
+    r.task_id = task;
+    r.round_no = no;
+    r.base_version = no; /* the rounds before it each made a version */
+    r.state = SL_ROUND_TRAINING;
+    r.target = 3;
+    r.quorum = 2;
+    r.opened_at_ms = 1700000000000LL + no * 10000;
+    assert_int_equal(sl_store_create_round(s, &r), SL_OK);
+    r.state = state;
+    r.selected = selected;
+    r.reported = reported;
+    r.dropped = dropped;
+    r.late = late;
+    r.rejected = rejected;
+    r.bytes_up = up;
+    r.bytes_down = down;
+    r.closed_at_ms = r.opened_at_ms + 7000;
+    assert_int_equal(state, SL_ROUND_CLOSED);
+    put_version(s, task, no + 1, metrics, &r);
+}
+
+/* Task 1: logreg's layout (7850 parameters), four rounds. */
+static void make_store(const char *data_dir)
+{
+    static const char config[] = "{\"name\": \"report-test\", \"rounds\": 4, \"target\": 3, "
+                                 "\"quorum\": 2, \"values\": \"int8\", \"density\": 0.05}";
+    char path[700], err[256], *canonical = NULL;
+    sl_task_config cfg;
+    sl_store_options o;
+    sl_store *s = NULL;
+    int64_t task = 0;
+    mkdir(data_dir, 0700);
+    snprintf(path, sizeof path, "%s/starling.db", data_dir);
+    sl_store_options_default(&o);
+    o.path = path;
+    assert_int_equal(sl_store_open(&o, &s, err, sizeof err), SL_OK);
+    assert_int_equal(sl_task_config_parse(config, sizeof config - 1, &cfg, err, sizeof err), SL_OK);
+    assert_int_equal(sl_task_config_to_json(&cfg, &canonical), SL_OK);
+    assert_int_equal(sl_store_create_task(s, "report-test", canonical, "w 10 784\nb 10\n", &task),
+                     SL_OK);
+    free(canonical);
+    put_version(s, task, 1, "{\"accuracy\": 0.1012, \"loss\": 2.3026}", NULL);
+    /* round 1 closed (v2), 2 closed (v3), 3 abandoned (base 3 stays), 4 closed (v4, no metrics) */
+    add_round(s, task, 1, SL_ROUND_CLOSED, 4, 3, 1, 0, 0, 4711, 90001,
+              "{\"accuracy\": 0.61234, \"loss\": 1.25}");
+    add_round(s, task, 2, SL_ROUND_CLOSED, 4, 3, 0, 1, 0, 4802, 88123,
+              "{\"accuracy\": 0.7345, \"loss\": 0.9}");
+    {
+        sl_round_record r;
+        memset(&r, 0, sizeof r);
+        r.task_id = task;
+        r.round_no = 3;
+        r.base_version = 3;
+        r.state = SL_ROUND_TRAINING;
+        r.target = 3;
+        r.quorum = 2;
+        r.opened_at_ms = 1700000040000LL;
+        assert_int_equal(sl_store_create_round(s, &r), SL_OK);
+        r.state = SL_ROUND_ABANDONED;
+        r.selected = 4;
+        r.reported = 1;
+        r.dropped = 2;
+        r.rejected = 1;
+        r.bytes_up = 1601;
+        r.bytes_down = 60000;
+        r.closed_at_ms = r.opened_at_ms + 9000;
+        snprintf(r.error, sizeof r.error, "quorum not met");
+        assert_int_equal(sl_store_close_round(s, &r, NULL), SL_OK);
+    }
+    {
+        sl_round_record r;
+        memset(&r, 0, sizeof r);
+        r.task_id = task;
+        r.round_no = 4;
+        r.base_version = 3;
+        r.state = SL_ROUND_TRAINING;
+        r.target = 3;
+        r.quorum = 2;
+        r.opened_at_ms = 1700000050000LL;
+        assert_int_equal(sl_store_create_round(s, &r), SL_OK);
+        r.state = SL_ROUND_CLOSED;
+        r.selected = 3;
+        r.reported = 3;
+        r.bytes_up = 4900;
+        r.bytes_down = 70000;
+        r.closed_at_ms = r.opened_at_ms + 6000;
+        put_version(s, task, 4, NULL, &r);
+    }
+    sl_store_close(s);
+}
+
+typedef struct expect {
+    sl_round_record r[8];
+    size_t n;
+} expect;
+
+static int collect(void *ctx, const sl_round_record *r)
+{
+    expect *e = ctx;
+    if (e->n < 8)
+        e->r[e->n++] = *r;
+    return 0;
+}
+
+static void check_readme(const char *report_dir, const char *data_dir)
+{
+    char path[700], err[256], *text = NULL;
+    size_t len = 0, rows = 0;
+    long long up_total = 0;
+    sl_store_options o;
+    sl_store *s = NULL;
+    expect e;
+    memset(&e, 0, sizeof e);
+    snprintf(path, sizeof path, "%s/README.md", report_dir);
+    assert_int_equal(sl_fs_read_file(path, 1 << 20, (void **)&text, &len), SL_OK);
+    /* the store's own rounds (newest first) */
+    snprintf(path, sizeof path, "%s/starling.db", data_dir);
+    sl_store_options_default(&o);
+    o.path = path;
+    assert_int_equal(sl_store_open(&o, &s, err, sizeof err), SL_OK);
+    assert_int_equal(sl_store_list_rounds(s, 1, 0, 100, collect, &e), SL_OK);
+    sl_store_close(s);
+    assert_int_equal(e.n, 4);
+    for (char *line = text; line != NULL && *line != '\0';) {
+        char *eol = strchr(line, '\n');
+        long long no, bup, bdown;
+        unsigned sel, rep, drop, late, rej;
+        char state[16], ratio[16], acc[16];
+        if (eol != NULL)
+            *eol = '\0';
+        if (sscanf(line, "| %lld | %15[a-z] | %u | %u | %u | %u | %u | %lld | %lld | %15s | %15s",
+                   &no, state, &sel, &rep, &drop, &late, &rej, &bup, &bdown, ratio, acc) == 11) {
+            const sl_round_record *r = &e.r[e.n - (size_t)no]; /* newest first */
+            assert_int_equal(r->round_no, no);
+            assert_int_equal(sel, r->selected);
+            assert_int_equal(rep, r->reported);
+            assert_int_equal(drop, r->dropped);
+            assert_int_equal(late, r->late);
+            assert_int_equal(rej, r->rejected);
+            assert_int_equal(bup, r->bytes_up);
+            assert_int_equal(bdown, r->bytes_down);
+            assert_string_equal(state, r->state == SL_ROUND_CLOSED ? "closed" : "abandoned");
+            up_total += bup;
+            if (no == 1)
+                assert_string_equal(acc, "61.23%");
+            else if (no == 2)
+                assert_string_equal(acc, "73.45%");
+            else /* abandoned: no version; round 4: not evaluated */
+                assert_string_equal(acc, "-");
+            rows++;
+        }
+        line = eol ? eol + 1 : NULL;
+        if (eol != NULL)
+            *eol = '\n';
+    }
+    assert_int_equal(rows, 4);
+    {
+        char want[128];
+        snprintf(want, sizeof want, "| bytes up | %lld (", up_total);
+        if (strstr(text, want) == NULL)
+            fail_msg("README.md lacks \"%s\"", want);
+    }
+    /* dense: 10 reports x 7850 x 4 bytes */
+    assert_non_null(strstr(text, "dense fp32 updates: 314000 ("));
+    assert_non_null(strstr(text, "| final accuracy | 73.45% (loss 0.9000, model version 3) |"));
+    assert_non_null(strstr(text, "| rounds | 4 (3 closed, 1 abandoned, 0 open) |"));
+    assert_non_null(strstr(text, "| updates accepted | 10 of 15 selected |"));
+    assert_non_null(strstr(text, "| initial model | 10.12% |"));
+    assert_non_null(strstr(text, "![test accuracy per round](accuracy_rounds.png)"));
+    free(text);
+}
+
+static void test_report_known_store(void **state)
+{
+    char data[600], report[600], db[700], *out = NULL;
+    void *before = NULL, *after = NULL;
+    size_t blen = 0, alen = 0;
+    char wal[720];
+    struct stat st;
+    int had_wal;
+    (void)state;
+    snprintf(data, sizeof data, "%s/data", g_dir);
+    snprintf(report, sizeof report, "%s/report", g_dir);
+    snprintf(db, sizeof db, "%s/starling.db", data);
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    make_store(data);
+    assert_int_equal(sl_fs_read_file(db, 64 << 20, &before, &blen), SL_OK);
+    had_wal = stat(wal, &st) == 0;
+    if (RUN(NULL, &out, "report", "--run", data, "-o", report) != 0)
+        fail_msg("starling report failed: %s", out);
+    assert_non_null(strstr(out, "report of task 1 (4 rounds)"));
+    free(out);
+    check_png(report, "accuracy_rounds.png", 960, 600);
+    check_png(report, "accuracy_bytes.png", 960, 600);
+    check_png(report, "participation.png", 960, 600);
+    check_png(report, "bytes.png", 960, 600);
+    check_readme(report, data);
+    /* read-only: the database is as it was, and no WAL appeared beside it */
+    assert_int_equal(sl_fs_read_file(db, 64 << 20, &after, &alen), SL_OK);
+    assert_int_equal(alen, blen);
+    assert_memory_equal(after, before, blen);
+    assert_int_equal(stat(wal, &st) == 0, had_wal);
+    free(before);
+    free(after);
+}
+
+static void test_report_errors(void **state)
+{
+    char data[600], report[600], *out = NULL;
+    (void)state;
+    snprintf(data, sizeof data, "%s/data", g_dir);
+    snprintf(report, sizeof report, "%s/report2", g_dir);
+    make_store(data);
+    assert_int_equal(RUN(NULL, NULL, "report", "--run", data), 2); /* no -o */
+    assert_int_equal(RUN(NULL, NULL, "report", "-o", report), 2);  /* no --run */
+    assert_int_equal(RUN(NULL, NULL, "report", "--run", data, "-o", report, "--bogus"), 2);
+    assert_int_equal(RUN(NULL, NULL, "report", "--run", data, "-o", report, "--task", "x"), 2);
+    assert_int_equal(RUN(NULL, &out, "report", "--run", g_dir, "-o", report), 1);
+    assert_non_null(strstr(out, "no coordinator database"));
+    free(out);
+    assert_int_equal(RUN(NULL, &out, "report", "--run", data, "-o", report, "--task", "9"), 1);
+    assert_non_null(strstr(out, "no task 9"));
+    free(out);
+    assert_int_equal(
+        RUN("STARLING_GNUPLOT=/nonexistent/gnuplot", &out, "report", "--run", data, "-o", report),
+        1);
+    assert_non_null(strstr(out, "gnuplot-nox"));
+    free(out);
+    /* without gnuplot, --no-plots still writes the summary */
+    assert_int_equal(RUN("STARLING_GNUPLOT=/nonexistent/gnuplot", NULL, "report", "--run", data,
+                         "-o", report, "--no-plots"),
+                     0);
+    {
+        char path[700], *text = NULL;
+        size_t len = 0;
+        snprintf(path, sizeof path, "%s/README.md", report);
+        assert_int_equal(sl_fs_read_file(path, 1 << 20, (void **)&text, &len), SL_OK);
+        assert_null(strstr(text, "!["));
+        assert_non_null(strstr(text, "| 4 | closed | 3 | 3 | 0 | 0 | 0 | 4900 | 70000 |"));
+        free(text);
+    }
+}
+
+static void test_bench_fl_options(void **state)
+{
+    char *out = NULL;
+    (void)state;
+    assert_int_equal(RUN(NULL, &out, "bench", "fl", "--help"), 0);
+    assert_non_null(strstr(out, "usage: starling bench fl"));
+    free(out);
+    assert_int_equal(RUN(NULL, &out, "bench", "fl", "--bogus"), 2);
+    assert_non_null(strstr(out, "unknown argument \"--bogus\""));
+    free(out);
+    assert_int_equal(RUN(NULL, &out, "bench", "fl", "--settings", "dense,nope"), 2);
+    assert_non_null(strstr(out, "unknown setting \"nope\""));
+    free(out);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "dense,dense"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int9@0.1"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", ""), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot", "out.jpg"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--rounds", "0"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--rounds", "12x"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--epochs", "-1"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--target-acc", "1.5"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--model", "resnet"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--quick", "--smoke"), 2);
+    /* a missing gnuplot is found before anything runs */
+    assert_int_equal(RUN("STARLING_GNUPLOT=/nonexistent/gnuplot", &out, "bench", "fl", "--smoke",
+                         "--plot", "x.png"),
+                     1);
+    assert_non_null(strstr(out, "gnuplot-nox"));
+    free(out);
+}
+
+static void test_bench_fl_smoke(void **state)
+{
+    char runs[600], png[600], md[600], data[700], report[600], *out = NULL, *text = NULL;
+    size_t len = 0;
+    struct stat st;
+    (void)state;
+    if (stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", &st) != 0) {
+        print_message("Fashion-MNIST is not installed (dataset-fashion-mnist): skipped\n");
+        skip();
+    }
+    snprintf(runs, sizeof runs, "%s/runs", g_dir);
+    snprintf(png, sizeof png, "%s/fl.png", g_dir);
+    snprintf(md, sizeof md, "%s/fl.md", g_dir);
+    if (RUN(NULL, &out, "bench", "fl", "--smoke", "--dir", runs, "--plot", png, "--md", md) != 0)
+        fail_msg("starling bench fl --smoke failed:\n%s", out);
+    assert_non_null(strstr(out, "round   2/2  closed"));
+    free(out);
+    check_png(g_dir, "fl.png", 960, 600);
+    assert_int_equal(sl_fs_read_file(md, 1 << 20, (void **)&text, &len), SL_OK);
+    assert_non_null(strstr(text, "| dense | fp32 | 1 | "));
+    assert_non_null(strstr(text, "| k1-ternary | ternary | 0.01 | "));
+    assert_null(strstr(text, "failed"));
+    free(text);
+    /* the report of one of its runs: two closed rounds of 10 devices */
+    snprintf(data, sizeof data, "%s/dense/data", runs);
+    snprintf(report, sizeof report, "%s/report-dense", g_dir);
+    if (RUN(NULL, &out, "report", "--run", data, "-o", report) != 0)
+        fail_msg("starling report failed: %s", out);
+    free(out);
+    check_png(report, "accuracy_bytes.png", 960, 600);
+    snprintf(data, sizeof data, "%s/README.md", report);
+    assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
+    assert_non_null(strstr(text, "| 1 | closed | 10 | 10 | 0 | 0 | 0 | "));
+    assert_non_null(strstr(text, "| 2 | closed | 10 | 10 | 0 | 0 | 0 | "));
+    assert_non_null(strstr(text, "| updates accepted | 20 of 20 selected |"));
+    free(text);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    sl_test_mkdtemp(g_dir, sizeof g_dir, "test_report");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    sl_test_rmtree(g_dir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_report_known_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_report_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bench_fl_options, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bench_fl_smoke, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
