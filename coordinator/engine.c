@@ -407,6 +407,8 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         }
     } else if (sl__idset_has(&t->selected, device_id)) {
         r.selected = 1; /* idempotent: the same assignment again */
+        /* a device that already reported waits for the next round: about when this one closes */
+        r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms);
     } else {
         if (t->round.state == SL_ROUND_TRAINING && eligible(t, d, info, now))
             (void)sl__idset_add(&t->waiting, device_id); /* ENOMEM: it just joins later */

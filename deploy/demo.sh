@@ -61,12 +61,12 @@ umask 077
 head -c 24 /dev/urandom | base64 >"$DIR/admin.token"
 head -c 24 /dev/urandom | base64 >"$DIR/enrol.token"
 
-# The task: lenet5, ROUNDS rounds; 20 reports close a round (26 selected:
+# The task: lenet5, ROUNDS rounds; 20 reports close a round (30 selected:
 # over-selection covers the drop-outs), 60% quorum by the deadline; 2 local
 # epochs; top-k 5% int8 updates with error feedback; FedAvg.
 cat >"$DIR/task.json" <<EOF
 {"config": {"name": "fashion-mnist-demo", "rounds": $ROUNDS, "target": $REPORTS,
-            "over_selection": 1.3, "quorum": 0.6,
+            "over_selection": 1.5, "quorum": 0.6,
             "selection_window_ms": 1000, "report_deadline_ms": 15000,
             "values": "int8", "density": 0.05, "warmup_rounds": 0,
             "local_epochs": 2, "batch": 32, "local_lr": 0.02, "local_momentum": 0.9,

@@ -414,6 +414,9 @@ int sl_agent_run(sl_agent *a)
         if (asg.round_id <= a->counters.last_round) {
             /* done with this round already (a retry of check-in is idempotent) */
             int64_t wait = asg.deadline_ms - sl__agent_now_ms();
+            /* the coordinator's guess of when the round closes: rounds end early at target */
+            if (asg.retry_after_ms > 0 && asg.retry_after_ms < wait)
+                wait = asg.retry_after_ms;
             wait = wait < 200 ? 200 : wait;
             sl__agent_sleep(a, wait < a->o.max_wait_ms ? wait : a->o.max_wait_ms);
             continue;
