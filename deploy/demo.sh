@@ -20,7 +20,7 @@
 # are exercised by the test suite (tests/integration), and deploy/README.md
 # shows the TLS setup.
 #
-# Knobs (environment): STARLING_DEMO_DEVICES (50), STARLING_DEMO_ROUNDS (45),
+# Knobs (environment): STARLING_DEMO_DEVICES (50), STARLING_DEMO_ROUNDS (50),
 # STARLING_DEMO_REPORTS (20: reports that close a round),
 # STARLING_DEMO_PORT (first free port from 8480), STARLING_DEMO_DIR
 # (BUILD_DIR/demo), STARLING_DEMO_TARGET (0.85: the accuracy the demo must
@@ -41,7 +41,7 @@ DATA=/usr/share/datasets/fashion-mnist
     { echo "demo: Fashion-MNIST is missing: apt-get install dataset-fashion-mnist" >&2; exit 1; }
 
 DEVICES=${STARLING_DEMO_DEVICES:-50}
-ROUNDS=${STARLING_DEMO_ROUNDS:-45}
+ROUNDS=${STARLING_DEMO_ROUNDS:-50}
 REPORTS=${STARLING_DEMO_REPORTS:-20}
 TARGET=${STARLING_DEMO_TARGET:-0.85}
 DIR=${STARLING_DEMO_DIR:-$BUILD/demo}
@@ -62,14 +62,14 @@ head -c 24 /dev/urandom | base64 >"$DIR/admin.token"
 head -c 24 /dev/urandom | base64 >"$DIR/enrol.token"
 
 # The task: lenet5, ROUNDS rounds; 20 reports close a round (30 selected:
-# over-selection covers the drop-outs), 60% quorum by the deadline; 2 local
+# over-selection covers the drop-outs), 60% quorum by the deadline; 4 local
 # epochs; top-k 5% int8 updates with error feedback; FedAvg.
 cat >"$DIR/task.json" <<EOF
 {"config": {"name": "fashion-mnist-demo", "rounds": $ROUNDS, "target": $REPORTS,
             "over_selection": 1.5, "quorum": 0.6,
             "selection_window_ms": 1000, "report_deadline_ms": 15000,
             "values": "int8", "density": 0.05, "warmup_rounds": 0,
-            "local_epochs": 2, "batch": 32, "local_lr": 0.02, "local_momentum": 0.9,
+            "local_epochs": 4, "batch": 32, "local_lr": 0.01, "local_momentum": 0.9,
             "aggregator": "fedavg", "seed": 7},
  "init": {"model": "lenet5", "seed": 1}}
 EOF
