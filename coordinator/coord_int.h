@@ -93,6 +93,7 @@ typedef struct sl__task {
     int64_t quorum_at_ms;
     uint32_t rejected[10];
     double loss_sum, acc_sum, metric_weight;
+    int select_idle; /* SELECTING with an empty pool: the window restarts at the first arrival */
     double train_ms_ewma; /* how long closed rounds trained (select deadline to close); 0: none
                              yet. Paces the check-ins of devices that wait for the next round. */
 } sl__task;

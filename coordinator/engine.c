@@ -399,6 +399,19 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         /* join the pool; the draw happens when the window closes */
         if (sl__idset_has(&t->pool, device_id) ||
             (eligible(t, d, info, now) && sl__idset_add(&t->pool, device_id) == SL_OK)) {
+            if (t->select_idle) {
+                /* the first device of an empty pool: the whole window starts now (within
+                 * the round's bound), so devices that come together are drawn together */
+                int64_t limit = t->round.opened_at_ms + t->cfg.report_deadline_ms;
+                int64_t at = now + t->cfg.selection_window_ms;
+                t->select_idle = 0;
+                if (at > limit)
+                    at = limit;
+                if (at > t->round.select_deadline_ms) {
+                    t->round.select_deadline_ms = at;
+                    t->round.report_deadline_ms = at + t->cfg.report_deadline_ms;
+                }
+            }
             if (!sl__idset_has(&t->selected, device_id))
                 t->checked_in++;
             r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms, 1000);

@@ -55,6 +55,7 @@ int sl__task_open_round(sl_engine *e, sl__task *t)
         if (sl__idset_add(&t->pool, t->waiting.ids[i]) == SL_OK)
             t->checked_in++;
     sl__idset_clear(&t->waiting);
+    t->select_idle = t->pool.n == 0;
     t->quorum_at_ms = -1;
     memset(t->rejected, 0, sizeof t->rejected);
     t->loss_sum = t->acc_sum = t->metric_weight = 0;
@@ -80,8 +81,10 @@ int sl__task_select(sl_engine *e, sl__task *t)
             r.select_deadline_ms = now + window;
             r.report_deadline_ms = r.select_deadline_ms + t->cfg.report_deadline_ms;
             rc = sl_store_update_round(e->store, &r);
-            if (rc == SL_OK)
+            if (rc == SL_OK) {
                 t->round = r;
+                t->select_idle = t->pool.n == 0;
+            }
             return rc;
         }
         return sl__task_close(e, t, "too few eligible devices checked in");
