@@ -334,6 +334,22 @@ static void test_task_create(void **state)
     assert_non_null(strstr(err, "exactly one of"));
     ah_write_file(task_file, "[1, 2]");
     assert_int_equal(CLI("task", "create", "--url", job.f.base, task_file), 1);
+    /* "init" (a fresh registry model): refused before any request when it is malformed */
+    ah_write_file(task_file, "{\"config\":{\"name\":\"bad\"},\"init\":{\"model\":\"resnet\"}}");
+    assert_int_equal(CLI("task", "create", "--url", job.f.base, task_file), 1);
+    assert_non_null(strstr(err, "unknown model \"resnet\""));
+    assert_non_null(strstr(err, "lenet5"));
+    ah_write_file(task_file,
+                  "{\"config\":{\"name\":\"bad\"},\"init\":{\"model\":\"logreg\",\"seed\":-1}}");
+    assert_int_equal(CLI("task", "create", "--url", job.f.base, task_file), 1);
+    assert_non_null(strstr(err, "non-negative integer"));
+    ah_write_file(task_file, "{\"config\":{\"name\":\"bad\"},\"init\":{\"model\":\"logreg\"},"
+                             "\"layout\":\"w 2\"}");
+    assert_int_equal(CLI("task", "create", "--url", job.f.base, task_file), 1);
+    assert_non_null(strstr(err, "drop \"layout\""));
+    ah_write_file(task_file, "{\"config\":{\"name\":\"bad\"},\"init\":\"lenet5\"}");
+    assert_int_equal(CLI("task", "create", "--url", job.f.base, task_file), 1);
+    assert_non_null(strstr(err, "must be an object"));
     /* with several tasks, the commands that need one ask which */
     assert_int_equal(CLI("rounds", "--url", job.f.base, "--token-file", token_file), 2);
     assert_non_null(strstr(err, "pick one with --task"));
