@@ -1,6 +1,7 @@
 /* compressor.c - error feedback around selection and quantization, with a two-phase commit. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codec_int.h"
 
@@ -24,11 +25,36 @@ void sl_compress_params_default(sl_compress_params *p)
     p->select = SL_SELECT_EXACT;
     sl_select_params_default(&p->select_params);
     sl_encode_params_default(&p->encode);
+    p->scope = SL_TOPK_MODEL;
     p->density = 0.01;
     p->min_k = 1;
     p->warmup_rounds = 0;
     p->warmup_density = 0.25;
     p->momentum = 0.0;
+}
+
+const char *sl_topk_scope_name(sl_topk_scope s)
+{
+    switch (s) {
+    case SL_TOPK_MODEL:
+        return "model";
+    case SL_TOPK_TENSOR:
+        return "tensor";
+    }
+    return NULL;
+}
+
+int sl_topk_scope_parse(const char *name, sl_topk_scope *out)
+{
+    if (name == NULL || out == NULL)
+        return SL_EINVAL;
+    if (strcmp(name, "model") == 0)
+        *out = SL_TOPK_MODEL;
+    else if (strcmp(name, "tensor") == 0)
+        *out = SL_TOPK_TENSOR;
+    else
+        return SL_EINVAL;
+    return SL_OK;
 }
 
 double sl_compress_density(const sl_compress_params *p, uint32_t step)
@@ -41,8 +67,9 @@ double sl_compress_density(const sl_compress_params *p, uint32_t step)
 
 static int valid_params(const sl_compress_params *p)
 {
-    return (unsigned)p->select <= SL_SELECT_DGC && p->density > 0 && p->density <= 1 &&
-           p->momentum >= 0 && p->momentum < 1 && isfinite(p->warmup_density) &&
+    return (unsigned)p->select <= SL_SELECT_DGC && (unsigned)p->scope <= SL_TOPK_TENSOR &&
+           p->density > 0 && p->density <= 1 && p->momentum >= 0 && p->momentum < 1 &&
+           isfinite(p->warmup_density) &&
            (p->warmup_rounds == 0 || (p->warmup_density > 0 && p->warmup_density <= 1)) &&
            (unsigned)p->encode.values <= SL_VALUE_SIGN &&
            (unsigned)p->encode.positions <= SL_POS_ADAPTIVE && p->select_params.band_hi >= 1 &&
@@ -127,14 +154,98 @@ static size_t tensor_k(const sl_compressor *c, double density, uint64_t count)
     return (size_t)(k > count ? count : k);
 }
 
+/* Record the selected elements of tensor @t (its @n indices in @sel,
+ * relative to the tensor) as what the pending frame sends. Exact zeros
+ * carry nothing: not sent, the residual keeps them (as zero). */
+static int take(sl_compressor *c, size_t t, const uint32_t *sel, size_t n, sl_sparse_tensor *st,
+                float **recon)
+{
+    const float *x = c->acc + sl_layout_tensor(c->layout, t)->offset;
+    size_t kept = 0;
+    float *vals;
+
+    c->sent_idx[t] = malloc((n ? n : 1) * sizeof(uint32_t));
+    vals = malloc((n ? n : 1) * sizeof(float));
+    c->sent_val[t] = malloc((n ? n : 1) * sizeof(float));
+    if (c->sent_idx[t] == NULL || vals == NULL || c->sent_val[t] == NULL) {
+        free(vals);
+        return SL_ENOMEM;
+    }
+    for (size_t j = 0; j < n; j++) {
+        if (x[sel[j]] != 0.0f) {
+            c->sent_idx[t][kept] = sel[j];
+            vals[kept++] = x[sel[j]];
+        }
+    }
+    c->sent_n[t] = kept;
+    st[t].n = kept;
+    st[t].idx = c->sent_idx[t];
+    st[t].val = vals;
+    recon[t] = c->sent_val[t];
+    return SL_OK;
+}
+
+/* TENSOR scope: a selection in every tensor. */
+static int select_tensors(sl_compressor *c, double density, sl_sparse_tensor *st, float **recon)
+{
+    size_t nt = sl_layout_tensors(c->layout), cap_max = 0;
+    uint32_t *sel;
+    int rc = SL_OK;
+
+    for (size_t t = 0; t < nt; t++) {
+        const sl_tensor_desc *td = sl_layout_tensor(c->layout, t);
+        size_t cap = sl_select_capacity(c->p.select, &c->p.select_params, (size_t)td->count,
+                                        tensor_k(c, density, td->count));
+        if (cap > cap_max)
+            cap_max = cap;
+    }
+    sel = malloc((cap_max ? cap_max : 1) * sizeof *sel);
+    if (sel == NULL)
+        return SL_ENOMEM;
+    for (size_t t = 0; t < nt && rc == SL_OK; t++) {
+        const sl_tensor_desc *td = sl_layout_tensor(c->layout, t);
+        size_t n = 0;
+        rc = sl_select(c->p.select, &c->p.select_params, c->acc + td->offset, (size_t)td->count,
+                       tensor_k(c, density, td->count), sel, &n);
+        if (rc == SL_OK)
+            rc = take(c, t, sel, n, st, recon);
+    }
+    free(sel);
+    return rc;
+}
+
+/* MODEL scope: one selection over the whole vector (tensors are laid out
+ * one after another in layout order), split at the tensors' offsets. */
+static int select_model(sl_compressor *c, double density, sl_sparse_tensor *st, float **recon)
+{
+    size_t nt = sl_layout_tensors(c->layout), k = tensor_k(c, density, c->d), n = 0, j = 0;
+    uint32_t *sel;
+    int rc;
+
+    if (c->d > SL_CODEC_MAX_TENSOR)
+        return SL_ETOOBIG; /* indices into the vector are u32 */
+    sel = malloc((sl_select_capacity(c->p.select, &c->p.select_params, c->d, k) + 1) * sizeof *sel);
+    if (sel == NULL)
+        return SL_ENOMEM;
+    rc = sl_select(c->p.select, &c->p.select_params, c->acc, c->d, k, sel, &n);
+    for (size_t t = 0; t < nt && rc == SL_OK; t++) {
+        const sl_tensor_desc *td = sl_layout_tensor(c->layout, t);
+        size_t first = j;
+        while (j < n && sel[j] < td->offset + td->count)
+            sel[j++] -= (uint32_t)td->offset; /* ascending: this tensor's run */
+        rc = take(c, t, sel + first, j - first, st, recon);
+    }
+    free(sel);
+    return rc;
+}
+
 int sl_compressor_prepare(sl_compressor *c, const float *delta, const sl_frame_header *hdr,
                           uint32_t step, void **out, size_t *out_len)
 {
-    size_t nt, cap_max = 0;
+    size_t nt;
     double density;
     sl_sparse_tensor *st = NULL;
     float **recon = NULL;
-    uint32_t *sel = NULL;
     int rc = SL_OK;
 
     if (c == NULL || delta == NULL || hdr == NULL || out == NULL || out_len == NULL)
@@ -159,50 +270,14 @@ int sl_compressor_prepare(sl_compressor *c, const float *delta, const sl_frame_h
     if (!sl__all_finite(c->acc, c->d))
         return SL_ENONFINITE;
 
-    for (size_t t = 0; t < nt; t++) {
-        const sl_tensor_desc *td = sl_layout_tensor(c->layout, t);
-        size_t cap = sl_select_capacity(c->p.select, &c->p.select_params, (size_t)td->count,
-                                        tensor_k(c, density, td->count));
-        if (cap > cap_max)
-            cap_max = cap;
-    }
     st = calloc(nt ? nt : 1, sizeof *st);
     recon = calloc(nt ? nt : 1, sizeof *recon);
-    sel = malloc((cap_max ? cap_max : 1) * sizeof *sel);
-    if (st == NULL || recon == NULL || sel == NULL) {
+    if (st == NULL || recon == NULL) {
         rc = SL_ENOMEM;
         goto done;
     }
-    for (size_t t = 0; t < nt && rc == SL_OK; t++) {
-        const sl_tensor_desc *td = sl_layout_tensor(c->layout, t);
-        const float *x = c->acc + td->offset;
-        size_t k = tensor_k(c, density, td->count), n = 0, kept = 0;
-        float *vals;
-
-        rc = sl_select(c->p.select, &c->p.select_params, x, (size_t)td->count, k, sel, &n);
-        if (rc != SL_OK)
-            break;
-        /* exact zeros carry nothing: not sent, the residual keeps them (as zero) */
-        c->sent_idx[t] = malloc((n ? n : 1) * sizeof(uint32_t));
-        vals = malloc((n ? n : 1) * sizeof(float));
-        c->sent_val[t] = malloc((n ? n : 1) * sizeof(float));
-        if (c->sent_idx[t] == NULL || vals == NULL || c->sent_val[t] == NULL) {
-            free(vals);
-            rc = SL_ENOMEM;
-            break;
-        }
-        for (size_t j = 0; j < n; j++) {
-            if (x[sel[j]] != 0.0f) {
-                c->sent_idx[t][kept] = sel[j];
-                vals[kept++] = x[sel[j]];
-            }
-        }
-        c->sent_n[t] = kept;
-        st[t].n = kept;
-        st[t].idx = c->sent_idx[t];
-        st[t].val = vals;
-        recon[t] = c->sent_val[t];
-    }
+    rc = c->p.scope == SL_TOPK_MODEL ? select_model(c, density, st, recon)
+                                     : select_tensors(c, density, st, recon);
     if (rc == SL_OK)
         rc = sl_frame_encode_update(c->layout, hdr, st, &c->p.encode, recon, out, out_len);
     if (rc == SL_OK)
@@ -213,7 +288,6 @@ done:
             free((void *)st[t].val);
     free(st);
     free(recon);
-    free(sel);
     if (rc != SL_OK)
         clear_sent(c);
     return rc;

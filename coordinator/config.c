@@ -22,6 +22,7 @@
  *   required_caps        string          0..127 of [A-Za-z0-9_.:-]  ""
  *   values               string          sl_value_mode_name()   "fp32"
  *   density              number          (0, 1]                 0.01
+ *   topk_scope           string          "model" or "tensor"    "model"
  *   warmup_rounds        integer         0 .. 10000             0
  *   warmup_density       number          (0, 1], >= density     0.25
  *   local_epochs         integer         1 .. 1000              1
@@ -90,6 +91,7 @@ typedef enum key_kind {
     K_F64,    /* double */
     K_VALUES, /* sl_value_mode as its name */
     K_AGG,    /* sl_aggregator as its name */
+    K_SCOPE,  /* sl_topk_scope as its name */
     K_BOOL,   /* int, JSON true/false */
     K_SEED,   /* uint64_t, number <= 2^53 or decimal string */
     K_QUORUM  /* uint32_t, count or fraction of target */
@@ -120,6 +122,7 @@ static const key_spec keys[] = {
     {"required_caps", K_CAPS, F(required_caps), 0, 0, 0, 0, 0},
     {"values", K_VALUES, F(values), 0, 0, 0, 0, 0},
     {"density", K_F64, F(density), 0, 1, 1, 0, 0.01},
+    {"topk_scope", K_SCOPE, F(topk_scope), 0, 0, 0, 0, 0},
     {"warmup_rounds", K_U32, F(warmup_rounds), 0, 10000, 0, 0, 0},
     {"warmup_density", K_F64, F(warmup_density), 0, 1, 1, 0, 0.25},
     {"local_epochs", K_U32, F(local_epochs), 1, 1000, 0, 0, 1},
@@ -313,6 +316,7 @@ static int parse_key(const key_spec *k, const cJSON *item, sl_task_config *c,
     case K_NAME:
     case K_CAPS:
     case K_VALUES:
+    case K_SCOPE:
     case K_AGG: {
         size_t cap = k->kind == K_NAME ? sizeof c->name : sizeof c->required_caps;
         if (!cJSON_IsString(item)) {
@@ -322,6 +326,13 @@ static int parse_key(const key_spec *k, const cJSON *item, sl_task_config *c,
         if (k->kind == K_VALUES) {
             if (sl_value_mode_parse(item->valuestring, &c->values) != SL_OK) {
                 set_err(err, errcap, "%s: unknown value mode (fp32 ... sign)", k->key);
+                return SL_ECONFIG_VALUE;
+            }
+            return SL_OK;
+        }
+        if (k->kind == K_SCOPE) {
+            if (sl_topk_scope_parse(item->valuestring, &c->topk_scope) != SL_OK) {
+                set_err(err, errcap, "%s: expected \"model\" or \"tensor\"", k->key);
                 return SL_ECONFIG_VALUE;
             }
             return SL_OK;
@@ -433,6 +444,12 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
         case K_VALUES:
             if ((unsigned)c->values > SL_VALUE_SIGN) {
                 set_err(err, errcap, "%s: unknown value mode %d", k->key, (int)c->values);
+                return SL_ECONFIG_VALUE;
+            }
+            continue;
+        case K_SCOPE:
+            if (sl_topk_scope_name(c->topk_scope) == NULL) {
+                set_err(err, errcap, "%s: unknown scope %d", k->key, (int)c->topk_scope);
                 return SL_ECONFIG_VALUE;
             }
             continue;
@@ -635,6 +652,9 @@ int sl_task_config_to_json(const sl_task_config *c, char **out)
             break;
         case K_VALUES:
             ok = cJSON_AddStringToObject(root, k->key, sl_value_mode_name(c->values)) != NULL;
+            break;
+        case K_SCOPE:
+            ok = cJSON_AddStringToObject(root, k->key, sl_topk_scope_name(c->topk_scope)) != NULL;
             break;
         case K_AGG:
             ok = cJSON_AddStringToObject(root, k->key, sl_aggregator_name(c->aggregator)) != NULL;

@@ -77,6 +77,7 @@ typedef struct sl__agent_pending {
     int64_t task_id, round_id, base_version, deadline_ms;
     uint32_t num_samples, participation;
     double density;
+    sl_topk_scope topk_scope;
     uint64_t layout_hash;
     void *frame;
     size_t frame_len;
@@ -104,6 +105,7 @@ typedef struct sl__agent_assignment {
     uint32_t participation;
     sl_value_mode values;
     double density, warmup_density;
+    sl_topk_scope topk_scope; /* TENSOR when the coordinator does not say (older ones) */
     uint32_t warmup_rounds;
     uint32_t epochs, batch;
     double lr, momentum, prox_mu;

@@ -231,6 +231,7 @@ static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
     const cJSON *comp = cJSON_GetObjectItemCaseSensitive(doc, "compression");
     const cJSON *train = cJSON_GetObjectItemCaseSensitive(doc, "training");
     const cJSON *values = cJSON_GetObjectItemCaseSensitive(comp, "values");
+    const cJSON *scope;
     sl__agent_assignment s;
     int64_t part = 0, warm = 0, epochs = 0, batch = 0;
     memset(&s, 0, sizeof s);
@@ -251,6 +252,12 @@ static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
         json_f64(train, "prox_mu", &s.prox_mu) != SL_OK)
         return SL_ESYNTAX;
     s.selected = cJSON_IsTrue(sel);
+    /* absent from coordinators that predate it: they meant per tensor */
+    scope = cJSON_GetObjectItemCaseSensitive(comp, "topk_scope");
+    s.topk_scope = SL_TOPK_TENSOR;
+    if (scope != NULL &&
+        (!cJSON_IsString(scope) || sl_topk_scope_parse(scope->valuestring, &s.topk_scope) != SL_OK))
+        return SL_ESYNTAX;
     if (part < 0 || warm < 0 || epochs < 1 || batch < 1 || epochs > 100000 || batch > 1 << 20 ||
         !(s.density > 0 && s.density <= 1) || !(s.lr > 0) || s.momentum < 0 || s.momentum >= 1 ||
         s.prox_mu < 0 || (s.selected && (s.round_id < 1 || s.model_version < 1)))

@@ -37,9 +37,14 @@ static uint64_t mix(uint64_t x)
 }
 
 /* Selected elements per tensor for @density, as the compressor counts them. */
-static double selected_count(const sl_layout *layout, double density)
+static double selected_count(const sl_layout *layout, double density, sl_topk_scope scope)
 {
     double k = 0;
+    if (scope == SL_TOPK_MODEL) {
+        double d = (double)sl_layout_params(layout);
+        k = ceil(density * d);
+        return k < 1 ? 1 : (k > d ? d : k);
+    }
     for (size_t t = 0; t < sl_layout_tensors(layout); t++) {
         double c = (double)sl_layout_tensor(layout, t)->count, kt = ceil(density * c);
         k += kt < 1 ? 1 : (kt > c ? c : kt);
@@ -47,12 +52,13 @@ static double selected_count(const sl_layout *layout, double density)
     return k;
 }
 
-static int make_compressor(const sl_agent *a, sl_value_mode values, double density, uint64_t seed,
-                           sl_compressor **out)
+static int make_compressor(const sl_agent *a, sl_value_mode values, double density,
+                           sl_topk_scope scope, uint64_t seed, sl_compressor **out)
 {
     sl_compress_params p;
     sl_compress_params_default(&p);
     p.encode.values = values;
+    p.scope = scope;
     p.encode.seed = seed;
     p.density = density > 0 && density <= 1 ? density : 1.0;
     p.warmup_rounds = 0; /* the warm-up is applied in the density handed over */
@@ -77,7 +83,7 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
 
     if (gen <= a->resolved.gen)
         gen = a->resolved.gen + 1;
-    rc = make_compressor(a, asg->values, density, gen, &c);
+    rc = make_compressor(a, asg->values, density, asg->topk_scope, gen, &c);
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, NULL, NULL, NULL, 0);
     sl__agent_pending_free(p);
@@ -109,6 +115,7 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
     p->num_samples = samples;
     p->participation = asg->participation;
     p->density = density;
+    p->topk_scope = asg->topk_scope;
     p->layout_hash = sl_layout_hash(a->layout);
     sl_sha256(p->frame, p->frame_len, p->frame_sha);
     p->upload_id[0] = '\0';
@@ -128,7 +135,7 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
     sl__agent_save_counters(a);
     a->stats.last_density = density;
     {
-        double k = selected_count(a->layout, density);
+        double k = selected_count(a->layout, density, asg->topk_scope);
         sl_agent_event ev = {.kind = SL_AGENT_EV_PREPARED,
                              .round_id = p->round_id,
                              .model_version = a->version,
@@ -219,9 +226,10 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
             break;
         if (asg->deadline_ms > 0) {
             double bpnz = a->counters.bpnz_ewma > 0 ? a->counters.bpnz_ewma : 6.0;
-            double upload_s = a->counters.bw_ewma > 0 ? selected_count(a->layout, asg->density) *
-                                                            bpnz / a->counters.bw_ewma
-                                                      : 1.0;
+            double upload_s = a->counters.bw_ewma > 0
+                                  ? selected_count(a->layout, asg->density, asg->topk_scope) *
+                                        bpnz / a->counters.bw_ewma
+                                  : 1.0;
             if ((double)sl__agent_now_ms() + (epoch_s + upload_s) * 1000.0 >
                 (double)asg->deadline_ms)
                 break;
@@ -306,7 +314,7 @@ static int resolve(sl_agent *a, int outcome, int64_t update_id, int duplicate)
     sl__agent_resolved tag = {p->gen, outcome, duplicate, p->round_id, update_id, {0}};
     sl_compressor *c = NULL;
     const float *res, *mu;
-    int rc = make_compressor(a, SL_VALUE_FP32, p->density, p->gen, &c);
+    int rc = make_compressor(a, SL_VALUE_FP32, p->density, p->topk_scope, p->gen, &c);
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, p->acc, p->acc_mu, p->frame,
                                    p->frame_len);
@@ -376,7 +384,7 @@ static int crash(sl_agent *a, const char *where)
 static void measure(sl_agent *a, uint64_t bytes, int64_t ns)
 {
     sl__agent_counters *c = &a->counters;
-    double k = selected_count(a->layout, a->pending.density), bps;
+    double k = selected_count(a->layout, a->pending.density, a->pending.topk_scope), bps;
     if (k > 0) {
         double b = (double)a->pending.frame_len / k;
         c->bpnz_ewma = c->bpnz_ewma > 0 ? EWMA_ALPHA * b + (1 - EWMA_ALPHA) * c->bpnz_ewma : b;

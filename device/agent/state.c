@@ -519,9 +519,10 @@ int sl__agent_save_pending(sl_agent *a)
     snprintf(text, sizeof text,
              "gen=%" PRIu64 "\ntask=%" PRId64 "\nround=%" PRId64 "\nbase_version=%" PRId64
              "\ndeadline_ms=%" PRId64 "\nnum_samples=%u\nparticipation=%u\ndensity=%.17g\n"
-             "layout=%" PRIu64 "\nframe_len=%zu\nframe_sha256=%s\nacc_sha256=%s\n",
+             "topk_scope=%s\nlayout=%" PRIu64 "\nframe_len=%zu\nframe_sha256=%s\nacc_sha256=%s\n",
              p->gen, p->task_id, p->round_id, p->base_version, p->deadline_ms, p->num_samples,
-             p->participation, p->density, p->layout_hash, p->frame_len, fhex, ahex);
+             p->participation, p->density, sl_topk_scope_name(p->topk_scope), p->layout_hash,
+             p->frame_len, fhex, ahex);
     return sl__agent_write_text(a, "pending/meta", text);
 }
 
@@ -568,7 +569,7 @@ int sl__agent_load_pending(sl_agent *a)
     sl__agent_pending p;
     void *meta = NULL, *up = NULL;
     size_t len;
-    char fhex[80], ahex[80];
+    char fhex[80], ahex[80], scope[16];
     int64_t i64;
     uint64_t flen;
     uint8_t sum[32];
@@ -597,6 +598,15 @@ int sl__agent_load_pending(sl_agent *a)
     if (sl__agent_kv_i64(meta, "participation", &i64) != SL_OK || i64 < 0 || i64 > UINT32_MAX)
         goto bad;
     p.participation = (uint32_t)i64;
+    /* written since top-k scopes exist; a pending upload from before was per tensor */
+    p.topk_scope = SL_TOPK_TENSOR;
+    rc = sl__agent_kv(meta, "topk_scope", scope, sizeof scope);
+    if (rc == SL_OK)
+        rc = sl_topk_scope_parse(scope, &p.topk_scope);
+    if (rc != SL_OK && rc != SL_ENOENT) {
+        rc = SL_ECORRUPT;
+        goto bad;
+    }
     if (a->model == NULL || p.layout_hash != sl_layout_hash(a->layout)) {
         rc = SL_ELAYOUT;
         goto bad;

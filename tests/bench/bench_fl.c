@@ -36,14 +36,14 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0},
-    {"k1-fp32", "fp32", 0.01, 0},
-    {"k1-int8", "int8", 0.01, 0},
-    {"k1-ternary", "ternary", 0.01, 0},
-    {"k0.1-fp32", "fp32", 0.001, 0},
-    {"k0.1-int8", "int8", 0.001, 0},
-    {"k0.1-ternary", "ternary", 0.001, 0},
-    {"default", "", 0, 1},
+    {"dense", "fp32", 1.0, 0, ""},
+    {"k1-fp32", "fp32", 0.01, 0, ""},
+    {"k1-int8", "int8", 0.01, 0, ""},
+    {"k1-ternary", "ternary", 0.01, 0, ""},
+    {"k0.1-fp32", "fp32", 0.001, 0, ""},
+    {"k0.1-int8", "int8", 0.001, 0, ""},
+    {"k0.1-ternary", "ternary", 0.001, 0, ""},
+    {"default", "", 0, 1, ""},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -66,7 +66,9 @@ static int usage(FILE *out)
         "  --settings LIST    comma-separated: dense, k1-fp32, k1-int8, k1-ternary,\n"
         "                     k0.1-fp32, k0.1-int8, k0.1-ternary (top-k 1%% / 0.1%% with error\n"
         "                     feedback), default (the task sets neither values nor\n"
-        "                     density), or VALUES@DENSITY (fp16@0.05)\n"
+        "                     density), or VALUES@DENSITY[@SCOPE] (fp16@0.05,\n"
+        "                     ternary@0.01@tensor: top-k in every tensor instead of over\n"
+        "                     the whole model, the task's default)\n"
         "                     (default: all of them)\n"
         "  --rounds R  --epochs E  --clients N  --model M   change the setup\n"
         "  --target-acc A     accuracy for \"rounds to\" (default 0.85)\n"
@@ -131,6 +133,9 @@ static int parse_setting(const char *name, fl_setting *st)
             *st = known[i];
             return 0;
         }
+    char dens[32];
+    const char *at2;
+    sl_topk_scope scope;
     if (at == NULL || at == name || (size_t)(at - name) >= sizeof values ||
         strlen(name) >= sizeof st->name)
         return -1;
@@ -138,7 +143,14 @@ static int parse_setting(const char *name, fl_setting *st)
     if (sl_value_mode_parse(values, &mode) != SL_OK)
         return -1;
     memset(st, 0, sizeof *st);
-    if (parse_double(at + 1, 1e-9, 1.0, &st->density) != 0)
+    at2 = strchr(at + 1, '@'); /* VALUES@DENSITY@SCOPE */
+    if (at2 != NULL &&
+        (sl_topk_scope_parse(at2 + 1, &scope) != SL_OK || (size_t)(at2 - at - 1) >= sizeof dens))
+        return -1;
+    if (at2 != NULL)
+        snprintf(st->scope, sizeof st->scope, "%s", sl_topk_scope_name(scope));
+    snprintf(dens, sizeof dens, "%.*s", at2 ? (int)(at2 - at - 1) : (int)strlen(at + 1), at + 1);
+    if (parse_double(dens, 1e-9, 1.0, &st->density) != 0)
         return -1;
     snprintf(st->name, sizeof st->name, "%s", name);
     snprintf(st->values, sizeof st->values, "%s", sl_value_mode_name(mode));
@@ -432,7 +444,8 @@ int sl_bench_fl(int argc, char **argv)
         for (size_t j = 0; j < n && settings[i].is_default; j++)
             if (j != i && !settings[j].is_default &&
                 strcmp(settings[j].values, settings[i].values) == 0 &&
-                settings[j].density == settings[i].density)
+                settings[j].density == settings[i].density &&
+                strcmp(settings[j].scope, settings[i].scope) == 0)
                 res[i].alias_of = (int)j;
 
     memset(&sa, 0, sizeof sa);

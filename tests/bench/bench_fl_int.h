@@ -23,6 +23,7 @@ typedef struct fl_setting {
     char values[16]; /* sl_value_mode_name(); for "default" the resolved default */
     double density;  /* (0, 1] */
     int is_default;  /* the task sets neither values nor density */
+    char scope[8];   /* topk_scope given to the task ("model", "tensor"); "" = its default */
 } fl_setting;
 
 /** What every setting shares. */

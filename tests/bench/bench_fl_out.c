@@ -42,7 +42,9 @@ void sl__bench_fl_describe(const fl_setup *su, double dense_bytes, uint64_t para
     fprintf(f,
             "%sFashion-MNIST, %s (%llu parameters: a dense fp32 update is %s), %u clients "
             "%s, every client every round; %u local epoch%s, batch %u, lr %g, momentum %g; "
-            "%u rounds; FedAvg; top-k settings with error feedback on the devices\n",
+            "%u rounds; FedAvg; top-k settings with error feedback on the devices, over the whole "
+            "model "
+            "(per tensor where a setting says @tensor)\n",
             prefix, su->model, (unsigned long long)params, dense, su->clients, su->partition,
             su->epochs, su->epochs == 1 ? "" : "s", su->batch, su->lr, su->momentum, su->rounds);
 }
@@ -181,6 +183,7 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
             cJSON_AddStringToObject(o, "same_as", r->setting.name);
         cJSON_AddStringToObject(o, "values", r->setting.values);
         cJSON_AddNumberToObject(o, "density", r->setting.density);
+        cJSON_AddStringToObject(o, "topk_scope", r->setting.scope[0] ? r->setting.scope : "model");
         cJSON_AddBoolToObject(o, "ok", r->ok);
         if (!r->ok) {
             cJSON_AddStringToObject(o, "error", r->error);

@@ -377,6 +377,9 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "dense,dense"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int9@0.1"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@global"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@@tensor"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", ""), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot", "out.jpg"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot"), 2);
@@ -407,7 +410,8 @@ static void test_bench_fl_smoke(void **state)
     snprintf(runs, sizeof runs, "%s/runs", g_dir);
     snprintf(png, sizeof png, "%s/fl.png", g_dir);
     snprintf(md, sizeof md, "%s/fl.md", g_dir);
-    if (RUN(NULL, &out, "bench", "fl", "--smoke", "--dir", runs, "--plot", png, "--md", md) != 0)
+    if (RUN(NULL, &out, "bench", "fl", "--smoke", "--settings",
+            "dense,k1-ternary,ternary@0.01@tensor", "--dir", runs, "--plot", png, "--md", md) != 0)
         fail_msg("starling bench fl --smoke failed:\n%s", out);
     assert_non_null(strstr(out, "round   2/2  closed"));
     free(out);
@@ -415,7 +419,17 @@ static void test_bench_fl_smoke(void **state)
     assert_int_equal(sl_fs_read_file(md, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "| dense | fp32 | 1 | "));
     assert_non_null(strstr(text, "| k1-ternary | ternary | 0.01 | "));
+    assert_non_null(strstr(text, "| ternary@0.01@tensor | ternary | 0.01 | "));
     assert_null(strstr(text, "failed"));
+    free(text);
+    /* the scope reaches the task only where the setting gives one */
+    snprintf(data, sizeof data, "%s/ternary@0.01@tensor/task.json", runs);
+    assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
+    assert_non_null(strstr(text, "\"topk_scope\": \"tensor\""));
+    free(text);
+    snprintf(data, sizeof data, "%s/k1-ternary/task.json", runs);
+    assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
+    assert_null(strstr(text, "topk_scope"));
     free(text);
     /* the report of one of its runs: two closed rounds of 10 devices */
     snprintf(data, sizeof data, "%s/dense/data", runs);

@@ -341,6 +341,106 @@ static void test_fold_and_commit(void **state)
     sl_test_rmtree(dir);
 }
 
+/* ---- top-k scope -------------------------------------------------------------------------- */
+
+typedef struct scope_ctx {
+    const sl_layout *layout;
+    size_t n[64], tensors;
+    int found;
+    int64_t round;
+} scope_ctx;
+
+static void scope_event(void *ctx, const sl_agent_event *ev)
+{
+    if (ev->kind == SL_AGENT_EV_ACCEPTED)
+        ((scope_ctx *)ctx)->round = ev->round_id;
+}
+
+static int count_sent(void *ctx, int64_t device_id, const void *frame, size_t len,
+                      uint32_t num_samples, const uint8_t *sha256)
+{
+    scope_ctx *s = ctx;
+    sl_update *u = NULL;
+    (void)device_id, (void)num_samples, (void)sha256;
+    assert_int_equal(sl_frame_decode_update(s->layout, frame, len, NULL, &u), SL_OK);
+    assert_true(u->tensors <= 64);
+    s->tensors = u->tensors;
+    for (size_t t = 0; t < u->tensors; t++)
+        s->n[t] = u->n[t];
+    sl_update_free(u);
+    s->found++;
+    return 0;
+}
+
+/* The task's topk_scope reaches the agent through the check-in: "tensor"
+ * sends the density in every tensor, the default ("model") one top-k over
+ * the whole vector. The pending upload records the scope it was made with. */
+static void check_scope(const char *scope_json, sl_topk_scope want)
+{
+    char dir[512], data_dir[600], err[256], agent_dir[600], cfg[512];
+    ag_coord c;
+    sl_agent_data *data = NULL;
+    sl_agent_options o;
+    sl_agent *a = NULL;
+    sl_model *m = NULL;
+    scope_ctx sc;
+    int64_t task;
+    size_t total = 0, d, as_tensor = 0;
+    const double density = 0.1;
+    sl_test_mkdtemp(dir, sizeof dir, "agent_scope");
+    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
+    snprintf(agent_dir, sizeof agent_dir, "%s/agent", dir);
+    ag_make_data(data_dir, 300, 100);
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    snprintf(cfg, sizeof cfg,
+             "{\"name\":\"scope\",\"target\":1,\"quorum\":1,\"over_selection\":1,"
+             "\"selection_window_ms\":200,\"report_deadline_ms\":10000,\"values\":\"fp32\","
+             "\"density\":%g%s,\"local_epochs\":1,\"batch\":32,\"local_lr\":0.05}",
+             density, scope_json);
+    task = ag_create_task(&c, "mlp", cfg);
+    assert_int_equal(sl_agent_data_load(data_dir, NULL, 1, 0, 1, 1, &data, err, sizeof err), SL_OK);
+    assert_int_equal(sl_model_create("mlp", &m), SL_OK);
+    memset(&sc, 0, sizeof sc);
+    sc.layout = sl_model_layout(m);
+    ag_base_options(&o, &c, task, agent_dir, data);
+    o.rounds = 1;
+    o.on_event = scope_event;
+    o.event_ctx = &sc;
+    assert_int_equal(sl_agent_create(&o, &a, err, sizeof err), SL_OK);
+    assert_int_equal(sl_agent_run(a), SL_OK);
+    assert_true(sc.round > 0);
+    assert_int_equal(sl_store_foreach_update(c.store, sc.round, count_sent, &sc), 0);
+    assert_int_equal(sc.found, 1);
+    d = (size_t)sl_layout_params(sc.layout);
+    for (size_t t = 0; t < sc.tensors; t++) {
+        size_t count = (size_t)sl_layout_tensor(sc.layout, t)->count;
+        size_t k = (size_t)ceil(density * (double)count);
+        total += sc.n[t];
+        as_tensor += sc.n[t] == (k ? k : 1);
+        if (want == SL_TOPK_TENSOR) /* trained float deltas: no exact zeros */
+            assert_int_equal(sc.n[t], k ? k : 1);
+    }
+    if (want == SL_TOPK_MODEL) { /* the same total, not spread as per tensor */
+        assert_int_equal(total, (size_t)ceil(density * (double)d));
+        assert_true(as_tensor < sc.tensors);
+    }
+    fprintf(stderr, "topk_scope %s: %zu of %zu parameters sent over %zu tensors\n",
+            sl_topk_scope_name(want), total, d, sc.tensors);
+    sl_agent_free(a);
+    sl_model_free(m);
+    sl_agent_data_free(data);
+    ag_coord_close(&c);
+    sl_test_rmtree(dir);
+}
+
+static void test_topk_scope(void **state)
+{
+    (void)state;
+    check_scope("", SL_TOPK_MODEL);
+    check_scope(",\"topk_scope\":\"model\"", SL_TOPK_MODEL);
+    check_scope(",\"topk_scope\":\"tensor\"", SL_TOPK_TENSOR);
+}
+
 /* ---- bandwidth-aware density ----------------------------------------------------------------- */
 
 typedef struct density_ctx {
@@ -404,9 +504,10 @@ static void test_bandwidth_density(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fold_and_commit),    cmocka_unit_test(test_bandwidth_density),
-        cmocka_unit_test(test_tls_ca_and_pin),     cmocka_unit_test(test_fleet),
-        cmocka_unit_test(test_cut_every_transfer), cmocka_unit_test(test_program),
+        cmocka_unit_test(test_fold_and_commit), cmocka_unit_test(test_bandwidth_density),
+        cmocka_unit_test(test_topk_scope),      cmocka_unit_test(test_tls_ca_and_pin),
+        cmocka_unit_test(test_fleet),           cmocka_unit_test(test_cut_every_transfer),
+        cmocka_unit_test(test_program),
     };
     const struct CMUnitTest slow[] = {
         cmocka_unit_test(test_fleet_slow),

@@ -335,19 +335,40 @@ int sl_frame_accumulate_update_f64(const sl_layout *layout, const void *frame, s
 /* Error feedback                                                           */
 /* ------------------------------------------------------------------------ */
 
+/**
+ * Where top-k is taken. MODEL: one selection of ceil(density * d) over the
+ * whole parameter vector, then split by tensor (a tensor none of whose
+ * elements is among the largest is sent empty), so the budget goes where
+ * the update's mass is: small layers whose elements move a lot (the first
+ * convolution, the classifier) are not held to the density of the large
+ * ones. TENSOR: ceil(density * count) (at least min_k) in every tensor.
+ */
+typedef enum sl_topk_scope { SL_TOPK_MODEL = 0, SL_TOPK_TENSOR = 1 } sl_topk_scope;
+
+/** sl_topk_scope_name - "model" or "tensor"; NULL for anything else. */
+const char *sl_topk_scope_name(sl_topk_scope s);
+
+/** sl_topk_scope_parse - the scope named @name; SL_EINVAL for an unknown name. */
+int sl_topk_scope_parse(const char *name, sl_topk_scope *out);
+
 /** Settings of the device-side compressor (selection + quantization + residual). */
 typedef struct sl_compress_params {
     sl_select_mode select;
     sl_select_params select_params;
     sl_encode_params encode;
-    double density;         /* target fraction of elements sent per tensor, (0, 1] */
-    uint64_t min_k;         /* at least this many per tensor (capped at its size) */
+    sl_topk_scope scope;    /* where top-k is taken (default MODEL) */
+    double density;         /* target fraction of elements sent, (0, 1] */
+    uint64_t min_k;         /* at least this many per tensor (TENSOR) or in all (MODEL),
+                               capped at the size */
     uint32_t warmup_rounds; /* density warm-up: rounds before reaching @density */
     double warmup_density;  /* density of participation 0; decays geometrically */
     double momentum;        /* DGC momentum correction, [0, 1); 0 = off */
 } sl_compress_params;
 
-/** sl_compress_params_default - exact top-k, fp32 values, 1% density, min_k 1, no warm-up. */
+/**
+ * sl_compress_params_default - exact top-k over the whole model, fp32
+ * values, 1% density, min_k 1, no warm-up.
+ */
 void sl_compress_params_default(sl_compress_params *p);
 
 /**

@@ -66,6 +66,7 @@ typedef struct sl_task_config {
     /* handed to devices */
     sl_value_mode values;
     double density;
+    sl_topk_scope topk_scope; /* where devices take top-k (default model) */
     uint32_t warmup_rounds;
     double warmup_density;
     uint32_t local_epochs, batch;

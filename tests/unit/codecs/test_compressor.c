@@ -20,7 +20,7 @@ static sl_update *prepare(sl_compressor *c, const sl_layout *l, const float *del
     return u;
 }
 
-static void check_mode(sl_value_mode vm, sl_select_mode sm)
+static void check_mode(sl_value_mode vm, sl_select_mode sm, sl_topk_scope scope)
 {
     sl_layout *l = sl_test_layout();
     size_t d = (size_t)sl_layout_params(l), nt = sl_layout_tensors(l);
@@ -33,6 +33,7 @@ static void check_mode(sl_value_mode vm, sl_select_mode sm)
     sl_compress_params_default(&p);
     p.encode.values = vm;
     p.select = sm;
+    p.scope = scope;
     p.density = 0.02;
     assert_int_equal(sl_compressor_create(l, &p, &c), SL_OK);
     for (uint32_t round = 0; round < 3; round++) {
@@ -47,11 +48,16 @@ static void check_mode(sl_value_mode vm, sl_select_mode sm)
             assert_true(acc[i] == old[i] + delta[i]);
         assert_int_equal(sl_compressor_commit(c), SL_OK);
         assert_int_equal(sl_compressor_state(c, &res, NULL), SL_OK);
+        size_t total = 0;
+        float min_sent = INFINITY, max_unsent = 0.0f;
         for (size_t t = 0; t < nt; t++) {
             const sl_tensor_desc *td = sl_layout_tensor(l, t);
             size_t want = (size_t)ceil(0.02 * (double)td->count);
             size_t off = (size_t)td->offset, j = 0;
-            if (sm == SL_SELECT_EXACT)
+            total += u->n[t];
+            if (scope == SL_TOPK_MODEL)
+                ; /* checked over the whole model below */
+            else if (sm == SL_SELECT_EXACT)
                 assert_int_equal(u->n[t], want); /* gaussian deltas: no exact zeros */
             else
                 assert_true(u->n[t] >= want);
@@ -59,6 +65,7 @@ static void check_mode(sl_value_mode vm, sl_select_mode sm)
                 float r = res[off + i], a = acc[off + i];
                 if (j < u->n[t] && u->idx[t][j] == i) {
                     float q = u->val[t][j++];
+                    min_sent = fminf(min_sent, fabsf(a));
                     /* the residual is exactly acc minus what the receiver reconstructs */
                     assert_true(r == a - q);
                     if (vm == SL_VALUE_FP32) { /* lossless: mass conserved bit-exactly */
@@ -70,9 +77,19 @@ static void check_mode(sl_value_mode vm, sl_select_mode sm)
                     }
                 } else {
                     assert_true(r == a); /* unsent: kept whole */
+                    max_unsent = fmaxf(max_unsent, fabsf(a));
                 }
             }
             assert_int_equal(j, u->n[t]);
+        }
+        if (scope == SL_TOPK_MODEL) { /* the largest of the whole vector, wherever they are */
+            size_t want = (size_t)ceil(0.02 * (double)d);
+            if (sm == SL_SELECT_EXACT) {
+                assert_int_equal(total, want);
+                assert_true(min_sent >= max_unsent);
+            } else {
+                assert_true(total >= want);
+            }
         }
         sl_update_free(u);
         free(acc);
@@ -87,15 +104,19 @@ static void check_mode(sl_value_mode vm, sl_select_mode sm)
 static void test_all_value_modes(void **state)
 {
     (void)state;
-    for (int vm = SL_VALUE_FP32; vm <= SL_VALUE_SIGN; vm++)
-        check_mode((sl_value_mode)vm, SL_SELECT_EXACT);
+    for (int vm = SL_VALUE_FP32; vm <= SL_VALUE_SIGN; vm++) {
+        check_mode((sl_value_mode)vm, SL_SELECT_EXACT, SL_TOPK_MODEL);
+        check_mode((sl_value_mode)vm, SL_SELECT_EXACT, SL_TOPK_TENSOR);
+    }
 }
 
 static void test_approximate_selectors(void **state)
 {
     (void)state;
-    check_mode(SL_VALUE_FP32, SL_SELECT_REDSYNC);
-    check_mode(SL_VALUE_TERNARY, SL_SELECT_DGC);
+    for (int scope = SL_TOPK_MODEL; scope <= SL_TOPK_TENSOR; scope++) {
+        check_mode(SL_VALUE_FP32, SL_SELECT_REDSYNC, (sl_topk_scope)scope);
+        check_mode(SL_VALUE_TERNARY, SL_SELECT_DGC, (sl_topk_scope)scope);
+    }
 }
 
 /* A round that closed without us: the whole update stays in the residual. */
@@ -209,7 +230,7 @@ static void test_momentum_masking(void **state)
         for (size_t j = 0; j < u->n[t]; j++, sent++)
             assert_true(mu[off + u->idx[t][j]] == 0.0f);
         if (u->n[t] < sl_layout_tensor(l, t)->count) {
-            size_t probe = u->idx[t][0] == 0 ? u->idx[t][0] + 1 : 0;
+            size_t probe = u->n[t] > 0 && u->idx[t][0] == 0 ? 1 : 0;
             int sent_probe = 0;
             for (size_t j = 0; j < u->n[t]; j++)
                 sent_probe |= u->idx[t][j] == probe;
@@ -220,6 +241,57 @@ static void test_momentum_masking(void **state)
     sl_update_free(u);
     free(acc);
     sl_compressor_free(c);
+    free(delta);
+    sl_layout_free(l);
+}
+
+/* MODEL scope: a tensor whose elements move most takes the budget; the
+ * others are sent empty. TENSOR scope keeps the density in every tensor. */
+static void test_model_scope_follows_mass(void **state)
+{
+    sl_layout *l = sl_test_layout();
+    size_t d = (size_t)sl_layout_params(l), nt = sl_layout_tensors(l);
+    const sl_tensor_desc *last = sl_layout_tensor(l, nt - 1);
+    sl_compress_params p;
+    sl_compressor *c;
+    float *delta = malloc(d * sizeof *delta), *acc;
+    sl_update *u;
+    sl_topk_scope s;
+    (void)state;
+    assert_string_equal(sl_topk_scope_name(SL_TOPK_MODEL), "model");
+    assert_string_equal(sl_topk_scope_name(SL_TOPK_TENSOR), "tensor");
+    assert_null(sl_topk_scope_name((sl_topk_scope)7));
+    assert_int_equal(sl_topk_scope_parse("model", &s), SL_OK);
+    assert_int_equal(s, SL_TOPK_MODEL);
+    assert_int_equal(sl_topk_scope_parse("tensor", &s), SL_OK);
+    assert_int_equal(s, SL_TOPK_TENSOR);
+    assert_int_equal(sl_topk_scope_parse("global", &s), SL_EINVAL);
+    assert_int_equal(s, SL_TOPK_TENSOR); /* unchanged */
+    sl_compress_params_default(&p);
+    assert_int_equal(p.scope, SL_TOPK_MODEL);
+    p.scope = (sl_topk_scope)2;
+    assert_int_equal(sl_compressor_create(l, &p, &c), SL_EINVAL);
+    assert_true(last->count >= 8);
+    p.scope = SL_TOPK_MODEL;
+    p.density = (double)(last->count / 2) / (double)d;
+    sl_test_gauss(delta, d, 11, 0.001f);
+    for (size_t i = 0; i < last->count; i++) /* the last tensor moves 1000x more */
+        delta[last->offset + i] *= 1000.0f;
+    for (int scope = SL_TOPK_MODEL; scope <= SL_TOPK_TENSOR; scope++) {
+        p.scope = (sl_topk_scope)scope;
+        assert_int_equal(sl_compressor_create(l, &p, &c), SL_OK);
+        u = prepare(c, l, delta, 0, &acc);
+        for (size_t t = 0; t + 1 < nt; t++) {
+            size_t k = (size_t)ceil(p.density * (double)sl_layout_tensor(l, t)->count);
+            assert_int_equal(u->n[t], scope == SL_TOPK_MODEL ? 0 : (k ? k : 1));
+        }
+        assert_int_equal(u->n[nt - 1], scope == SL_TOPK_MODEL
+                                           ? (size_t)ceil(p.density * (double)d)
+                                           : (size_t)ceil(p.density * (double)last->count));
+        sl_update_free(u);
+        free(acc);
+        sl_compressor_free(c);
+    }
     free(delta);
     sl_layout_free(l);
 }
@@ -284,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_fold_keeps_everything),
         cmocka_unit_test(test_restore_pending),
         cmocka_unit_test(test_momentum_masking),
+        cmocka_unit_test(test_model_scope_follows_mass),
         cmocka_unit_test(test_warmup_schedule),
         cmocka_unit_test(test_rejections),
     };

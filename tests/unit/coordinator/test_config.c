@@ -41,6 +41,7 @@ static void test_defaults(void **state)
     assert_true(c.server_lr == 1.0 && c.server_momentum == 0.9);
     assert_true(c.beta1 == 0.9 && c.beta2 == 0.99 && c.tau == 1e-3);
     assert_true(c.density == 0.01);
+    assert_int_equal(c.topk_scope, SL_TOPK_MODEL);
     assert_int_equal(c.values, SL_VALUE_FP32);
     assert_int_equal(c.selection_window_ms, 10000);
     assert_int_equal(c.report_deadline_ms, 60000);
@@ -64,7 +65,8 @@ static void test_every_key(void **state)
         "{\"name\": \"fmnist-cnn v2\", \"rounds\": 300, \"target\": 50, \"over_selection\": 1.5,"
         " \"quorum\": 40, \"selection_window_ms\": 2500, \"report_deadline_ms\": 90000,"
         " \"cooldown_ms\": 3600000, \"min_samples\": 64, \"required_caps\": \"avx2\","
-        " \"values\": \"int8\", \"density\": 0.005, \"warmup_rounds\": 5,"
+        " \"values\": \"int8\", \"density\": 0.005, \"topk_scope\": \"tensor\","
+        " \"warmup_rounds\": 5,"
         " \"warmup_density\": 0.25, \"local_epochs\": 2, \"batch\": 64, \"local_lr\": 0.05,"
         " \"local_momentum\": 0, \"prox_mu\": 0.01, \"aggregator\": \"fedyogi\","
         " \"server_lr\": 0.03, \"server_momentum\": 0.5, \"beta1\": 0.8, \"beta2\": 0.999,"
@@ -87,6 +89,7 @@ static void test_every_key(void **state)
     assert_string_equal(c.required_caps, "avx2");
     assert_int_equal(c.values, SL_VALUE_INT8);
     assert_true(c.density == 0.005);
+    assert_int_equal(c.topk_scope, SL_TOPK_TENSOR);
     assert_int_equal(c.warmup_rounds, 5);
     assert_true(c.warmup_density == 0.25);
     assert_int_equal(c.local_epochs, 2);
@@ -230,6 +233,9 @@ static void test_rejections(void **state)
         {"{\"target\":10,\"aggregator\":\"krum\"}", SL_ECONFIG_VALUE, "aggregator: unknown"},
         {"{\"target\":10,\"aggregator\":3}", SL_ECONFIG_VALUE, "aggregator: expected a string"},
         {"{\"target\":10,\"values\":\"fp64\"}", SL_ECONFIG_VALUE, "values: unknown value mode"},
+        {"{\"target\":10,\"topk_scope\":\"global\"}", SL_ECONFIG_VALUE,
+         "topk_scope: expected \"model\" or \"tensor\""},
+        {"{\"target\":10,\"topk_scope\":1}", SL_ECONFIG_VALUE, "topk_scope: expected a string"},
         {"{\"target\":10,\"dp_noise\":1}", SL_ECONFIG_VALUE, "dp_noise: needs clip_norm"},
         {"{\"target\":10,\"fedbuff\":1}", SL_ECONFIG_VALUE, "fedbuff: expected true or false"},
         {"{\"target\":10,\"required_caps\":\"a,b\"}", SL_ECONFIG_VALUE, "required_caps: byte 0x2c"},
