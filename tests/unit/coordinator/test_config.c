@@ -42,7 +42,7 @@ static void test_defaults(void **state)
     assert_true(c.beta1 == 0.9 && c.beta2 == 0.99 && c.tau == 1e-3);
     assert_true(c.density == 0.01);
     assert_int_equal(c.topk_scope, SL_TOPK_MODEL);
-    assert_int_equal(c.values, SL_VALUE_FP32);
+    assert_int_equal(c.values, SL_VALUE_TERNARY);
     assert_int_equal(c.selection_window_ms, 10000);
     assert_int_equal(c.report_deadline_ms, 60000);
     assert_int_equal(c.local_epochs, 1);
