@@ -116,6 +116,13 @@ sl__device *sl__engine_device(sl_engine *e, int64_t id); /* found or inserted; N
 /* lifecycle.c: called with the gate held exclusively and the lock held. */
 int sl__task_open_round(sl_engine *e, sl__task *t);
 int sl__task_select(sl_engine *e, sl__task *t);
+/* sl__task_close: aggregate the round, or abandon it for @abandon_reason
+ * (NULL: abandoned only when the quorum was not met). The acknowledged
+ * updates of a round abandoned for its quorum are aggregated with the next
+ * round that closes on the same model version (its record says so); those
+ * of a round the operator aborted (SL__ABORTED) or of a task's last round
+ * are not. */
+#define SL__ABORTED "aborted by the operator"
 int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason);
 int sl__task_advance(sl_engine *e, sl__task *t, int64_t *next_deadline);
 void sl__task_free(sl__task *t);

@@ -790,7 +790,7 @@ int sl_engine_abort_round(sl_engine *e, int64_t round_id)
     pthread_mutex_lock(&e->lock);
     t = task_of_round(e, round_id);
     if (t != NULL) {
-        rc = sl__task_close(e, t, "aborted by the operator");
+        rc = sl__task_close(e, t, SL__ABORTED);
         if (rc == SL_OK)
             rc = sl__task_advance(e, t, NULL);
     } else {

@@ -128,7 +128,43 @@ int sl__task_select(sl_engine *e, sl__task *t)
 typedef struct agg_ctx {
     sl__agg *agg;
     const sl__task *t;
+    uint32_t added;
 } agg_ctx;
+
+/* Rounds abandoned since the model last changed: their acknowledged
+ * updates were trained from the same version as the closing round's, so
+ * they are aggregated with it instead of being lost. */
+#define CARRIED "acknowledged updates are carried into the next round"
+
+typedef struct carried {
+    int64_t base_version, current;
+    int64_t *ids; /* newest first */
+    size_t n, cap;
+    int rc;
+} carried;
+
+static int collect_carried(void *ctx, const sl_round_record *r)
+{
+    carried *c = ctx;
+    if (r->id == c->current)
+        return 0;
+    if (r->state != SL_ROUND_ABANDONED || r->base_version != c->base_version)
+        return 1; /* the model changed before it: stop */
+    if (strstr(r->error, CARRIED) == NULL)
+        return 0; /* aborted by the operator, or nothing to carry */
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 16;
+        int64_t *ids = realloc(c->ids, cap * sizeof *ids);
+        if (ids == NULL) {
+            c->rc = SL_ENOMEM;
+            return 1;
+        }
+        c->ids = ids;
+        c->cap = cap;
+    }
+    c->ids[c->n++] = r->id;
+    return 0;
+}
 
 static int add_update(void *ctx, int64_t device_id, const void *frame, size_t len,
                       uint32_t num_samples, const uint8_t *sha256)
@@ -137,6 +173,7 @@ static int add_update(void *ctx, int64_t device_id, const void *frame, size_t le
     sl_frame_header h;
     (void)device_id;
     (void)sha256;
+    a->added++;
     if (num_samples == 0)
         num_samples = 1; /* a device that reports no count still counts once */
     if (a->t->cfg.fedbuff && sl_frame_peek_header(frame, len, &h) == SL_OK &&
@@ -152,7 +189,7 @@ static int add_update(void *ctx, int64_t device_id, const void *frame, size_t le
 /* Aggregate the round's stored updates into the next model version. */
 static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put *m, void **frame,
                      void **opt_bytes, float **next_model, sl_server_state *next_opt,
-                     uint8_t sha[32])
+                     uint8_t sha[32], uint32_t *carried_count)
 {
     double *delta = NULL;
     sl__agg *agg = NULL;
@@ -169,7 +206,21 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
         return rc;
     ctx.agg = agg;
     ctx.t = t;
-    rc = sl_store_foreach_update(e->store, r->id, add_update, &ctx); /* device-id order */
+    ctx.added = 0;
+    if (!t->cfg.fedbuff) { /* abandoned rounds of this version first, oldest first */
+        carried c;
+        memset(&c, 0, sizeof c);
+        c.base_version = r->base_version;
+        c.current = r->id;
+        rc = sl_store_list_rounds(e->store, t->id, 0, UINT32_MAX, collect_carried, &c);
+        rc = c.rc != SL_OK ? c.rc : rc < 0 ? rc : SL_OK;
+        for (size_t i = c.n; i-- > 0 && rc == SL_OK;)
+            rc = sl_store_foreach_update(e->store, c.ids[i], add_update, &ctx);
+        *carried_count = ctx.added;
+        free(c.ids);
+    }
+    if (rc == SL_OK) /* device-id order */
+        rc = sl_store_foreach_update(e->store, r->id, add_update, &ctx);
     delta = malloc((t->n ? t->n : 1) * sizeof *delta);
     *next_model = malloc((t->n ? t->n : 1) * sizeof **next_model);
     if (rc == SL_OK && (delta == NULL || *next_model == NULL))
@@ -208,7 +259,7 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
         m->metrics = NULL;
         m->opt_state = *opt_bytes;
         m->opt_state_len = olen;
-        r->reported = count;
+        r->reported = count - *carried_count; /* this round's own reports */
     }
     sl__agg_free(agg);
     free(delta);
@@ -227,26 +278,36 @@ static void release_participants(sl_engine *e, sl__task *t, int64_t now)
 
 int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
 {
+    int operator= abandon_reason != NULL && strcmp(abandon_reason, SL__ABORTED) == 0;
     sl_round_record r = t->round;
     sl_model_put m;
     sl_server_state next_opt;
     float *next_model = NULL;
     void *frame = NULL, *opt_bytes = NULL;
     uint64_t stored = 0;
+    uint32_t carried_count = 0;
     uint8_t sha[32];
     int rc;
 
     r.closed_at_ms = sl__engine_now(e);
-    if (abandon_reason == NULL) {
-        rc = sl_store_count_updates(e->store, r.id, &stored);
-        if (rc != SL_OK)
-            return rc;
-        if (stored < t->cfg.quorum || stored == 0)
-            abandon_reason = "quorum not met by the report deadline";
-    }
+    rc = sl_store_count_updates(e->store, r.id, &stored);
+    if (rc != SL_OK)
+        return rc;
+    if (abandon_reason == NULL && (stored < t->cfg.quorum || stored == 0))
+        abandon_reason = "quorum not met by the report deadline";
     if (abandon_reason != NULL) {
+        int last = t->cfg.rounds > 0 && (uint64_t)r.round_no >= t->cfg.rounds;
         r.state = SL_ROUND_ABANDONED;
-        snprintf(r.error, sizeof r.error, "%s", abandon_reason);
+        if (stored == 0 || t->cfg.fedbuff || operator)
+            snprintf(r.error, sizeof r.error, "%s", abandon_reason);
+        else if (last)
+            snprintf(r.error, sizeof r.error,
+                     "%s; the task ends: its %llu acknowledged updates "
+                     "are not aggregated",
+                     abandon_reason, (unsigned long long)stored);
+        else /* the record says so, and aggregate() of the next round of this version reads it */
+            snprintf(r.error, sizeof r.error, "%s; its %llu %s", abandon_reason,
+                     (unsigned long long)stored, CARRIED);
         r.dropped = r.selected > r.reported ? r.selected - r.reported : 0;
         rc = sl_store_close_round(e->store, &r, NULL); /* the model does not change */
         if (rc != SL_OK)
@@ -268,7 +329,7 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
             return rc;
         t->round.state = SL_ROUND_AGGREGATING;
     }
-    rc = aggregate(e, t, &r, &m, &frame, &opt_bytes, &next_model, &next_opt, sha);
+    rc = aggregate(e, t, &r, &m, &frame, &opt_bytes, &next_model, &next_opt, sha, &carried_count);
     if (rc == SL_OK) {
         r.state = SL_ROUND_CLOSED;
         r.dropped = r.selected > r.reported ? r.selected - r.reported : 0;

@@ -274,6 +274,113 @@ static void test_round_lifecycle(void **state)
     sim_free(&s);
 }
 
+/* The updates of (device index, round id) pairs into a reference aggregate, in device-id order
+ * within each round (as the engine reads them). */
+typedef struct sent_upd {
+    size_t i;
+    int64_t round_id;
+} sent_upd;
+
+static int by_device(const void *a, const void *b)
+{
+    const sent_upd *x = a, *y = b;
+    if (x->round_id != y->round_id)
+        return x->round_id < y->round_id ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* An abandoned round's acknowledged updates are aggregated with the next
+ * round that closes on the same model version; a round the operator aborts
+ * is not carried. Checked bit for bit against a reference aggregate. */
+static void test_abandoned_updates_carried(void **state)
+{
+    static const char cfg_json[] = CONFIG("");
+    sim s;
+    size_t chosen[64], n, d, nsent = 0;
+    sent_upd sent[32];
+    sl_task_status st;
+    sl_round_record r1, r2, r3;
+    sl_model_record m;
+    sl_task_config cfg;
+    sl__agg *agg;
+    double *delta;
+    float *ref, *got;
+    uint32_t count;
+    char err[256];
+    (void)state;
+    sim_init(&s, "engine_carry", 30, cfg_json);
+    d = (size_t)sl_layout_params(s.layout);
+    /* round 1: three of the quorum of six report, then the deadline */
+    n = select_round(&s, chosen);
+    assert_true(n >= 6);
+    st = status(&s);
+    r1.id = st.round.id;
+    for (size_t j = 0; j < 3; j++) {
+        assert_true(upload(&s, chosen[j], 1.0f).accepted);
+        sent[nsent++] = (sent_upd){chosen[j], r1.id};
+    }
+    sim_at(&s, st.round.report_deadline_ms);
+    assert_int_equal(sl_store_get_round(s.store, r1.id, &r1), SL_OK);
+    assert_int_equal(r1.state, SL_ROUND_ABANDONED);
+    assert_non_null(strstr(r1.error, "its 3 acknowledged updates are carried into the next round"));
+    assert_int_equal(status(&s).model_version, 1);
+    /* round 2: two report, then the operator aborts it: not carried */
+    n = select_round(&s, chosen);
+    assert_true(n >= 2);
+    r2.id = status(&s).round.id;
+    for (size_t j = 0; j < 2; j++)
+        assert_true(upload(&s, chosen[j], 2.0f).accepted);
+    assert_int_equal(sl_engine_abort_round(s.engine, r2.id), SL_OK);
+    assert_int_equal(sl_store_get_round(s.store, r2.id, &r2), SL_OK);
+    assert_int_equal(r2.state, SL_ROUND_ABANDONED);
+    assert_string_equal(r2.error, "aborted by the operator");
+    /* round 3: ten report and close it */
+    n = select_round(&s, chosen);
+    assert_true(n >= 10);
+    r3.id = status(&s).round.id;
+    for (size_t j = 0; j < 10; j++) {
+        assert_true(upload(&s, chosen[j], 1.0f).accepted);
+        sent[nsent++] = (sent_upd){chosen[j], r3.id};
+    }
+    st = status(&s);
+    assert_int_equal(st.model_version, 2);
+    assert_int_equal(sl_store_get_round(s.store, r3.id, &r3), SL_OK);
+    assert_int_equal(r3.state, SL_ROUND_CLOSED);
+    assert_int_equal(r3.reported, 10); /* its own reports */
+
+    /* the reference: model 1 + FedAvg of round 1's three and round 3's ten */
+    qsort(sent, nsent, sizeof sent[0], by_device);
+    assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(sl__agg_begin(&cfg, s.layout, &agg), SL_OK);
+    for (size_t k = 0; k < nsent; k++) {
+        void *frame;
+        size_t len;
+        uint8_t sha[32];
+        make_update(&s, sent[k].i, sent[k].round_id, 1, 1.0f, &frame, &len, sha);
+        assert_int_equal(sl__agg_add(agg, frame, len, (uint32_t)(50 + sent[k].i % 7)), SL_OK);
+        free(frame);
+    }
+    delta = malloc(d * sizeof *delta);
+    ref = malloc(d * sizeof *ref);
+    got = malloc(d * sizeof *got);
+    assert_int_equal(sl__agg_finish(agg, 0, delta, &count), SL_OK);
+    assert_int_equal(count, 13);
+    sl__agg_free(agg);
+    assert_int_equal(sl_store_get_model(s.store, s.task, 1, &m), SL_OK);
+    assert_int_equal(sl_frame_decode_model(s.layout, m.frame, m.frame_len, NULL, 0, ref), SL_OK);
+    sl_store_model_free(&m);
+    assert_int_equal(sl_server_apply(&cfg, delta, d, ref, NULL), SL_OK);
+    assert_int_equal(sl_store_get_model(s.store, s.task, 2, &m), SL_OK);
+    assert_int_equal(sl_frame_decode_model(s.layout, m.frame, m.frame_len, NULL, 0, got), SL_OK);
+    sl_store_model_free(&m);
+    assert_memory_equal(got, ref, d * sizeof *ref);
+    free(delta);
+    free(ref);
+    free(got);
+    sim_free(&s);
+}
+
 static void test_rejections(void **state)
 {
     sim s;
@@ -699,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_fedbuff),
         cmocka_unit_test(test_count_download),
+        cmocka_unit_test(test_abandoned_updates_carried),
         cmocka_unit_test(test_kill_after_every_transition),
         cmocka_unit_test(test_ten_thousand_devices),
     };
