@@ -353,7 +353,7 @@ int sl_store_count_devices(sl_store *s, uint64_t *count)
 /* The page of devices first, then the counts of those devices only: one pass over
  * round_participants and one over the (round_id, device_id) index of updates per
  * page, whatever the fleet's size. */
-static const char list_devices_sql[] =
+const char sl__list_devices_sql[] =
     "WITH page AS (SELECT id, enrolled_at, last_seen, state FROM devices "
     "              ORDER BY id LIMIT ?2 OFFSET ?1), "
     "parts AS (SELECT device_id, count(*) AS n, sum(state = 6) AS rejected, "
@@ -384,7 +384,7 @@ int sl_store_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
         return SL_OK;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
-    rc = sl__stmt(c, list_devices_sql, &st);
+    rc = sl__stmt(c, sl__list_devices_sql, &st);
     if (rc == SL_OK) {
         int step;
         sqlite3_bind_int64(st, 1, offset);

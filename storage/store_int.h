@@ -54,6 +54,9 @@ struct sl_store {
 /* db.c */
 int sl__status_from_sqlite(int rc);
 int sl__conn_open(sl_store *s, sl__conn *c, int readonly);
+
+/* The device list's query (meta.c), for the test of its plan. */
+extern const char sl__list_devices_sql[];
 void sl__conn_close(sl__conn *c);
 int sl__exec(sl__conn *c, const char *sql);
 /* A cached statement, reset and with its bindings cleared. */

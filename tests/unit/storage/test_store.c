@@ -312,6 +312,24 @@ static void test_list_devices(void **state)
     assert_int_equal(sl_store_list_devices(f->s, 0, 10, stop_at_first, NULL), 42);
     assert_int_equal(sl_store_list_devices(f->s, 0, 10, NULL, NULL), SL_EINVAL);
     assert_int_equal(sl_store_count_devices(f->s, NULL), SL_EINVAL);
+    { /* a page reads the page's devices' rows through indexes, never whole tables */
+        sl__conn c;
+        sqlite3_stmt *st;
+        char sql[1024], plan[4096] = "";
+        size_t used = 0;
+        assert_int_equal(sl__conn_open(f->s, &c, 1), SL_OK);
+        snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", sl__list_devices_sql);
+        assert_int_equal(sqlite3_prepare_v2(c.db, sql, -1, &st, NULL), SQLITE_OK);
+        while (sqlite3_step(st) == SQLITE_ROW && used < sizeof plan - 200)
+            used += (size_t)snprintf(plan + used, sizeof plan - used, "%s\n",
+                                     (const char *)sqlite3_column_text(st, 3));
+        sqlite3_finalize(st);
+        sl__conn_close(&c);
+        if (strstr(plan, "round_participants_device") == NULL ||
+            strstr(plan, "updates_device") == NULL || strstr(plan, "SCAN round_participants") ||
+            strstr(plan, "SCAN updates"))
+            fail_msg("the device list's plan:\n%s", plan);
+    }
 
     assert_int_equal(sl_store_list_reporters(f->s, round_id, collect_id, ids), SL_OK);
     assert_int_equal(ids[0], 2);
@@ -578,7 +596,7 @@ static void test_migration_from_v1(void **state)
     o.path = path;
     assert_int_equal(sl_store_open(&o, &s, err, sizeof err), SL_OK);
     assert_int_equal(sl_store_schema_version(s, &v), SL_OK);
-    assert_int_equal(v, 2);
+    assert_int_equal(v, SL_STORE_SCHEMA_VERSION);
     assert_int_equal(sl_store_audit(s, "admin", "migrated", "from 1"), SL_OK);
     assert_int_equal(sl_store_create_task(s, "old", "{}", "w 1\n", &n), SL_OK);
     assert_int_equal(n, 1); /* the v1 row survived */
