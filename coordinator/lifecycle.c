@@ -278,7 +278,7 @@ static void release_participants(sl_engine *e, sl__task *t, int64_t now)
 
 int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
 {
-    int operator= abandon_reason != NULL && strcmp(abandon_reason, SL__ABORTED) == 0;
+    int by_operator = abandon_reason != NULL && strcmp(abandon_reason, SL__ABORTED) == 0;
     sl_round_record r = t->round;
     sl_model_put m;
     sl_server_state next_opt;
@@ -298,7 +298,7 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
     if (abandon_reason != NULL) {
         int last = t->cfg.rounds > 0 && (uint64_t)r.round_no >= t->cfg.rounds;
         r.state = SL_ROUND_ABANDONED;
-        if (stored == 0 || t->cfg.fedbuff || operator)
+        if (stored == 0 || t->cfg.fedbuff || by_operator)
             snprintf(r.error, sizeof r.error, "%s", abandon_reason);
         else if (last)
             snprintf(r.error, sizeof r.error,
