@@ -47,6 +47,7 @@ void sl_agent_options_default(sl_agent_options *o)
     o->max_attempts = 5;
     o->retry_base_ms = 500;
     o->request_timeout_ms = 120000;
+    o->stall_timeout_ms = 30000;
     o->max_wait_ms = 60000;
     o->bandwidth_aware = 1;
     o->min_density_fraction = 0.1;

@@ -87,6 +87,8 @@ static const sl_config_spec specs[] = {
     {"retry_base", SL_CONFIG_DURATION, "500ms", 1, 3600000, "backoff base"},
     {"max_attempts", SL_CONFIG_INT, "5", 1, 1000, "attempts per request"},
     {"request_timeout", SL_CONFIG_DURATION, "120s", 100, 86400000, "one attempt, at most"},
+    {"stall_timeout", SL_CONFIG_DURATION, "30s", 1000, 3600000,
+     "a transfer slower than 16 bytes/s for this long is cut and retried (resuming)"},
     {"max_wait", SL_CONFIG_DURATION, "60s", 10, 86400000, "longest wait between check-ins"},
     {"bandwidth_aware", SL_CONFIG_BOOL, "true", 0, 0,
      "lower the density so the update fits the time left (see agent.h)"},
@@ -359,6 +361,7 @@ int sl_agent_main(int argc, char **argv)
     o.retry_base_ms = ms(cfg, "retry_base");
     o.max_attempts = (unsigned)num(cfg, "max_attempts");
     o.request_timeout_ms = ms(cfg, "request_timeout");
+    o.stall_timeout_ms = ms(cfg, "stall_timeout");
     o.max_wait_ms = ms(cfg, "max_wait");
     o.bandwidth_aware = flag(cfg, "bandwidth_aware");
     o.min_density_fraction = dbl(cfg, "min_density_fraction");

@@ -38,6 +38,9 @@ int sl__agent_connect(sl_agent *a)
     co.user_agent = "starling-agent/0.1";
     co.connect_timeout_ms = 10000;
     co.request_timeout_ms = a->o.request_timeout_ms;
+    /* libcurl counts the stall in whole seconds: round up, at least 1 */
+    co.low_speed_time_s =
+        a->o.stall_timeout_ms > 0 ? (long)((a->o.stall_timeout_ms + 999) / 1000) : 0;
     co.max_attempts = a->o.max_attempts;
     co.retry_base_ms = a->o.retry_base_ms;
     co.retry_cap_ms = a->o.max_wait_ms < 30000 ? a->o.max_wait_ms : 30000;

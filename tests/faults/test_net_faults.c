@@ -62,24 +62,26 @@ typedef struct cell {
     unsigned flap_down_ms, flap_up_ms;        /* link down / up */
     /* run */
     const char *request_timeout;
+    unsigned stall_timeout_s; /* the agent's --stall-timeout */
     unsigned rounds, min_closed, deadline_ms;
     double budget_s;
 } cell;
 
 /* clang-format off */
 static const cell cells[] = {
-    /* name        ci  delay jit stall  stall_p up_p dn_p  loss burst b_ms betw rate flap_d flap_u  timeout rounds min deadline budget */
-    {"clean",      0,    0,  0,     0,  0,    0,   0,     0,   0,    0,    0,   0,    0,    0,   "10s",  4,  4,  8000,  60},
-    {"delay200",   1,  200, 50,     0,  0,    0,   0,     0,   0,    0,    0,   0,    0,    0,   "10s",  5,  5, 10000,  60},
-    {"loss5",      1,    0,  0,     0,  0,    0,   0,     5,   0,    0,    0,   0,    0,    0,   "10s",  5,  4, 10000,  60},
-    {"loss20",     0,    0,  0,     0,  0,    0,   0,    20,   0,    0,    0,   0,    0,    0,   "20s",  6,  3, 15000, 180},
-    {"burst",      0,    0,  0,     0,  0,    0,   0,     0,  80, 1500, 3500,   0,    0,    0,   "10s",  6,  4, 10000, 120},
-    {"rate256",    0,    0,  0,     0,  0,    0,   0,     0,   0,    0,    0, 256,    0,    0,   "20s",  6,  6, 15000, 120},
-    {"stall",      0,    0,  0, 45000,  0.3,  0,   0,     0,   0,    0,    0,   0,    0,    0,  "120s",  8,  4, 12000, 240},
-    {"reset",      1,    0,  0,     0,  0,  0.5, 0.5,     0,   0,    0,    0,   0,    0,    0,   "10s",  5,  4, 10000,  60},
-    {"reset-up",   0,    0,  0,     0,  0,  0.8,   0,     0,   0,    0,    0,   0,    0,    0,   "10s",  6,  4, 10000, 100},
-    {"reset-down", 0,    0,  0,     0,  0,    0, 0.8,     0,   0,    0,    0,   0,    0,    0,   "10s",  6,  4, 10000, 100},
-    {"flap",       1,    0,  0,     0,  0,    0,   0,     0,   0,    0,    0,   0, 1000, 2000,   "10s",  5,  4, 10000,  60},
+    /* name        ci  delay jit stall  stall_p up_p dn_p  loss burst b_ms betw rate flap_d flap_u  timeout stall_to rounds min deadline budget */
+    {"clean",      0,    0,  0,     0,  0,    0,   0,     0,   0,    0,    0,   0,    0,    0,   "10s", 30,  4,  4,  8000,  60},
+    {"delay200",   1,  200, 50,     0,  0,    0,   0,     0,   0,    0,    0,   0,    0,    0,   "10s", 30,  5,  5, 10000,  60},
+    {"loss5",      1,    0,  0,     0,  0,    0,   0,     5,   0,    0,    0,   0,    0,    0,   "10s", 30,  5,  4, 10000,  60},
+    {"loss20",     0,    0,  0,     0,  0,    0,   0,    20,   0,    0,    0,   0,    0,    0,   "20s", 30,  6,  3, 15000, 180},
+    {"burst",      0,    0,  0,     0,  0,    0,   0,     0,  80, 1500, 3500,   0,    0,    0,   "10s", 30,  6,  4, 10000, 120},
+    {"rate256",    0,    0,  0,     0,  0,    0,   0,     0,   0,    0,    0, 256,    0,    0,   "20s", 30,  6,  6, 15000, 120},
+    {"stall",      0,    0,  0, 45000,  0.3,  0,   0,     0,   0,    0,    0,   0,    0,    0,  "120s", 30,  8,  4, 12000, 240},
+    {"stall5",     1,    0,  0, 15000,  0.5,  0,   0,     0,   0,    0,    0,   0,    0,    0,   "60s",  5,  5,  4, 12000, 120},
+    {"reset",      1,    0,  0,     0,  0,  0.5, 0.5,     0,   0,    0,    0,   0,    0,    0,   "10s", 30,  5,  4, 10000,  60},
+    {"reset-up",   0,    0,  0,     0,  0,  0.8,   0,     0,   0,    0,    0,   0,    0,    0,   "10s", 30,  6,  4, 10000, 100},
+    {"reset-down", 0,    0,  0,     0,  0,    0, 0.8,     0,   0,    0,    0,   0,    0,    0,   "10s", 30,  6,  4, 10000, 100},
+    {"flap",       1,    0,  0,     0,  0,    0,   0,     0,   0,    0,    0,   0, 1000, 2000,   "10s", 30,  5,  4, 10000,  60},
 };
 /* clang-format on */
 #define NCELLS (sizeof cells / sizeof cells[0])
@@ -164,7 +166,7 @@ static void coord_start(fl_coord *c, const char *connection_timeout)
 
 static void start_fleet(cell_run *r, int64_t task, unsigned cell_seed)
 {
-    char task_s[32], devices[16], seed_s[32];
+    char task_s[32], devices[16], seed_s[32], stall_s[16];
     char *argv[] = {(char *)SL_AGENT_BIN,
                     "--coordinator",
                     r->url,
@@ -192,6 +194,8 @@ static void start_fleet(cell_run *r, int64_t task, unsigned cell_seed)
                     "50",
                     "--request-timeout",
                     (char *)r->c->request_timeout,
+                    "--stall-timeout",
+                    stall_s,
                     "--chunk",
                     "8K",
                     "--download-chunk",
@@ -202,6 +206,7 @@ static void start_fleet(cell_run *r, int64_t task, unsigned cell_seed)
     snprintf(task_s, sizeof task_s, "%lld", (long long)task);
     snprintf(devices, sizeof devices, "%d", DEVICES);
     snprintf(seed_s, sizeof seed_s, "%u", cell_seed);
+    snprintf(stall_s, sizeof stall_s, "%us", r->c->stall_timeout_s);
     r->fleet = nn_spawn(r->env.ns_a, argv, r->log);
     assert_true(r->fleet > 0);
 }
@@ -318,7 +323,7 @@ static void run_cell(cell_run *r, unsigned index)
     /* the coordinator on C's loopback; the proxy on C's veth address */
     fl_coord_init(&r->coord, r->dir, "coord");
     r->coord_made = 1;
-    /* in the stall cell only the client's low-speed timer (30 s) may end a
+    /* in the stall cells only the agent's stall timeout may end a
      * stall: the coordinator's idle timeout (default 30 s) waits longer */
     coord_start(&r->coord, c->stall_p > 0 ? "90s" : "30s");
     snprintf(config, sizeof config,
@@ -468,18 +473,20 @@ static void run_cell(cell_run *r, unsigned index)
     if (c->delay_ms > 0 && ps.chunks_delayed == 0)
         fail_msg("%s: nothing was delayed", c->name);
     if (c->stall_p > 0) {
-        /* the client's low-speed timer (below 16 B/s for 30 s, measured over curl's ~5 s
-         * speed window: about 35 s after the last bytes) ends every stall of 45 s */
+        /* the agent's --stall-timeout (libcurl's low-speed timer: below 16 B/s for that
+         * long, measured over curl's ~5 s speed window, so up to ~5 s more after the last
+         * bytes) ends every stall, well before the stall would */
+        uint64_t lo = (uint64_t)c->stall_timeout_s * 800;
         if (ps.stalls == 0)
             fail_msg("%s: no stall happened", c->name);
-        if (ps.stall_aborts != ps.stalls || ps.stall_abort_min_ms < 25000 ||
+        if (ps.stall_aborts != ps.stalls || ps.stall_abort_min_ms < lo ||
             ps.stall_abort_max_ms >= c->stall_ms)
             fail_msg("%s: %" PRIu64 " stalls of %u ms: the client gave up on %" PRIu64
                      " (after %" PRIu64 "..%" PRIu64 " ms), %" PRIu64
-                     " ran their course; expected every one given up after about 30 s (the "
-                     "low-speed timeout); see %s",
+                     " ran their course; expected every one given up after about %u s (the "
+                     "agent's --stall-timeout); see %s",
                      c->name, ps.stalls, c->stall_ms, ps.stall_aborts, ps.stall_abort_min_ms,
-                     ps.stall_abort_max_ms, ps.stalls_outlived, r->log);
+                     ps.stall_abort_max_ms, ps.stalls_outlived, c->stall_timeout_s, r->log);
     }
     if (c->reset_up_p > 0 && ps.resets_up == 0)
         fail_msg("%s: no upload was reset", c->name);

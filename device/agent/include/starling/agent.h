@@ -249,6 +249,8 @@ typedef struct sl_agent_options {
     unsigned max_attempts;       /* per request (default 5) */
     int64_t retry_base_ms;       /* backoff base (default 500) */
     int64_t request_timeout_ms;  /* per attempt (default 120000) */
+    int64_t stall_timeout_ms;    /* a transfer below 16 bytes/s for this long is cut and
+                                    retried, resuming (default 30000, whole seconds) */
     int64_t max_wait_ms;         /* longest sleep between check-ins (default 60000) */
     /* compression (bandwidth-aware density, see agent.c) */
     int bandwidth_aware;         /* 1 (default): fit the frame to the time left */
