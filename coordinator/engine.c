@@ -517,9 +517,9 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
     sl__task *t;
     const sl_layout *layout;
     sl_update_put u;
-    int64_t base, current_round;
+    int64_t base, current_round = 0;
     double norm;
-    int rc, close_now = 0;
+    int rc, close_now = 0, track = 0;
 
     if (e == NULL || frame == NULL || sha256 == NULL || out == NULL)
         return SL_EINVAL;
@@ -556,6 +556,7 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
     layout = t->layout; /* lives as long as the engine */
     base = t->version;
     current_round = t->round.id;
+    track = !t->cfg.fedbuff; /* a selected participant of this round, with a record */
     pthread_mutex_unlock(&e->lock);
 
     /* validate outside the lock: decoding is the expensive part */
@@ -612,6 +613,13 @@ out_lock:
     pthread_mutex_unlock(&e->lock);
 out_gate:
     pthread_rwlock_unlock(&e->gate);
+    if (rc == SL_OK && track && !res.accepted && res.reason != SL_REJECT_DUPLICATE_CONFLICT) {
+        /* the participant's record says why (the device list counts it); a different
+         * second update leaves the first one's record alone. Best effort, as for late. */
+        int prc = sl_store_set_participant(e->store, current_round, device_id, SL_PART_REJECTED,
+                                           sl_reject_reason_name(res.reason));
+        (void)prc;
+    }
     if (rc == SL_OK) {
         *out = res;
         if (close_now) /* the target is met: close without waiting for the next tick */

@@ -381,6 +381,23 @@ static void test_abandoned_updates_carried(void **state)
     sim_free(&s);
 }
 
+typedef struct part_seen {
+    const sim *s;
+    int state[64];
+    char reason[64][128];
+} part_seen;
+
+static int note_part(void *ctx, const sl_participant_record *p)
+{
+    part_seen *seen = ctx;
+    for (size_t i = 0; i < seen->s->ndevices && i < 64; i++)
+        if (seen->s->devices[i] == p->device_id) {
+            seen->state[i] = (int)p->state;
+            snprintf(seen->reason[i], sizeof seen->reason[i], "%s", p->reason);
+        }
+    return 0;
+}
+
 static void test_rejections(void **state)
 {
     sim s;
@@ -432,6 +449,16 @@ static void test_rejections(void **state)
         assert_int_equal(stats.rejected_by_reason[SL_REJECT_MALFORMED], 1);
         assert_int_equal(stats.rejected_by_reason[SL_REJECT_NORM], 1);
         assert_int_equal(stats.rejected_by_reason[SL_REJECT_DUPLICATE_CONFLICT], 1);
+    }
+    { /* the participants' records: the last reason for each refused device */
+        part_seen seen = {&s, {0}, {{0}}};
+        assert_int_equal(sl_store_list_participants(s.store, st.round.id, note_part, &seen), SL_OK);
+        assert_int_equal(seen.state[chosen[0]], SL_PART_REJECTED);
+        assert_string_equal(seen.reason[chosen[0]], "malformed");
+        assert_int_equal(seen.state[chosen[1]], SL_PART_REJECTED);
+        assert_string_equal(seen.reason[chosen[1]], "norm");
+        assert_int_not_equal(seen.state[chosen[3]], SL_PART_REJECTED); /* its first one stands */
+        assert_int_equal(seen.state[chosen[4]], SL_PART_SELECTED);
     }
     sim_free(&s);
 }
