@@ -435,6 +435,92 @@ static void check_scope(const char *scope_json, sl_topk_scope want)
     sl_test_rmtree(dir);
 }
 
+/* A pending upload records its scope; pending/meta written before the
+ * scope existed (no topk_scope line) still resumes, and an unknown scope
+ * is damage: the pending upload is dropped, not guessed at. */
+static volatile sig_atomic_t stop_prepared;
+
+static void stop_at_prepared(void *ctx, const sl_agent_event *ev)
+{
+    (void)ctx;
+    if (ev->kind == SL_AGENT_EV_PREPARED)
+        stop_prepared = 1;
+}
+
+static void rewrite_scope(const char *agent_dir, const char *line)
+{
+    char path[700], *text, *p, *eol;
+    void *raw = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/pending/meta", agent_dir);
+    assert_int_equal(sl_fs_read_file(path, 1 << 16, &raw, &len), SL_OK);
+    text = raw;
+    p = strstr(text, "\ntopk_scope=");
+    assert_non_null(p); /* written by this build */
+    eol = strchr(p + 1, '\n');
+    assert_non_null(eol);
+    {
+        char out[1 << 12];
+        int n = snprintf(out, sizeof out, "%.*s%s%s", (int)(p - text + 1), text, line, eol + 1);
+        assert_true(n > 0 && (size_t)n < sizeof out);
+        assert_int_equal(sl_fs_write_atomic(path, out, (size_t)n, 0600), SL_OK);
+    }
+    free(raw);
+}
+
+static void check_pending_scope(const char *line, int resumes)
+{
+    char dir[512], data_dir[600], err[256], agent_dir[600], meta[700];
+    ag_coord c;
+    sl_agent_data *data = NULL;
+    sl_agent_options o;
+    sl_agent *a = NULL;
+    sl_agent_stats st;
+    struct stat sb;
+    int64_t task;
+    sl_test_mkdtemp(dir, sizeof dir, "agent_pending_scope");
+    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
+    snprintf(agent_dir, sizeof agent_dir, "%s/agent", dir);
+    snprintf(meta, sizeof meta, "%s/pending/meta", agent_dir);
+    ag_make_data(data_dir, 300, 100);
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    task = ag_create_task(&c, "mlp", AG_MLP_TASK("pscope", 1, 1));
+    assert_int_equal(sl_agent_data_load(data_dir, NULL, 1, 0, 1, 1, &data, err, sizeof err), SL_OK);
+    /* train, persist the pending upload, stop before sending it */
+    ag_base_options(&o, &c, task, agent_dir, data);
+    o.rounds = 1;
+    stop_prepared = 0;
+    o.stop = &stop_prepared;
+    o.on_event = stop_at_prepared;
+    assert_int_equal(sl_agent_create(&o, &a, err, sizeof err), SL_OK);
+    sl_agent_run(a);
+    sl_agent_free(a);
+    assert_int_equal(stat(meta, &sb), 0);
+    rewrite_scope(agent_dir, line);
+    /* a new process over that state */
+    ag_base_options(&o, &c, task, agent_dir, data);
+    o.rounds = 1;
+    assert_int_equal(sl_agent_create(&o, &a, err, sizeof err), SL_OK);
+    assert_int_equal(stat(meta, &sb) == 0, resumes); /* dropped at load when damaged */
+    if (resumes) { /* the kept upload goes out and is acknowledged */
+        assert_int_equal(sl_agent_run(a), SL_OK);
+        assert_int_equal(sl_agent_get_stats(a, &st), SL_OK);
+        assert_true(st.accepted >= 1);
+    }
+    sl_agent_free(a);
+    sl_agent_data_free(data);
+    ag_coord_close(&c);
+    sl_test_rmtree(dir);
+}
+
+static void test_pending_scope(void **state)
+{
+    (void)state;
+    check_pending_scope("", 1);                    /* older state: no line, per tensor */
+    check_pending_scope("topk_scope=tensor\n", 1); /* either scope commits the same way */
+    check_pending_scope("topk_scope=global\n", 0); /* not a scope: damage */
+}
+
 static void test_topk_scope(void **state)
 {
     (void)state;
@@ -506,10 +592,10 @@ static void test_bandwidth_density(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fold_and_commit), cmocka_unit_test(test_bandwidth_density),
-        cmocka_unit_test(test_topk_scope),      cmocka_unit_test(test_tls_ca_and_pin),
-        cmocka_unit_test(test_fleet),           cmocka_unit_test(test_cut_every_transfer),
-        cmocka_unit_test(test_program),
+        cmocka_unit_test(test_fold_and_commit),    cmocka_unit_test(test_bandwidth_density),
+        cmocka_unit_test(test_topk_scope),         cmocka_unit_test(test_pending_scope),
+        cmocka_unit_test(test_tls_ca_and_pin),     cmocka_unit_test(test_fleet),
+        cmocka_unit_test(test_cut_every_transfer), cmocka_unit_test(test_program),
     };
     const struct CMUnitTest slow[] = {
         cmocka_unit_test(test_fleet_slow),

@@ -206,6 +206,15 @@ void test_program(void **state)
         const char *args[] = {"--coordinator", c.url, NULL};
         assert_int_equal(ag_wait(ag_spawn_agent(args, NULL), 10000), 2);
     }
+    {
+        /* a stall timeout below a second (libcurl counts whole seconds), or not a duration */
+        const char *short_args[] = {"--coordinator",   c.url,   "--task", "1",
+                                    "--stall-timeout", "500ms", NULL};
+        const char *bad_args[] = {"--coordinator",   c.url,  "--task", "1",
+                                  "--stall-timeout", "soon", NULL};
+        assert_int_equal(ag_wait(ag_spawn_agent(short_args, NULL), 10000), 2);
+        assert_int_equal(ag_wait(ag_spawn_agent(bad_args, NULL), 10000), 2);
+    }
     ag_coord_close(&c);
     sl_test_rmtree(dir);
 }
