@@ -31,6 +31,31 @@ void sl_compress_params_default(sl_compress_params *p)
     p->warmup_rounds = 0;
     p->warmup_density = 0.25;
     p->momentum = 0.0;
+    p->feedback = SL_EF_TRACKING;
+}
+
+const char *sl_error_feedback_name(sl_error_feedback f)
+{
+    switch (f) {
+    case SL_EF_RESIDUAL:
+        return "residual";
+    case SL_EF_TRACKING:
+        return "tracking";
+    }
+    return NULL;
+}
+
+int sl_error_feedback_parse(const char *name, sl_error_feedback *out)
+{
+    if (name == NULL || out == NULL)
+        return SL_EINVAL;
+    if (strcmp(name, "residual") == 0)
+        *out = SL_EF_RESIDUAL;
+    else if (strcmp(name, "tracking") == 0)
+        *out = SL_EF_TRACKING;
+    else
+        return SL_EINVAL;
+    return SL_OK;
 }
 
 const char *sl_topk_scope_name(sl_topk_scope s)
@@ -68,6 +93,7 @@ double sl_compress_density(const sl_compress_params *p, uint32_t step)
 static int valid_params(const sl_compress_params *p)
 {
     return (unsigned)p->select <= SL_SELECT_DGC && (unsigned)p->scope <= SL_TOPK_TENSOR &&
+           (unsigned)p->feedback <= SL_EF_TRACKING &&
            p->density > 0 && p->density <= 1 && p->momentum >= 0 && p->momentum < 1 &&
            isfinite(p->warmup_density) &&
            (p->warmup_rounds == 0 || (p->warmup_density > 0 && p->warmup_density <= 1)) &&
@@ -301,14 +327,16 @@ int sl_compressor_commit(sl_compressor *c)
     if (!c->pending)
         return SL_ESTATE;
     nt = sl_layout_tensors(c->layout);
-    memcpy(c->residual, c->acc, c->d * sizeof(float));
+    if (c->p.feedback == SL_EF_RESIDUAL)
+        memcpy(c->residual, c->acc, c->d * sizeof(float));
     if (c->momentum != NULL)
         memcpy(c->momentum, c->pending_mu, c->d * sizeof(float));
     for (size_t t = 0; t < nt; t++) {
         size_t off = (size_t)sl_layout_tensor(c->layout, t)->offset;
         for (size_t j = 0; j < c->sent_n[t]; j++) {
             size_t i = off + c->sent_idx[t][j];
-            c->residual[i] = c->acc[i] - c->sent_val[t][j];
+            c->residual[i] = (c->p.feedback == SL_EF_RESIDUAL ? c->acc[i] : c->residual[i]) -
+                             c->sent_val[t][j];
             if (c->momentum != NULL) /* DGC momentum factor masking */
                 c->momentum[i] = 0.0f;
         }
@@ -323,10 +351,32 @@ int sl_compressor_fold(sl_compressor *c)
         return SL_EINVAL;
     if (!c->pending)
         return SL_ESTATE;
-    memcpy(c->residual, c->acc, c->d * sizeof(float));
+    if (c->p.feedback == SL_EF_RESIDUAL)
+        memcpy(c->residual, c->acc, c->d * sizeof(float));
     if (c->momentum != NULL)
         memcpy(c->momentum, c->pending_mu, c->d * sizeof(float));
     clear_sent(c);
+    return SL_OK;
+}
+
+int sl_compressor_absorb(sl_compressor *c, const float *from, const float *to, double rounds)
+{
+    float *next;
+    if (c == NULL || from == NULL || to == NULL || !(rounds > 0) || !isfinite(rounds))
+        return SL_EINVAL;
+    if (c->p.feedback != SL_EF_TRACKING)
+        return SL_ESTATE;
+    next = malloc(c->d * sizeof *next);
+    if (next == NULL)
+        return SL_ENOMEM;
+    for (size_t i = 0; i < c->d; i++)
+        next[i] = c->residual[i] + (float)(((double)to[i] - (double)from[i]) / rounds);
+    if (!sl__all_finite(next, c->d)) {
+        free(next);
+        return SL_ENONFINITE;
+    }
+    memcpy(c->residual, next, c->d * sizeof(float));
+    free(next);
     return SL_OK;
 }
 

@@ -78,6 +78,7 @@ typedef struct sl__agent_pending {
     uint32_t num_samples, participation;
     double density;
     sl_topk_scope topk_scope;
+    sl_error_feedback feedback;
     uint64_t layout_hash;
     void *frame;
     size_t frame_len;
@@ -106,6 +107,7 @@ typedef struct sl__agent_assignment {
     sl_value_mode values;
     double density, warmup_density;
     sl_topk_scope topk_scope; /* TENSOR when the coordinator does not say (older ones) */
+    sl_error_feedback feedback; /* RESIDUAL when the coordinator does not say (older ones) */
     uint32_t warmup_rounds;
     uint32_t epochs, batch;
     double lr, momentum, prox_mu;
@@ -134,6 +136,9 @@ struct sl_agent {
     float *global;           /* the held version's parameters */
     /* error feedback */
     float *residual, *momentum;
+    /* TRACKING: an acknowledged update's round has not been absorbed into the
+     * residual yet (the next model that arrives brings its move); saved with it */
+    int absorb;
     sl__agent_resolved resolved;
     sl__agent_pending pending;
     sl__agent_counters counters;
@@ -148,6 +153,12 @@ struct sl_agent {
     /* the problem reason of the refusal being resolved, for its event ("" after a restart) */
     char refusal[64];
 };
+
+/* participate.c: TRACKING error feedback: when an acknowledged update's round
+ * is still to be absorbed (a->absorb), add the move from the held model to
+ * @next (@version), averaged over the versions between, to the residual and
+ * save it, before the model is replaced. SL_OK without anything to absorb. */
+int sl__agent_absorb(sl_agent *a, const float *next, int64_t version);
 
 /* state.c */
 int sl__agent_path(const sl_agent *a, const char *name, char *out, size_t cap);

@@ -261,6 +261,12 @@ static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
     if (scope != NULL &&
         (!cJSON_IsString(scope) || sl_topk_scope_parse(scope->valuestring, &s.topk_scope) != SL_OK))
         return SL_ESYNTAX;
+    /* absent from coordinators that predate it: they meant the classic residual */
+    scope = cJSON_GetObjectItemCaseSensitive(comp, "error_feedback");
+    s.feedback = SL_EF_RESIDUAL;
+    if (scope != NULL && (!cJSON_IsString(scope) ||
+                          sl_error_feedback_parse(scope->valuestring, &s.feedback) != SL_OK))
+        return SL_ESYNTAX;
     if (part < 0 || warm < 0 || epochs < 1 || batch < 1 || epochs > 100000 || batch > 1 << 20 ||
         !(s.density > 0 && s.density <= 1) || !(s.lr > 0) || s.momentum < 0 || s.momentum >= 1 ||
         s.prox_mu < 0 || (s.selected && (s.round_id < 1 || s.model_version < 1)))
@@ -339,6 +345,10 @@ static int take_model(sl_agent *a, const uint8_t *frame, size_t len, int64_t ver
     rc = sl_frame_decode_model(a->layout, frame, len,
                                h.kind == SL_FRAME_MODEL_DELTA ? a->global : NULL,
                                h.kind == SL_FRAME_MODEL_DELTA ? (uint64_t)a->version : 0, params);
+    /* the residual first: a kill between the two loses the move (the residual
+     * is an estimate), never counts it twice */
+    if (rc == SL_OK)
+        rc = sl__agent_absorb(a, params, version);
     if (rc == SL_OK && h.kind == SL_FRAME_MODEL_DELTA)
         rc = sl_frame_encode_model(a->layout, params, (uint64_t)version, 1, &full, &full_len);
     if (rc == SL_OK)

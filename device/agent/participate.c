@@ -53,12 +53,14 @@ static double selected_count(const sl_layout *layout, double density, sl_topk_sc
 }
 
 static int make_compressor(const sl_agent *a, sl_value_mode values, double density,
-                           sl_topk_scope scope, uint64_t seed, sl_compressor **out)
+                           sl_topk_scope scope, sl_error_feedback feedback, uint64_t seed,
+                           sl_compressor **out)
 {
     sl_compress_params p;
     sl_compress_params_default(&p);
     p.encode.values = values;
     p.scope = scope;
+    p.feedback = feedback;
     p.encode.seed = seed;
     p.density = density > 0 && density <= 1 ? density : 1.0;
     p.warmup_rounds = 0; /* the warm-up is applied in the density handed over */
@@ -83,7 +85,7 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
 
     if (gen <= a->resolved.gen)
         gen = a->resolved.gen + 1;
-    rc = make_compressor(a, asg->values, density, asg->topk_scope, gen, &c);
+    rc = make_compressor(a, asg->values, density, asg->topk_scope, asg->feedback, gen, &c);
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, NULL, NULL, NULL, 0);
     sl__agent_pending_free(p);
@@ -116,6 +118,7 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
     p->participation = asg->participation;
     p->density = density;
     p->topk_scope = asg->topk_scope;
+    p->feedback = asg->feedback;
     p->layout_hash = sl_layout_hash(a->layout);
     sl_sha256(p->frame, p->frame_len, p->frame_sha);
     p->upload_id[0] = '\0';
@@ -307,6 +310,43 @@ int sl__agent_finish_resolved(sl_agent *a)
     return SL_OK;
 }
 
+int sl__agent_absorb(sl_agent *a, const float *next, int64_t version)
+{
+    sl_compressor *c = NULL;
+    const float *res, *mu;
+    int rc;
+    if (!a->absorb || a->global == NULL || a->version < 1 || version <= a->version)
+        return SL_OK;
+    rc = make_compressor(a, SL_VALUE_FP32, 1.0, SL_TOPK_MODEL, SL_EF_TRACKING, 0, &c);
+    if (rc == SL_OK)
+        rc = sl_compressor_restore(c, a->residual, a->momentum, NULL, NULL, NULL, 0);
+    if (rc == SL_OK)
+        rc = sl_compressor_absorb(c, a->global, next, (double)(version - a->version));
+    if (rc == SL_OK)
+        rc = sl_compressor_state(c, &res, &mu);
+    if (rc == SL_OK) {
+        float *keep = malloc(a->n * sizeof *keep);
+        if (keep == NULL) {
+            rc = SL_ENOMEM;
+        } else {
+            memcpy(keep, a->residual, a->n * sizeof *keep);
+            memcpy(a->residual, res, a->n * sizeof(float));
+            a->absorb = 0;
+            rc = sl__agent_save_residual(a, &a->resolved);
+            if (rc != SL_OK) { /* the file holds the old state: so does memory */
+                memcpy(a->residual, keep, a->n * sizeof *keep);
+                a->absorb = 1;
+            }
+            free(keep);
+        }
+    }
+    sl_compressor_free(c);
+    if (rc != SL_OK)
+        sl_log(SL_LOG_ERROR, "agent", "absorbing model %" PRId64 " into the residual: %s", version,
+               sl_strerror(rc));
+    return rc;
+}
+
 /* Apply @outcome to the residual and record it (the commit point). */
 static int resolve(sl_agent *a, int outcome, int64_t update_id, int duplicate)
 {
@@ -314,7 +354,9 @@ static int resolve(sl_agent *a, int outcome, int64_t update_id, int duplicate)
     sl__agent_resolved tag = {p->gen, outcome, duplicate, p->round_id, update_id, {0}};
     sl_compressor *c = NULL;
     const float *res, *mu;
-    int rc = make_compressor(a, SL_VALUE_FP32, p->density, p->topk_scope, p->gen, &c);
+    int rc =
+        make_compressor(a, SL_VALUE_FP32, p->density, p->topk_scope, p->feedback, p->gen, &c);
+    int absorb = a->absorb;
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, p->acc, p->acc_mu, p->frame,
                                    p->frame_len);
@@ -334,8 +376,13 @@ static int resolve(sl_agent *a, int outcome, int64_t update_id, int duplicate)
         memcpy(a->momentum, mu, a->n * sizeof(float));
     sl_compressor_free(c);
     memcpy(tag.frame_sha, p->frame_sha, 32);
+    /* TRACKING: the round this update goes into moves the global model; the
+     * next model to arrive brings that move into the residual */
+    if (outcome == SL__OUT_ACCEPTED && p->feedback == SL_EF_TRACKING)
+        a->absorb = 1;
     rc = sl__agent_save_residual(a, &tag);
     if (rc != SL_OK) {
+        a->absorb = absorb;
         /* the file still holds the old residual: reload it, retry later */
         sl_log(SL_LOG_ERROR, "agent", "writing the residual: %s", sl_strerror(rc));
         sl__agent_load_residual(a);

@@ -18,7 +18,8 @@
  *
  * Formats (native byte order: the files never leave the device):
  *   residual     "SLRS" u32 1, u64 layout hash, u64 n, u64 gen, u32 outcome,
- *                u32 flags (1: momentum follows), i64 round, i64 update id,
+ *                u32 flags (1: momentum follows; 2: tracking error feedback has
+ *                a round to absorb from the next model), i64 round, i64 update id,
  *                u32 duplicate, u32 0, 32-byte frame SHA-256, 32-byte SHA-256
  *                of the payload; payload n floats (+ n momentum floats)
  *   pending/accumulated  "SLAC" u32 1, u64 layout hash, u64 n, u32 flags,
@@ -197,7 +198,7 @@ int sl__agent_load_model(sl_agent *a)
 {
     sl_frame_header h;
     void *frame = NULL, *meta = NULL;
-    size_t len = 0;
+    size_t len = 0, meta_len = 0;
     int64_t version = 0, task = 0;
     float *params;
     int rc = sl__agent_read_file(a, "model.frame", SL__AGENT_MAX_MODEL, &frame, &len);
@@ -214,7 +215,7 @@ int sl__agent_load_model(sl_agent *a)
     }
     if (rc == SL_OK && h.layout_hash != sl_layout_hash(a->layout))
         rc = SL_ELAYOUT;
-    if (rc == SL_OK && (sl__agent_read_file(a, "model.version", 256, &meta, &len) != SL_OK ||
+    if (rc == SL_OK && (sl__agent_read_file(a, "model.version", 256, &meta, &meta_len) != SL_OK ||
                         sl__agent_kv_i64(meta, "version", &version) != SL_OK ||
                         sl__agent_kv_i64(meta, "task", &task) != SL_OK ||
                         version != (int64_t)h.base_version || task != a->o.task_id))
@@ -379,7 +380,8 @@ int sl__agent_save_residual(sl_agent *a, const sl__agent_resolved *tag)
 {
     size_t vecs = a->momentum ? 2 : 1, payload = vecs * a->n * sizeof(float);
     uint8_t *buf = malloc(RES_HEADER + payload), *p = buf;
-    uint32_t version = 1, outcome = (uint32_t)tag->outcome, flags = a->momentum ? 1 : 0;
+    uint32_t version = 1, outcome = (uint32_t)tag->outcome;
+    uint32_t flags = (a->momentum ? 1u : 0u) | (a->absorb ? 2u : 0u);
     uint32_t dup = (uint32_t)tag->duplicate, pad = 0;
     uint64_t hash = sl_layout_hash(a->layout), n = a->n;
     int rc;
@@ -424,6 +426,7 @@ int sl__agent_load_residual(sl_agent *a)
     if (a->momentum)
         memset(a->momentum, 0, a->n * sizeof(float));
     memset(&a->resolved, 0, sizeof a->resolved);
+    a->absorb = 0;
     if (rc == SL_ENOENT)
         return SL_OK;
     if (rc != SL_OK)
@@ -458,6 +461,7 @@ int sl__agent_load_residual(sl_agent *a)
     if ((flags & 1) && a->momentum)
         memcpy(a->momentum, p + RES_HEADER + n * sizeof(float), n * sizeof(float));
     a->resolved = tag;
+    a->absorb = (flags & 2) != 0;
     rc = SL_OK;
 done:
     free(raw);
@@ -519,10 +523,11 @@ int sl__agent_save_pending(sl_agent *a)
     snprintf(text, sizeof text,
              "gen=%" PRIu64 "\ntask=%" PRId64 "\nround=%" PRId64 "\nbase_version=%" PRId64
              "\ndeadline_ms=%" PRId64 "\nnum_samples=%u\nparticipation=%u\ndensity=%.17g\n"
-             "topk_scope=%s\nlayout=%" PRIu64 "\nframe_len=%zu\nframe_sha256=%s\nacc_sha256=%s\n",
+             "topk_scope=%s\nerror_feedback=%s\nlayout=%" PRIu64
+             "\nframe_len=%zu\nframe_sha256=%s\nacc_sha256=%s\n",
              p->gen, p->task_id, p->round_id, p->base_version, p->deadline_ms, p->num_samples,
-             p->participation, p->density, sl_topk_scope_name(p->topk_scope), p->layout_hash,
-             p->frame_len, fhex, ahex);
+             p->participation, p->density, sl_topk_scope_name(p->topk_scope),
+             sl_error_feedback_name(p->feedback), p->layout_hash, p->frame_len, fhex, ahex);
     return sl__agent_write_text(a, "pending/meta", text);
 }
 
@@ -603,6 +608,15 @@ int sl__agent_load_pending(sl_agent *a)
     rc = sl__agent_kv(meta, "topk_scope", scope, sizeof scope);
     if (rc == SL_OK)
         rc = sl_topk_scope_parse(scope, &p.topk_scope);
+    if (rc != SL_OK && rc != SL_ENOENT) {
+        rc = SL_ECORRUPT;
+        goto bad;
+    }
+    /* written since tracking error feedback exists; before, the residual was classic */
+    p.feedback = SL_EF_RESIDUAL;
+    rc = sl__agent_kv(meta, "error_feedback", scope, sizeof scope);
+    if (rc == SL_OK)
+        rc = sl_error_feedback_parse(scope, &p.feedback);
     if (rc != SL_OK && rc != SL_ENOENT) {
         rc = SL_ECORRUPT;
         goto bad;

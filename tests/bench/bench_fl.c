@@ -36,14 +36,14 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0, ""},
-    {"k1-fp32", "fp32", 0.01, 0, ""},
-    {"k1-int8", "int8", 0.01, 0, ""},
-    {"k1-ternary", "ternary", 0.01, 0, ""},
-    {"k0.1-fp32", "fp32", 0.001, 0, ""},
-    {"k0.1-int8", "int8", 0.001, 0, ""},
-    {"k0.1-ternary", "ternary", 0.001, 0, ""},
-    {"default", "", 0, 1, ""},
+    {"dense", "fp32", 1.0, 0, "", ""},
+    {"k1-fp32", "fp32", 0.01, 0, "", ""},
+    {"k1-int8", "int8", 0.01, 0, "", ""},
+    {"k1-ternary", "ternary", 0.01, 0, "", ""},
+    {"k0.1-fp32", "fp32", 0.001, 0, "", ""},
+    {"k0.1-int8", "int8", 0.001, 0, "", ""},
+    {"k0.1-ternary", "ternary", 0.001, 0, "", ""},
+    {"default", "", 0, 1, "", ""},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -66,9 +66,10 @@ static int usage(FILE *out)
         "  --settings LIST    comma-separated: dense, k1-fp32, k1-int8, k1-ternary,\n"
         "                     k0.1-fp32, k0.1-int8, k0.1-ternary (top-k 1%% / 0.1%% with error\n"
         "                     feedback), default (the task sets neither values nor\n"
-        "                     density), or VALUES@DENSITY[@SCOPE] (fp16@0.05,\n"
+        "                     density), or VALUES@DENSITY[@SCOPE][@FEEDBACK] (fp16@0.05,\n"
         "                     ternary@0.01@tensor: top-k in every tensor instead of over\n"
-        "                     the whole model, the task's default)\n"
+        "                     the whole model, the task's default; ternary@0.01@residual:\n"
+        "                     classic error feedback instead of tracking, the default)\n"
         "                     (default: all of them)\n"
         "  --rounds R  --epochs E  --clients N  --model M   change the setup\n"
         "  --target-acc A     accuracy for \"rounds to\" (default 0.85)\n"
@@ -135,7 +136,6 @@ static int parse_setting(const char *name, fl_setting *st)
         }
     char dens[32];
     const char *at2;
-    sl_topk_scope scope;
     if (at == NULL || at == name || (size_t)(at - name) >= sizeof values ||
         strlen(name) >= sizeof st->name)
         return -1;
@@ -143,12 +143,26 @@ static int parse_setting(const char *name, fl_setting *st)
     if (sl_value_mode_parse(values, &mode) != SL_OK)
         return -1;
     memset(st, 0, sizeof *st);
-    at2 = strchr(at + 1, '@'); /* VALUES@DENSITY@SCOPE */
-    if (at2 != NULL &&
-        (sl_topk_scope_parse(at2 + 1, &scope) != SL_OK || (size_t)(at2 - at - 1) >= sizeof dens))
+    at2 = strchr(at + 1, '@'); /* VALUES@DENSITY[@SCOPE][@FEEDBACK], either order */
+    if (at2 != NULL && (size_t)(at2 - at - 1) >= sizeof dens)
         return -1;
-    if (at2 != NULL)
-        snprintf(st->scope, sizeof st->scope, "%s", sl_topk_scope_name(scope));
+    for (const char *opt = at2; opt != NULL;) {
+        const char *next = strchr(opt + 1, '@');
+        char word[16];
+        sl_topk_scope scope;
+        sl_error_feedback fb;
+        size_t len = next ? (size_t)(next - opt - 1) : strlen(opt + 1);
+        if (len >= sizeof word)
+            return -1;
+        snprintf(word, sizeof word, "%.*s", (int)len, opt + 1);
+        if (st->scope[0] == '\0' && sl_topk_scope_parse(word, &scope) == SL_OK)
+            snprintf(st->scope, sizeof st->scope, "%s", sl_topk_scope_name(scope));
+        else if (st->feedback[0] == '\0' && sl_error_feedback_parse(word, &fb) == SL_OK)
+            snprintf(st->feedback, sizeof st->feedback, "%s", sl_error_feedback_name(fb));
+        else
+            return -1; /* unknown, or given twice */
+        opt = next;
+    }
     snprintf(dens, sizeof dens, "%.*s", at2 ? (int)(at2 - at - 1) : (int)strlen(at + 1), at + 1);
     if (parse_double(dens, 1e-9, 1.0, &st->density) != 0)
         return -1;
@@ -445,7 +459,8 @@ int sl_bench_fl(int argc, char **argv)
             if (j != i && !settings[j].is_default &&
                 strcmp(settings[j].values, settings[i].values) == 0 &&
                 settings[j].density == settings[i].density &&
-                strcmp(settings[j].scope, settings[i].scope) == 0)
+                strcmp(settings[j].scope, settings[i].scope) == 0 &&
+                strcmp(settings[j].feedback, settings[i].feedback) == 0)
                 res[i].alias_of = (int)j;
 
     memset(&sa, 0, sizeof sa);

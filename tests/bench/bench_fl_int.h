@@ -24,6 +24,8 @@ typedef struct fl_setting {
     double density;  /* (0, 1] */
     int is_default;  /* the task sets neither values nor density */
     char scope[8];   /* topk_scope given to the task ("model", "tensor"); "" = its default */
+    char feedback[12]; /* error_feedback given to the task ("tracking", "residual"); "" = its
+                          default */
 } fl_setting;
 
 /** What every setting shares. */

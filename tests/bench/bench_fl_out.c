@@ -184,6 +184,8 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
         cJSON_AddStringToObject(o, "values", r->setting.values);
         cJSON_AddNumberToObject(o, "density", r->setting.density);
         cJSON_AddStringToObject(o, "topk_scope", r->setting.scope[0] ? r->setting.scope : "model");
+        cJSON_AddStringToObject(o, "error_feedback",
+                                r->setting.feedback[0] ? r->setting.feedback : "tracking");
         cJSON_AddBoolToObject(o, "ok", r->ok);
         if (!r->ok) {
             cJSON_AddStringToObject(o, "error", r->error);

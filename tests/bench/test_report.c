@@ -380,6 +380,10 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@global"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@@tensor"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@tensor@model"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@none"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@tracking"),
+                     2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", ""), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot", "out.jpg"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot"), 2);
@@ -411,7 +415,8 @@ static void test_bench_fl_smoke(void **state)
     snprintf(png, sizeof png, "%s/fl.png", g_dir);
     snprintf(md, sizeof md, "%s/fl.md", g_dir);
     if (RUN(NULL, &out, "bench", "fl", "--smoke", "--settings",
-            "dense,k1-ternary,ternary@0.01@tensor", "--dir", runs, "--plot", png, "--md", md) != 0)
+            "dense,k1-ternary,ternary@0.01@residual@tensor", "--dir", runs, "--plot", png, "--md",
+            md) != 0)
         fail_msg("starling bench fl --smoke failed:\n%s", out);
     assert_non_null(strstr(out, "round   2/2  closed"));
     free(out);
@@ -419,17 +424,19 @@ static void test_bench_fl_smoke(void **state)
     assert_int_equal(sl_fs_read_file(md, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "| dense | fp32 | 1 | "));
     assert_non_null(strstr(text, "| k1-ternary | ternary | 0.01 | "));
-    assert_non_null(strstr(text, "| ternary@0.01@tensor | ternary | 0.01 | "));
+    assert_non_null(strstr(text, "| ternary@0.01@residual@tensor | ternary | 0.01 | "));
     assert_null(strstr(text, "failed"));
     free(text);
-    /* the scope reaches the task only where the setting gives one */
-    snprintf(data, sizeof data, "%s/ternary@0.01@tensor/task.json", runs);
+    /* the scope and error feedback reach the task only where the setting gives them */
+    snprintf(data, sizeof data, "%s/ternary@0.01@residual@tensor/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "\"topk_scope\": \"tensor\""));
+    assert_non_null(strstr(text, "\"error_feedback\": \"residual\""));
     free(text);
     snprintf(data, sizeof data, "%s/k1-ternary/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
     assert_null(strstr(text, "topk_scope"));
+    assert_null(strstr(text, "error_feedback"));
     free(text);
     /* the report of one of its runs: two closed rounds of 10 devices */
     snprintf(data, sizeof data, "%s/dense/data", runs);

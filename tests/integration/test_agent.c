@@ -279,6 +279,7 @@ static void test_fold_and_commit(void **state)
     ag_coord_open(&c, dir, NULL, NULL, NULL);
     task = ag_create_task(&c, "mlp",
                           "{\"name\":\"fold\",\"target\":1,\"quorum\":1,\"over_selection\":1,"
+                          "\"error_feedback\":\"residual\","
                           "\"selection_window_ms\":200,\"report_deadline_ms\":10000,"
                           "\"values\":\"fp16\",\"density\":0.1,\"local_epochs\":1,"
                           "\"batch\":32,\"local_lr\":0.05}");
@@ -337,6 +338,143 @@ static void test_fold_and_commit(void **state)
     }
     free(sent.dense);
     sl_agent_free(f.agent);
+    sl_model_free(m);
+    sl_agent_data_free(data);
+    ag_coord_close(&c);
+    sl_test_rmtree(dir);
+}
+
+/* ---- tracking error feedback ----------------------------------------------------------------- */
+
+typedef struct track_ctx {
+    fold_ctx f;
+    int64_t version[3];
+    float *before2;
+} track_ctx;
+
+static void track_event(void *ctx, const sl_agent_event *ev)
+{
+    track_ctx *t = ctx;
+    if (ev->kind == SL_AGENT_EV_PREPARED) {
+        int i = t->f.prepared;
+        assert_true(i < 3);
+        t->version[i] = ev->model_version;
+        if (i == 2) { /* the third round: only what the residual became */
+            t->before2 = copy(ev->residual, t->f.n);
+            t->f.prepared++;
+            return;
+        }
+    }
+    if (t->f.prepared == 3) /* the third round's outcome is not checked */
+        return;
+    fold_event(&t->f, ev);
+}
+
+static float *stored_model(ag_coord *c, int64_t task, int64_t version, const sl_layout *l)
+{
+    sl_model_record mr;
+    float *w = malloc((size_t)sl_layout_params(l) * sizeof *w);
+    assert_non_null(w);
+    assert_int_equal(sl_store_get_model(c->store, task, version, &mr), SL_OK);
+    assert_int_equal(sl_frame_decode_model(l, mr.frame, mr.frame_len, NULL, 0, w), SL_OK);
+    sl_store_model_free(&mr);
+    return w;
+}
+
+/* The default error feedback tracks the model the coordinator holds for the
+ * device: a fold leaves the residual as it was (the delta is learnt again);
+ * an acknowledged update subtracts exactly what the coordinator decodes; the
+ * next model brings its round's move into the residual before training. */
+static void test_tracking_feedback(void **state)
+{
+    char dir[512], data_dir[600], err[256], agent_dir[600];
+    ag_coord c;
+    sl_agent_data *data = NULL;
+    sl_agent_options o;
+    sl_agent_stats st;
+    sl_model *m = NULL;
+    track_ctx t;
+    sent_ctx sent;
+    int64_t task;
+    float *w1, *w2;
+    size_t moved = 0, sent_n = 0;
+    (void)state;
+    sl_test_mkdtemp(dir, sizeof dir, "agent_track");
+    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
+    snprintf(agent_dir, sizeof agent_dir, "%s/agent", dir);
+    ag_make_data(data_dir, 300, 100);
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    task = ag_create_task(&c, "mlp",
+                          "{\"name\":\"track\",\"target\":1,\"quorum\":1,\"over_selection\":1,"
+                          "\"selection_window_ms\":200,\"report_deadline_ms\":10000,"
+                          "\"values\":\"ternary\",\"density\":0.05,\"local_epochs\":1,"
+                          "\"batch\":32,\"local_lr\":0.05}");
+    assert_int_equal(sl_agent_data_load(data_dir, NULL, 1, 0, 1, 1, &data, err, sizeof err), SL_OK);
+    assert_int_equal(sl_model_create("mlp", &m), SL_OK);
+    memset(&t, 0, sizeof t);
+    t.f.c = &c;
+    t.f.n = sl_model_params(m);
+    ag_base_options(&o, &c, task, agent_dir, data);
+    o.rounds = 2;
+    o.on_event = track_event;
+    o.event_ctx = &t;
+    assert_int_equal(sl_agent_create(&o, &t.f.agent, err, sizeof err), SL_OK);
+    assert_int_equal(sl_agent_run(t.f.agent), SL_OK);
+    assert_int_equal(sl_agent_get_stats(t.f.agent, &st), SL_OK);
+    sl_agent_free(t.f.agent);
+    assert_int_equal(t.f.folded, 1);
+    assert_int_equal(t.f.accepted, 1);
+    /* a third round in a new process: the absorb flag was saved with the residual */
+    ag_base_options(&o, &c, task, agent_dir, data);
+    o.rounds = 1;
+    o.on_event = track_event;
+    o.event_ctx = &t;
+    assert_int_equal(sl_agent_create(&o, &t.f.agent, err, sizeof err), SL_OK);
+    assert_int_equal(sl_agent_run(t.f.agent), SL_OK);
+    assert_int_equal(t.f.prepared, 3);
+    assert_non_null(t.before2);
+    /* the aborted round made no model: the first two trained from one version */
+    assert_int_equal(t.version[0], t.version[1]);
+    assert_true(t.version[2] > t.version[1]);
+    sent.layout = sl_model_layout(m);
+    sent.device = st.device_id;
+    sent.dense = calloc(t.f.n, sizeof(float));
+    sent.found = 0;
+    assert_non_null(sent.dense);
+    assert_int_equal(sl_store_foreach_update(c.store, t.f.round[1], add_sent, &sent), 0);
+    assert_int_equal(sent.found, 1);
+    w1 = stored_model(&c, task, t.version[1], sent.layout);
+    w2 = stored_model(&c, task, t.version[2], sent.layout);
+    for (size_t i = 0; i < t.f.n; i++) {
+        float want;
+        /* fold: nothing kept */
+        assert_true(t.f.before[0][i] == 0.0f);
+        assert_true(t.f.acc[0][i] == t.f.delta[0][i]);
+        assert_true(t.f.after[0][i] == 0.0f);
+        assert_true(t.f.before[1][i] == 0.0f);
+        /* commit: the residual minus what the coordinator decodes */
+        assert_true(t.f.after[1][i] == t.f.before[1][i] - sent.dense[i]);
+        sent_n += sent.dense[i] != 0.0f;
+        /* absorb: plus the round's move (one version on) */
+        want = t.f.after[1][i] +
+               (float)(((double)w2[i] - (double)w1[i]) / (double)(t.version[2] - t.version[1]));
+        assert_true(t.before2[i] == want);
+        moved += w2[i] != w1[i];
+    }
+    fprintf(stderr, "tracking: %zu values sent, %zu parameters moved, versions %lld -> %lld\n",
+            sent_n, moved, (long long)t.version[1], (long long)t.version[2]);
+    assert_true(sent_n > 0 && moved > 0);
+    free(w1);
+    free(w2);
+    for (int i = 0; i < 2; i++) {
+        free(t.f.delta[i]);
+        free(t.f.before[i]);
+        free(t.f.acc[i]);
+        free(t.f.after[i]);
+    }
+    free(t.before2);
+    free(sent.dense);
+    sl_agent_free(t.f.agent);
     sl_model_free(m);
     sl_agent_data_free(data);
     ag_coord_close(&c);
@@ -435,9 +573,10 @@ static void check_scope(const char *scope_json, sl_topk_scope want)
     sl_test_rmtree(dir);
 }
 
-/* A pending upload records its scope; pending/meta written before the
- * scope existed (no topk_scope line) still resumes, and an unknown scope
- * is damage: the pending upload is dropped, not guessed at. */
+/* A pending upload records its scope and error feedback; pending/meta
+ * written before they existed (no topk_scope / error_feedback line) still
+ * resumes, and an unknown value is damage: the pending upload is dropped,
+ * not guessed at. */
 static volatile sig_atomic_t stop_prepared;
 
 static void stop_at_prepared(void *ctx, const sl_agent_event *ev)
@@ -447,15 +586,17 @@ static void stop_at_prepared(void *ctx, const sl_agent_event *ev)
         stop_prepared = 1;
 }
 
-static void rewrite_scope(const char *agent_dir, const char *line)
+/* Replace pending/meta's "<key>=" line with @line ("" removes it). */
+static void rewrite_meta(const char *agent_dir, const char *key, const char *line)
 {
-    char path[700], *text, *p, *eol;
+    char path[700], *text, *p, *eol, needle[64];
     void *raw = NULL;
     size_t len = 0;
     snprintf(path, sizeof path, "%s/pending/meta", agent_dir);
+    snprintf(needle, sizeof needle, "\n%s=", key);
     assert_int_equal(sl_fs_read_file(path, 1 << 16, &raw, &len), SL_OK);
     text = raw;
-    p = strstr(text, "\ntopk_scope=");
+    p = strstr(text, needle);
     assert_non_null(p); /* written by this build */
     eol = strchr(p + 1, '\n');
     assert_non_null(eol);
@@ -468,7 +609,7 @@ static void rewrite_scope(const char *agent_dir, const char *line)
     free(raw);
 }
 
-static void check_pending_scope(const char *line, int resumes)
+static void check_pending_scope(const char *key, const char *line, int resumes)
 {
     char dir[512], data_dir[600], err[256], agent_dir[600], meta[700];
     ag_coord c;
@@ -496,7 +637,7 @@ static void check_pending_scope(const char *line, int resumes)
     sl_agent_run(a);
     sl_agent_free(a);
     assert_int_equal(stat(meta, &sb), 0);
-    rewrite_scope(agent_dir, line);
+    rewrite_meta(agent_dir, key, line);
     /* a new process over that state */
     ag_base_options(&o, &c, task, agent_dir, data);
     o.rounds = 1;
@@ -516,9 +657,13 @@ static void check_pending_scope(const char *line, int resumes)
 static void test_pending_scope(void **state)
 {
     (void)state;
-    check_pending_scope("", 1);                    /* older state: no line, per tensor */
-    check_pending_scope("topk_scope=tensor\n", 1); /* either scope commits the same way */
-    check_pending_scope("topk_scope=global\n", 0); /* not a scope: damage */
+    check_pending_scope("topk_scope", "", 1);                    /* older: no line, per tensor */
+    check_pending_scope("topk_scope", "topk_scope=tensor\n", 1); /* either commits the same way */
+    check_pending_scope("topk_scope", "topk_scope=global\n", 0); /* not a scope: damage */
+    /* the same for the error feedback the upload was made with */
+    check_pending_scope("error_feedback", "", 1); /* older state: no line, the classic residual */
+    check_pending_scope("error_feedback", "error_feedback=residual\n", 1);
+    check_pending_scope("error_feedback", "error_feedback=none\n", 0);
 }
 
 static void test_topk_scope(void **state)
@@ -593,6 +738,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fold_and_commit),    cmocka_unit_test(test_bandwidth_density),
+        cmocka_unit_test(test_tracking_feedback),
         cmocka_unit_test(test_topk_scope),         cmocka_unit_test(test_pending_scope),
         cmocka_unit_test(test_tls_ca_and_pin),     cmocka_unit_test(test_fleet),
         cmocka_unit_test(test_cut_every_transfer), cmocka_unit_test(test_program),

@@ -351,6 +351,33 @@ const char *sl_topk_scope_name(sl_topk_scope s);
 /** sl_topk_scope_parse - the scope named @name; SL_EINVAL for an unknown name. */
 int sl_topk_scope_parse(const char *name, sl_topk_scope *out);
 
+/**
+ * What the residual keeps between rounds.
+ *
+ * RESIDUAL (classic error feedback): residual = residual + delta - sent on an
+ * acknowledged update, residual + delta on a folded one: every part of every
+ * update is sent some day. With local training that starts each round from
+ * the global model, the unsent part of a round's delta is learnt again in
+ * the next round's delta, so the residual counts it twice and bursts of
+ * stale mass reach the model late.
+ *
+ * TRACKING: the residual is the difference between the global model and the
+ * model the coordinator holds for this device (FedAvg's global is the
+ * average of those): an acknowledged update subtracts what it sent; a folded
+ * one changes nothing (its delta is learnt again from the next model); and
+ * when the model the update went into arrives, the device adds that round's
+ * move of the global model (sl_compressor_absorb()). The delta itself is not
+ * kept. Every acknowledged byte still reaches the model; what the device
+ * wants but did not send is the next delta, against the model that lacks it.
+ */
+typedef enum sl_error_feedback { SL_EF_RESIDUAL = 0, SL_EF_TRACKING = 1 } sl_error_feedback;
+
+/** sl_error_feedback_name - "residual" or "tracking"; NULL for anything else. */
+const char *sl_error_feedback_name(sl_error_feedback f);
+
+/** sl_error_feedback_parse - the mode named @name; SL_EINVAL for an unknown name. */
+int sl_error_feedback_parse(const char *name, sl_error_feedback *out);
+
 /** Settings of the device-side compressor (selection + quantization + residual). */
 typedef struct sl_compress_params {
     sl_select_mode select;
@@ -363,11 +390,12 @@ typedef struct sl_compress_params {
     uint32_t warmup_rounds; /* density warm-up: rounds before reaching @density */
     double warmup_density;  /* density of participation 0; decays geometrically */
     double momentum;        /* DGC momentum correction, [0, 1); 0 = off */
+    sl_error_feedback feedback; /* what the residual keeps (default TRACKING) */
 } sl_compress_params;
 
 /**
  * sl_compress_params_default - exact top-k over the whole model, fp32
- * values, 1% density, min_k 1, no warm-up.
+ * values, 1% density, min_k 1, no warm-up, tracking error feedback.
  */
 void sl_compress_params_default(sl_compress_params *p);
 
@@ -408,11 +436,30 @@ void sl_compressor_free(sl_compressor *c);
 int sl_compressor_prepare(sl_compressor *c, const float *delta, const sl_frame_header *hdr,
                           uint32_t step, void **out, size_t *out_len);
 
-/** sl_compressor_commit - the pending frame was acknowledged: residual = pending - sent. */
+/**
+ * sl_compressor_commit - the pending frame was acknowledged. RESIDUAL:
+ * residual = pending - sent. TRACKING: residual = residual - sent (the
+ * committed residual, which may have absorbed a move since the prepare).
+ */
 int sl_compressor_commit(sl_compressor *c);
 
-/** sl_compressor_fold - the pending frame was not accepted: residual = pending (all kept). */
+/**
+ * sl_compressor_fold - the pending frame was not accepted. RESIDUAL:
+ * residual = pending (all kept). TRACKING: the residual does not change.
+ */
 int sl_compressor_fold(sl_compressor *c);
+
+/**
+ * sl_compressor_absorb - TRACKING: add one round's move of the global model
+ * to the committed residual, residual += (@to - @from) / @rounds, where @from
+ * is the model an acknowledged update was trained from and @to a later model
+ * @rounds versions on (> 0; more than 1 when the device missed models
+ * between: the average move of a round stands for the move of its round).
+ * The pending state is untouched. SL_EINVAL for bad arguments, SL_ESTATE
+ * under RESIDUAL, SL_ENONFINITE (nothing changed) when a result would not be
+ * finite.
+ */
+int sl_compressor_absorb(sl_compressor *c, const float *from, const float *to, double rounds);
 
 /**
  * sl_compressor_state - the committed residual and momentum (NULL when

@@ -1,4 +1,5 @@
-/* Error feedback: two-phase commit, conservation of mass, fold, momentum, restore. */
+/* Error feedback (residual and tracking): two-phase commit, conservation of mass, fold,
+ * absorb, momentum, restore. */
 #include "../../support/sl_codec_test.h"
 
 static const sl_frame_header hdr = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 5, 9};
@@ -20,7 +21,8 @@ static sl_update *prepare(sl_compressor *c, const sl_layout *l, const float *del
     return u;
 }
 
-static void check_mode(sl_value_mode vm, sl_select_mode sm, sl_topk_scope scope)
+static void check_mode(sl_value_mode vm, sl_select_mode sm, sl_topk_scope scope,
+                       sl_error_feedback fb)
 {
     sl_layout *l = sl_test_layout();
     size_t d = (size_t)sl_layout_params(l), nt = sl_layout_tensors(l);
@@ -34,6 +36,7 @@ static void check_mode(sl_value_mode vm, sl_select_mode sm, sl_topk_scope scope)
     p.encode.values = vm;
     p.select = sm;
     p.scope = scope;
+    p.feedback = fb;
     p.density = 0.02;
     assert_int_equal(sl_compressor_create(l, &p, &c), SL_OK);
     for (uint32_t round = 0; round < 3; round++) {
@@ -62,10 +65,17 @@ static void check_mode(sl_value_mode vm, sl_select_mode sm, sl_topk_scope scope)
             else
                 assert_true(u->n[t] >= want);
             for (size_t i = 0; i < td->count; i++) {
-                float r = res[off + i], a = acc[off + i];
+                float r = res[off + i], a = acc[off + i], o = old[off + i];
                 if (j < u->n[t] && u->idx[t][j] == i) {
                     float q = u->val[t][j++];
                     min_sent = fminf(min_sent, fabsf(a));
+                    if (fb == SL_EF_TRACKING) {
+                        /* the old residual minus exactly what the receiver reconstructs */
+                        assert_true(r == o - q);
+                        if (vm == SL_VALUE_FP32)
+                            assert_true(q == a);
+                        continue;
+                    }
                     /* the residual is exactly acc minus what the receiver reconstructs */
                     assert_true(r == a - q);
                     if (vm == SL_VALUE_FP32) { /* lossless: mass conserved bit-exactly */
@@ -76,7 +86,8 @@ static void check_mode(sl_value_mode vm, sl_select_mode sm, sl_topk_scope scope)
                         assert_true(err <= ldexp(fabs((double)a - (double)q), -24));
                     }
                 } else {
-                    assert_true(r == a); /* unsent: kept whole */
+                    /* unsent: kept whole (residual), or the delta is not kept (tracking) */
+                    assert_true(r == (fb == SL_EF_TRACKING ? o : a));
                     max_unsent = fmaxf(max_unsent, fabsf(a));
                 }
             }
@@ -104,32 +115,36 @@ static void check_mode(sl_value_mode vm, sl_select_mode sm, sl_topk_scope scope)
 static void test_all_value_modes(void **state)
 {
     (void)state;
-    for (int vm = SL_VALUE_FP32; vm <= SL_VALUE_SIGN; vm++) {
-        check_mode((sl_value_mode)vm, SL_SELECT_EXACT, SL_TOPK_MODEL);
-        check_mode((sl_value_mode)vm, SL_SELECT_EXACT, SL_TOPK_TENSOR);
-    }
+    for (int vm = SL_VALUE_FP32; vm <= SL_VALUE_SIGN; vm++)
+        for (int fb = SL_EF_RESIDUAL; fb <= SL_EF_TRACKING; fb++) {
+            check_mode((sl_value_mode)vm, SL_SELECT_EXACT, SL_TOPK_MODEL, (sl_error_feedback)fb);
+            check_mode((sl_value_mode)vm, SL_SELECT_EXACT, SL_TOPK_TENSOR, (sl_error_feedback)fb);
+        }
 }
 
 static void test_approximate_selectors(void **state)
 {
     (void)state;
     for (int scope = SL_TOPK_MODEL; scope <= SL_TOPK_TENSOR; scope++) {
-        check_mode(SL_VALUE_FP32, SL_SELECT_REDSYNC, (sl_topk_scope)scope);
-        check_mode(SL_VALUE_TERNARY, SL_SELECT_DGC, (sl_topk_scope)scope);
+        check_mode(SL_VALUE_FP32, SL_SELECT_REDSYNC, (sl_topk_scope)scope, SL_EF_RESIDUAL);
+        check_mode(SL_VALUE_TERNARY, SL_SELECT_DGC, (sl_topk_scope)scope, SL_EF_TRACKING);
     }
 }
 
-/* A round that closed without us: the whole update stays in the residual. */
+/* RESIDUAL: a round that closed without us: the whole update stays in the residual. */
 static void test_fold_keeps_everything(void **state)
 {
     sl_layout *l = sl_test_layout();
     size_t d = (size_t)sl_layout_params(l);
+    sl_compress_params p;
     sl_compressor *c;
     float *delta = malloc(d * sizeof *delta), *acc;
     const float *res;
     sl_update *u;
     (void)state;
-    assert_int_equal(sl_compressor_create(l, NULL, &c), SL_OK);
+    sl_compress_params_default(&p);
+    p.feedback = SL_EF_RESIDUAL;
+    assert_int_equal(sl_compressor_create(l, &p, &c), SL_OK);
     sl_test_gauss(delta, d, 5, 1.0f);
     u = prepare(c, l, delta, 0, &acc);
     assert_int_equal(sl_compressor_fold(c), SL_OK);
@@ -151,6 +166,111 @@ static void test_fold_keeps_everything(void **state)
     }
     sl_compressor_free(c);
     free(delta);
+    sl_layout_free(l);
+}
+
+/* TRACKING: fold changes nothing; absorb adds a round's move; commit subtracts what was
+ * sent from the residual as it is then (after an absorb made while the upload was out). */
+static void test_tracking(void **state)
+{
+    sl_layout *l = sl_test_layout();
+    size_t d = (size_t)sl_layout_params(l);
+    sl_compress_params p;
+    sl_compressor *c, *r;
+    sl_error_feedback f;
+    float *delta = malloc(d * sizeof *delta), *from = malloc(d * sizeof *from),
+          *to = malloc(d * sizeof *to), *before = malloc(d * sizeof *before), *acc;
+    const float *res;
+    sl_update *u;
+    (void)state;
+    assert_string_equal(sl_error_feedback_name(SL_EF_RESIDUAL), "residual");
+    assert_string_equal(sl_error_feedback_name(SL_EF_TRACKING), "tracking");
+    assert_null(sl_error_feedback_name((sl_error_feedback)2));
+    assert_int_equal(sl_error_feedback_parse("residual", &f), SL_OK);
+    assert_int_equal(f, SL_EF_RESIDUAL);
+    assert_int_equal(sl_error_feedback_parse("tracking", &f), SL_OK);
+    assert_int_equal(f, SL_EF_TRACKING);
+    assert_int_equal(sl_error_feedback_parse("none", &f), SL_EINVAL);
+    assert_int_equal(f, SL_EF_TRACKING); /* unchanged */
+    sl_compress_params_default(&p);
+    assert_int_equal(p.feedback, SL_EF_TRACKING);
+    p.feedback = (sl_error_feedback)2;
+    assert_int_equal(sl_compressor_create(l, &p, &c), SL_EINVAL);
+    p.feedback = SL_EF_TRACKING;
+    p.encode.values = SL_VALUE_TERNARY;
+    assert_int_equal(sl_compressor_create(l, &p, &c), SL_OK);
+
+    /* absorb: residual += (to - from) / rounds */
+    sl_test_gauss(from, d, 70, 1.0f);
+    sl_test_gauss(to, d, 71, 1.0f);
+    assert_int_equal(sl_compressor_absorb(c, from, to, 2.0), SL_OK);
+    assert_int_equal(sl_compressor_state(c, &res, NULL), SL_OK);
+    for (size_t i = 0; i < d; i++)
+        assert_true(res[i] == (float)(((double)to[i] - (double)from[i]) / 2.0));
+    memcpy(before, res, d * sizeof *before);
+    assert_int_equal(sl_compressor_absorb(c, from, to, 0.0), SL_EINVAL);
+    assert_int_equal(sl_compressor_absorb(c, from, to, NAN), SL_EINVAL);
+    assert_int_equal(sl_compressor_absorb(c, NULL, to, 1.0), SL_EINVAL);
+    to[3] = INFINITY;
+    assert_int_equal(sl_compressor_absorb(c, from, to, 1.0), SL_ENONFINITE);
+    to[3] = 0.0f;
+    assert_int_equal(sl_compressor_state(c, &res, NULL), SL_OK);
+    assert_memory_equal(res, before, d * sizeof *before); /* refusals change nothing */
+
+    /* fold: the residual is what it was; the delta is learnt again next round */
+    sl_test_gauss(delta, d, 72, 0.5f);
+    u = prepare(c, l, delta, 0, &acc);
+    for (size_t i = 0; i < d; i++)
+        assert_true(acc[i] == before[i] + delta[i]);
+    assert_int_equal(sl_compressor_fold(c), SL_OK);
+    assert_int_equal(sl_compressor_state(c, &res, NULL), SL_OK);
+    assert_memory_equal(res, before, d * sizeof *before);
+    sl_update_free(u);
+    free(acc);
+
+    /* an upload out while the next model arrives: restore (a restart), absorb, commit */
+    u = prepare(c, l, delta, 1, &acc);
+    {
+        void *frame;
+        size_t len;
+        assert_int_equal(sl_compressor_prepare(c, delta, &hdr, 1, &frame, &len), SL_OK);
+        assert_int_equal(sl_compressor_create(l, &p, &r), SL_OK);
+        assert_int_equal(sl_compressor_restore(r, before, NULL, acc, NULL, frame, len), SL_OK);
+        free(frame);
+    }
+    sl_test_gauss(to, d, 73, 1.0f);
+    assert_int_equal(sl_compressor_absorb(r, from, to, 1.0), SL_OK);
+    assert_int_equal(sl_compressor_state(r, &res, NULL), SL_OK);
+    memcpy(before, res, d * sizeof *before);
+    assert_int_equal(sl_compressor_commit(r), SL_OK);
+    assert_int_equal(sl_compressor_state(r, &res, NULL), SL_OK);
+    {
+        size_t sent = 0;
+        for (size_t t = 0; t < u->tensors; t++) {
+            size_t off = (size_t)sl_layout_tensor(l, t)->offset, j = 0;
+            for (size_t i = 0; i < sl_layout_tensor(l, t)->count; i++) {
+                float q = 0.0f;
+                if (j < u->n[t] && u->idx[t][j] == i)
+                    q = u->val[t][j++];
+                assert_true(res[off + i] == before[off + i] - q);
+            }
+            sent += u->n[t];
+        }
+        assert_int_equal(sent, (size_t)ceil(p.density * (double)d));
+    }
+    sl_update_free(u);
+    free(acc);
+    /* RESIDUAL has nothing to absorb */
+    p.feedback = SL_EF_RESIDUAL;
+    sl_compressor_free(r);
+    assert_int_equal(sl_compressor_create(l, &p, &r), SL_OK);
+    assert_int_equal(sl_compressor_absorb(r, from, to, 1.0), SL_ESTATE);
+    sl_compressor_free(r);
+    sl_compressor_free(c);
+    free(delta);
+    free(from);
+    free(to);
+    free(before);
     sl_layout_free(l);
 }
 
@@ -354,6 +474,7 @@ int main(void)
         cmocka_unit_test(test_all_value_modes),
         cmocka_unit_test(test_approximate_selectors),
         cmocka_unit_test(test_fold_keeps_everything),
+        cmocka_unit_test(test_tracking),
         cmocka_unit_test(test_restore_pending),
         cmocka_unit_test(test_momentum_masking),
         cmocka_unit_test(test_model_scope_follows_mass),

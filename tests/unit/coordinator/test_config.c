@@ -42,6 +42,7 @@ static void test_defaults(void **state)
     assert_true(c.beta1 == 0.9 && c.beta2 == 0.99 && c.tau == 1e-3);
     assert_true(c.density == 0.01);
     assert_int_equal(c.topk_scope, SL_TOPK_MODEL);
+    assert_int_equal(c.error_feedback, SL_EF_TRACKING);
     assert_int_equal(c.values, SL_VALUE_TERNARY);
     assert_int_equal(c.selection_window_ms, 10000);
     assert_int_equal(c.report_deadline_ms, 60000);
@@ -66,6 +67,7 @@ static void test_every_key(void **state)
         " \"quorum\": 40, \"selection_window_ms\": 2500, \"report_deadline_ms\": 90000,"
         " \"cooldown_ms\": 3600000, \"min_samples\": 64, \"required_caps\": \"avx2\","
         " \"values\": \"int8\", \"density\": 0.005, \"topk_scope\": \"tensor\","
+        " \"error_feedback\": \"residual\","
         " \"warmup_rounds\": 5,"
         " \"warmup_density\": 0.25, \"local_epochs\": 2, \"batch\": 64, \"local_lr\": 0.05,"
         " \"local_momentum\": 0, \"prox_mu\": 0.01, \"aggregator\": \"fedyogi\","
@@ -90,6 +92,7 @@ static void test_every_key(void **state)
     assert_int_equal(c.values, SL_VALUE_INT8);
     assert_true(c.density == 0.005);
     assert_int_equal(c.topk_scope, SL_TOPK_TENSOR);
+    assert_int_equal(c.error_feedback, SL_EF_RESIDUAL);
     assert_int_equal(c.warmup_rounds, 5);
     assert_true(c.warmup_density == 0.25);
     assert_int_equal(c.local_epochs, 2);
@@ -236,6 +239,10 @@ static void test_rejections(void **state)
         {"{\"target\":10,\"topk_scope\":\"global\"}", SL_ECONFIG_VALUE,
          "topk_scope: expected \"model\" or \"tensor\""},
         {"{\"target\":10,\"topk_scope\":1}", SL_ECONFIG_VALUE, "topk_scope: expected a string"},
+        {"{\"target\":10,\"error_feedback\":\"none\"}", SL_ECONFIG_VALUE,
+         "error_feedback: expected \"tracking\" or \"residual\""},
+        {"{\"target\":10,\"error_feedback\":true}", SL_ECONFIG_VALUE,
+         "error_feedback: expected a string"},
         {"{\"target\":10,\"dp_noise\":1}", SL_ECONFIG_VALUE, "dp_noise: needs clip_norm"},
         {"{\"target\":10,\"fedbuff\":1}", SL_ECONFIG_VALUE, "fedbuff: expected true or false"},
         {"{\"target\":10,\"required_caps\":\"a,b\"}", SL_ECONFIG_VALUE, "required_caps: byte 0x2c"},
@@ -304,6 +311,9 @@ static void test_to_json_rejects_invalid(void **state)
     c.server_lr = NAN;
     assert_int_equal(sl_task_config_to_json(&c, &json), SL_EINVAL);
     c.server_lr = 1;
+    c.error_feedback = (sl_error_feedback)2;
+    assert_int_equal(sl_task_config_to_json(&c, &json), SL_EINVAL);
+    c.error_feedback = SL_EF_TRACKING;
     memset(c.name, 'x', sizeof c.name); /* not terminated */
     assert_int_equal(sl_task_config_to_json(&c, &json), SL_EINVAL);
     assert_null(json);

@@ -164,11 +164,14 @@ typedef struct sl_agent_event {
  * recomputes its CRC (codecs/FORMAT.md); the coordinator must refuse it.
  *
  * What a poisoned device's residual does:
- *   SCALE100, FLIP  error feedback runs on the poisoned update: residual =
- *                   residual + T(update) - sent, committed on acceptance,
- *                   folded (kept whole) when late, unchanged when refused.
- *                   It stays finite and bounded as an honest device's, x100
- *                   larger for SCALE100.
+ *   SCALE100, FLIP  error feedback runs on the poisoned update. Classic
+ *                   residual: residual + T(update) - sent, committed on
+ *                   acceptance, folded (kept whole) when late, unchanged when
+ *                   refused; it stays finite and bounded as an honest
+ *                   device's, x100 larger for SCALE100. Tracking: residual -
+ *                   sent plus the model's moves, which pulls a FLIP
+ *                   poisoner's later updates back toward the model's
+ *                   direction (tests of the defences use the classic one).
  *   NAN             the pending upload on disk (pending/frame) is the honest
  *                   frame; the NaN is written into a copy at every delivery
  *                   (the same bytes every time, so an upload resumes), and
