@@ -93,9 +93,8 @@ double sl_compress_density(const sl_compress_params *p, uint32_t step)
 static int valid_params(const sl_compress_params *p)
 {
     return (unsigned)p->select <= SL_SELECT_DGC && (unsigned)p->scope <= SL_TOPK_TENSOR &&
-           (unsigned)p->feedback <= SL_EF_TRACKING &&
-           p->density > 0 && p->density <= 1 && p->momentum >= 0 && p->momentum < 1 &&
-           isfinite(p->warmup_density) &&
+           (unsigned)p->feedback <= SL_EF_TRACKING && p->density > 0 && p->density <= 1 &&
+           p->momentum >= 0 && p->momentum < 1 && isfinite(p->warmup_density) &&
            (p->warmup_rounds == 0 || (p->warmup_density > 0 && p->warmup_density <= 1)) &&
            (unsigned)p->encode.values <= SL_VALUE_SIGN &&
            (unsigned)p->encode.positions <= SL_POS_ADAPTIVE && p->select_params.band_hi >= 1 &&
@@ -335,8 +334,8 @@ int sl_compressor_commit(sl_compressor *c)
         size_t off = (size_t)sl_layout_tensor(c->layout, t)->offset;
         for (size_t j = 0; j < c->sent_n[t]; j++) {
             size_t i = off + c->sent_idx[t][j];
-            c->residual[i] = (c->p.feedback == SL_EF_RESIDUAL ? c->acc[i] : c->residual[i]) -
-                             c->sent_val[t][j];
+            c->residual[i] =
+                (c->p.feedback == SL_EF_RESIDUAL ? c->acc[i] : c->residual[i]) - c->sent_val[t][j];
             if (c->momentum != NULL) /* DGC momentum factor masking */
                 c->momentum[i] = 0.0f;
         }

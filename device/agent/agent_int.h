@@ -106,7 +106,7 @@ typedef struct sl__agent_assignment {
     uint32_t participation;
     sl_value_mode values;
     double density, warmup_density;
-    sl_topk_scope topk_scope; /* TENSOR when the coordinator does not say (older ones) */
+    sl_topk_scope topk_scope;   /* TENSOR when the coordinator does not say (older ones) */
     sl_error_feedback feedback; /* RESIDUAL when the coordinator does not say (older ones) */
     uint32_t warmup_rounds;
     uint32_t epochs, batch;

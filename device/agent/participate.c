@@ -354,8 +354,7 @@ static int resolve(sl_agent *a, int outcome, int64_t update_id, int duplicate)
     sl__agent_resolved tag = {p->gen, outcome, duplicate, p->round_id, update_id, {0}};
     sl_compressor *c = NULL;
     const float *res, *mu;
-    int rc =
-        make_compressor(a, SL_VALUE_FP32, p->density, p->topk_scope, p->feedback, p->gen, &c);
+    int rc = make_compressor(a, SL_VALUE_FP32, p->density, p->topk_scope, p->feedback, p->gen, &c);
     int absorb = a->absorb;
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, p->acc, p->acc_mu, p->frame,

@@ -158,8 +158,8 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
 {
     char text[2048], vd[192] = "";
     if (!st->is_default)
-        snprintf(vd, sizeof vd, "\"values\": \"%s\", \"density\": %.17g, %s%s%s%s%s%s",
-                 st->values, st->density, st->scope[0] ? "\"topk_scope\": \"" : "", st->scope,
+        snprintf(vd, sizeof vd, "\"values\": \"%s\", \"density\": %.17g, %s%s%s%s%s%s", st->values,
+                 st->density, st->scope[0] ? "\"topk_scope\": \"" : "", st->scope,
                  st->scope[0] ? "\", " : "", st->feedback[0] ? "\"error_feedback\": \"" : "",
                  st->feedback, st->feedback[0] ? "\", " : "");
     snprintf(text, sizeof text,

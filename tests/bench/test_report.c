@@ -382,8 +382,7 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@@tensor"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@tensor@model"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@none"), 2);
-    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@tracking"),
-                     2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@tracking"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", ""), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot", "out.jpg"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot"), 2);

@@ -383,13 +383,13 @@ typedef struct sl_compress_params {
     sl_select_mode select;
     sl_select_params select_params;
     sl_encode_params encode;
-    sl_topk_scope scope;    /* where top-k is taken (default MODEL) */
-    double density;         /* target fraction of elements sent, (0, 1] */
-    uint64_t min_k;         /* at least this many per tensor (TENSOR) or in all (MODEL),
-                               capped at the size */
-    uint32_t warmup_rounds; /* density warm-up: rounds before reaching @density */
-    double warmup_density;  /* density of participation 0; decays geometrically */
-    double momentum;        /* DGC momentum correction, [0, 1); 0 = off */
+    sl_topk_scope scope;        /* where top-k is taken (default MODEL) */
+    double density;             /* target fraction of elements sent, (0, 1] */
+    uint64_t min_k;             /* at least this many per tensor (TENSOR) or in all (MODEL),
+                                   capped at the size */
+    uint32_t warmup_rounds;     /* density warm-up: rounds before reaching @density */
+    double warmup_density;      /* density of participation 0; decays geometrically */
+    double momentum;            /* DGC momentum correction, [0, 1); 0 = off */
     sl_error_feedback feedback; /* what the residual keeps (default TRACKING) */
 } sl_compress_params;
 

@@ -66,7 +66,7 @@ typedef struct sl_task_config {
     /* handed to devices */
     sl_value_mode values;
     double density;
-    sl_topk_scope topk_scope; /* where devices take top-k (default model) */
+    sl_topk_scope topk_scope;         /* where devices take top-k (default model) */
     sl_error_feedback error_feedback; /* what device residuals keep (default tracking) */
     uint32_t warmup_rounds;
     double warmup_density;
