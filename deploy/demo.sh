@@ -143,7 +143,7 @@ wait "$FLEET_PID" 2>/dev/null || true
 FLEET=$(grep '^fleet of' "$DIR/fleet.out" || true)
 num() { sed -n "s/.* \([0-9][0-9]*\) $1.*/\1/p" <<<"$FLEET" | head -n1; }
 echo "  faults survived          $(num dropped) drop-outs, $(num cuts) transfers cut mid-way" \
-    "(retried or resumed), $(num folded) late updates folded into residuals"
+    "(retried or resumed), $(num folded) late updates folded (not aggregated; their devices send that work again)"
 echo "  dashboard                $URL/ (until the coordinator stops)"
 echo "  wall time                ${ELAPSED} s"
 stop_all
