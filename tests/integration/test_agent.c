@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../../device/agent/agent_int.h"
 #include "../support/sl_test.h"
 #include "agent_harness.h"
 #include "starling/codec.h"
@@ -384,8 +385,11 @@ static float *stored_model(ag_coord *c, int64_t task, int64_t version, const sl_
 /* The default error feedback tracks the model the coordinator holds for the
  * device: a fold leaves the residual as it was (the delta is learnt again);
  * an acknowledged update subtracts exactly what the coordinator decodes; the
- * next model brings its round's move into the residual before training. */
-static void test_tracking_feedback(void **state)
+ * next model brings its round's move into the residual before training.
+ * @kill_mid_absorb: a process absorbs the next model's move, saves the
+ * residual and dies before it replaces its model: the move is then in the
+ * residual once, not absorbed again by the next process's download. */
+static void check_tracking(int kill_mid_absorb)
 {
     char dir[512], data_dir[600], err[256], agent_dir[600];
     ag_coord c;
@@ -398,7 +402,6 @@ static void test_tracking_feedback(void **state)
     int64_t task;
     float *w1, *w2;
     size_t moved = 0, sent_n = 0;
-    (void)state;
     sl_test_mkdtemp(dir, sizeof dir, "agent_track");
     snprintf(data_dir, sizeof data_dir, "%s/data", dir);
     snprintf(agent_dir, sizeof agent_dir, "%s/agent", dir);
@@ -424,6 +427,25 @@ static void test_tracking_feedback(void **state)
     sl_agent_free(t.f.agent);
     assert_int_equal(t.f.folded, 1);
     assert_int_equal(t.f.accepted, 1);
+    if (kill_mid_absorb) {
+        sl_agent *k = NULL;
+        int64_t next = t.version[1] + 1;
+        float *w;
+        sl_model_record mr;
+        for (int i = 0; i < 500 && sl_store_get_model(c.store, task, next, &mr) != SL_OK; i++)
+            usleep(10000); /* round 2 closes right after its one report */
+        sl_store_model_free(&mr);
+        w = stored_model(&c, task, next, sl_model_layout(m));
+        ag_base_options(&o, &c, task, agent_dir, data);
+        assert_int_equal(sl_agent_create(&o, &k, err, sizeof err), SL_OK);
+        assert_int_equal(k->version, t.version[1]); /* the cache vouches for round 2's model */
+        assert_int_equal(k->absorb, 1);
+        assert_int_equal(sl__agent_absorb(k, w, next), SL_OK);
+        assert_int_equal(k->absorb, 0);
+        assert_int_equal(k->version, t.version[1]); /* killed before the model is replaced */
+        sl_agent_free(k);
+        free(w);
+    }
     /* a third round in a new process: the absorb flag was saved with the residual */
     ag_base_options(&o, &c, task, agent_dir, data);
     o.rounds = 1;
@@ -461,8 +483,9 @@ static void test_tracking_feedback(void **state)
         assert_true(t.before2[i] == want);
         moved += w2[i] != w1[i];
     }
-    fprintf(stderr, "tracking: %zu values sent, %zu parameters moved, versions %lld -> %lld\n",
-            sent_n, moved, (long long)t.version[1], (long long)t.version[2]);
+    fprintf(stderr, "tracking%s: %zu values sent, %zu parameters moved, versions %lld -> %lld\n",
+            kill_mid_absorb ? " (killed mid-absorb)" : "", sent_n, moved, (long long)t.version[1],
+            (long long)t.version[2]);
     assert_true(sent_n > 0 && moved > 0);
     free(w1);
     free(w2);
@@ -479,6 +502,13 @@ static void test_tracking_feedback(void **state)
     sl_agent_data_free(data);
     ag_coord_close(&c);
     sl_test_rmtree(dir);
+}
+
+static void test_tracking_feedback(void **state)
+{
+    (void)state;
+    check_tracking(0);
+    check_tracking(1);
 }
 
 /* ---- top-k scope -------------------------------------------------------------------------- */
