@@ -435,8 +435,8 @@ static void set_defaults(sl_task_config *c)
     c->values = SL_VALUE_TERNARY;
     /* error feedback that tracks the model the coordinator holds for the device:
      * at the default density it ends about half a point below dense FedAvg on
-     * lenet5 where the classic residual ends a point and more below; at 0.1%
-     * "residual" does better (README: starling bench fl; codec.h) */
+     * lenet5 where the classic residual ends a point and more below (README:
+     * starling bench fl; codec.h) */
     c->error_feedback = SL_EF_TRACKING;
     for (size_t i = 0; i < KEY_COUNT; i++)
         if (is_number_kind(keys[i].kind))
