@@ -303,8 +303,12 @@ int sl_compressor_prepare(sl_compressor *c, const float *delta, const sl_frame_h
     }
     rc = c->p.scope == SL_TOPK_MODEL ? select_model(c, density, st, recon)
                                      : select_tensors(c, density, st, recon);
-    if (rc == SL_OK)
-        rc = sl_frame_encode_update(c->layout, hdr, st, &c->p.encode, recon, out, out_len);
+    if (rc == SL_OK) {
+        /* top-k over the whole model: one position section over the whole vector */
+        sl_encode_params enc = c->p.encode;
+        enc.flat = c->p.scope == SL_TOPK_MODEL;
+        rc = sl_frame_encode_update(c->layout, hdr, st, &enc, recon, out, out_len);
+    }
     if (rc == SL_OK)
         c->pending = 1;
 done:

@@ -41,7 +41,7 @@ int sl__frame_begin(sl__buf *b, const sl_frame_header *h)
     if (rc == SL_OK)
         rc = sl__buf_put_u8(b, h->kind);
     if (rc == SL_OK)
-        rc = sl__buf_put_u16(b, 0);
+        rc = sl__buf_put_u16(b, h->flags);
     if (rc == SL_OK)
         rc = sl__buf_put_u64(b, h->layout_hash);
     if (rc == SL_OK)
@@ -73,7 +73,9 @@ static int parse_header(sl__reader *r, sl_frame_header *h)
         (rc = sl__rd_varint(r, &h->base_version)) != SL_OK ||
         (rc = sl__rd_varint(r, &h->round)) != SL_OK)
         return rc;
-    if (h->kind < SL_FRAME_UPDATE || h->kind > SL_FRAME_MODEL_DELTA || h->flags != 0)
+    if (h->kind < SL_FRAME_UPDATE || h->kind > SL_FRAME_MODEL_DELTA ||
+        (h->flags & ~(unsigned)SL_FRAME_FLAG_FLAT) != 0 ||
+        (h->flags != 0 && h->kind != SL_FRAME_UPDATE))
         return SL_ECORRUPT;
     return SL_OK;
 }

@@ -9,6 +9,7 @@ void sl_encode_params_default(sl_encode_params *p)
     p->positions = SL_POS_AUTO;
     p->zstd_level = 3;
     p->seed = 0;
+    p->flat = 0;
 }
 
 /* Per-tensor entry of the frame's tensor table. */
@@ -17,6 +18,89 @@ typedef struct tensor_entry {
     uint8_t pos_mode, pos_param, value_mode;
     uint64_t pos_bytes, val_bytes;
 } tensor_entry;
+
+/*
+ * The flat body (SL_FRAME_FLAG_FLAT): n, then for n > 0 the position coding,
+ * its parameter, the value mode and the position section's size, the
+ * section of the n flat indices, and per tensor with values, in layout
+ * order, its value section's size and the section (the same bytes as in a
+ * per-tensor body).
+ */
+static int encode_flat(const sl_layout *layout, const sl_frame_header *hdr,
+                       const sl_sparse_tensor *tensors, const sl_encode_params *p,
+                       float *const *recon, void **out, size_t *out_len)
+{
+    size_t nt = sl_layout_tensors(layout), total = 0, k = 0;
+    uint64_t d = sl_layout_params(layout);
+    uint32_t *flat = NULL;
+    sl_frame_header h;
+    sl__buf frame = {0}, pos = {0}, vals = {0};
+    sl_pos_mode chosen = SL_POS_RICE;
+    uint8_t param = 0;
+    int rc = SL_OK;
+
+    for (size_t t = 0; t < nt; t++) {
+        const sl_tensor_desc *td = sl_layout_tensor(layout, t);
+        const sl_sparse_tensor *st = &tensors[t];
+        if (st->n > td->count || (st->n > 0 && (st->idx == NULL || st->val == NULL)))
+            return SL_EINVAL;
+        /* an index past its tensor would land in the next one in the flat order */
+        if (st->n > 0 && st->idx[st->n - 1] >= td->count)
+            return SL_EINVAL;
+        total += st->n;
+    }
+    flat = malloc((total ? total : 1) * sizeof *flat);
+    if (flat == NULL)
+        return SL_ENOMEM;
+    for (size_t t = 0; t < nt; t++) {
+        uint64_t off = sl_layout_tensor(layout, t)->offset;
+        for (size_t j = 0; j < tensors[t].n; j++)
+            flat[k++] = (uint32_t)(off + tensors[t].idx[j]);
+    }
+    /* this validates the indices: ascending and unique within each tensor (and so across) */
+    if (total > 0)
+        rc = sl__pos_write(p->positions, flat, total, d, &chosen, &param, &pos);
+    for (size_t t = 0; t < nt && rc == SL_OK && total > 0; t++) {
+        sl__buf one = {0}; /* the size goes in front of the section: encode it aside first */
+        if (tensors[t].n == 0)
+            continue;
+        rc = sl__values_encode(p->values, tensors[t].val, tensors[t].n, p->zstd_level, p->seed,
+                               (uint32_t)t, &one, recon ? recon[t] : NULL);
+        if (rc == SL_OK)
+            rc = sl__buf_put_varint(&vals, one.len);
+        if (rc == SL_OK)
+            rc = sl__buf_append(&vals, one.data, one.len);
+        sl__buf_free(&one);
+    }
+    h = *hdr;
+    h.kind = SL_FRAME_UPDATE;
+    h.flags = SL_FRAME_FLAG_FLAT;
+    h.layout_hash = sl_layout_hash(layout);
+    if (rc == SL_OK)
+        rc = sl__frame_begin(&frame, &h);
+    if (rc == SL_OK)
+        rc = sl__buf_put_varint(&frame, total);
+    if (rc == SL_OK && total > 0) {
+        if ((rc = sl__buf_put_u8(&frame, (uint8_t)chosen)) == SL_OK &&
+            (rc = sl__buf_put_u8(&frame, param)) == SL_OK &&
+            (rc = sl__buf_put_u8(&frame, (uint8_t)p->values)) == SL_OK &&
+            (rc = sl__buf_put_varint(&frame, pos.len)) == SL_OK &&
+            (rc = sl__buf_append(&frame, pos.data, pos.len)) == SL_OK)
+            rc = sl__buf_append(&frame, vals.data, vals.len);
+    }
+    if (rc == SL_OK)
+        rc = sl__frame_finish(&frame);
+    free(flat);
+    sl__buf_free(&pos);
+    sl__buf_free(&vals);
+    if (rc != SL_OK) {
+        sl__buf_free(&frame);
+        return rc;
+    }
+    *out = frame.data;
+    *out_len = frame.len;
+    return SL_OK;
+}
 
 int sl_frame_encode_update(const sl_layout *layout, const sl_frame_header *hdr,
                            const sl_sparse_tensor *tensors, const sl_encode_params *p,
@@ -38,6 +122,8 @@ int sl_frame_encode_update(const sl_layout *layout, const sl_frame_header *hdr,
     }
     if ((unsigned)p->values > SL_VALUE_SIGN || (unsigned)p->positions > SL_POS_ADAPTIVE)
         return SL_EINVAL;
+    if (p->flat)
+        return encode_flat(layout, hdr, tensors, p, recon, out, out_len);
     e = calloc(nt ? nt : 1, sizeof *e);
     if (e == NULL)
         return SL_ENOMEM;
@@ -70,6 +156,7 @@ int sl_frame_encode_update(const sl_layout *layout, const sl_frame_header *hdr,
     }
     h = *hdr;
     h.kind = SL_FRAME_UPDATE;
+    h.flags = 0;
     h.layout_hash = sl_layout_hash(layout);
     if (rc == SL_OK)
         rc = sl__frame_begin(&frame, &h);
@@ -186,6 +273,125 @@ fail:
     return rc;
 }
 
+static sl_update *alloc_update(const sl_frame_header *h, size_t nt)
+{
+    sl_update *u = calloc(1, sizeof *u);
+    if (u == NULL)
+        return NULL;
+    u->header = *h;
+    u->tensors = nt;
+    u->n = calloc(nt ? nt : 1, sizeof *u->n);
+    u->idx = calloc(nt ? nt : 1, sizeof *u->idx);
+    u->val = calloc(nt ? nt : 1, sizeof *u->val);
+    u->modes = calloc(nt ? nt : 1, sizeof *u->modes);
+    u->pos_modes = calloc(nt ? nt : 1, sizeof *u->pos_modes);
+    u->pos_bytes = calloc(nt ? nt : 1, sizeof *u->pos_bytes);
+    u->val_bytes = calloc(nt ? nt : 1, sizeof *u->val_bytes);
+    if (!u->n || !u->idx || !u->val || !u->modes || !u->pos_modes || !u->pos_bytes ||
+        !u->val_bytes) {
+        sl_update_free(u);
+        return NULL;
+    }
+    return u;
+}
+
+/* The flat body (see encode_flat), checked as it is read: n within the
+ * layout and the limits before the indices are allocated, the positions
+ * before the values, every value section within the body, and no byte left
+ * over. */
+static int decode_flat(const sl_layout *layout, const sl_frame_header *h, sl__reader *body,
+                       const sl_decode_limits *lim, sl_update **out)
+{
+    size_t nt = sl_layout_tensors(layout);
+    uint64_t d = sl_layout_params(layout), n, pos_bytes = 0;
+    uint8_t pos_mode = 0, param = 0, value_mode = 0;
+    uint32_t *flat = NULL;
+    const uint8_t *pos;
+    sl_update *u;
+    size_t k = 0, first = nt;
+    int rc;
+
+    if ((rc = sl__rd_varint(body, &n)) != SL_OK)
+        return rc;
+    if (n > d)
+        return SL_ECOUNT;
+    if (n > 0) {
+        if ((rc = sl__rd_u8(body, &pos_mode)) != SL_OK || (rc = sl__rd_u8(body, &param)) != SL_OK ||
+            (rc = sl__rd_u8(body, &value_mode)) != SL_OK ||
+            (rc = sl__rd_varint(body, &pos_bytes)) != SL_OK)
+            return rc;
+        if (pos_mode < SL_POS_RICE || pos_mode > SL_POS_ADAPTIVE || value_mode > SL_VALUE_SIGN)
+            return SL_ECORRUPT;
+        if (pos_bytes > body->len - body->pos)
+            return SL_ETRUNCATED;
+        if (n * 8 > lim->max_output_bytes)
+            return SL_ETOOBIG;
+    }
+    u = alloc_update(h, nt);
+    if (u == NULL)
+        return SL_ENOMEM;
+    if (n == 0) {
+        rc = body->pos == body->len ? SL_OK : SL_ECORRUPT;
+        goto done;
+    }
+    flat = malloc((size_t)n * sizeof *flat);
+    if (flat == NULL) {
+        rc = SL_ENOMEM;
+        goto done;
+    }
+    if ((rc = sl__rd_bytes(body, (size_t)pos_bytes, &pos)) != SL_OK)
+        goto done;
+    rc = sl__pos_decode((sl_pos_mode)pos_mode, param, pos, (size_t)pos_bytes, (size_t)n, d, flat);
+    if (rc != SL_OK)
+        goto done;
+    for (size_t t = 0; t < nt; t++) {
+        const sl_tensor_desc *td = sl_layout_tensor(layout, t);
+        size_t start = k;
+        uint64_t vbytes;
+        const uint8_t *val;
+        while (k < n && flat[k] < td->offset + td->count)
+            k++;
+        u->n[t] = k - start;
+        u->modes[t] = (sl_value_mode)value_mode;
+        u->pos_modes[t] = (sl_pos_mode)pos_mode;
+        if (u->n[t] == 0)
+            continue;
+        if (first == nt) {
+            first = t;
+            u->pos_bytes[t] = (size_t)pos_bytes;
+        }
+        u->idx[t] = malloc(u->n[t] * sizeof(uint32_t));
+        u->val[t] = malloc(u->n[t] * sizeof(float));
+        if (u->idx[t] == NULL || u->val[t] == NULL) {
+            rc = SL_ENOMEM;
+            goto done;
+        }
+        for (size_t j = 0; j < u->n[t]; j++)
+            u->idx[t][j] = (uint32_t)(flat[start + j] - td->offset);
+        if ((rc = sl__rd_varint(body, &vbytes)) != SL_OK)
+            goto done;
+        if (vbytes > body->len - body->pos) {
+            rc = SL_ETRUNCATED;
+            goto done;
+        }
+        u->val_bytes[t] = (size_t)vbytes;
+        if ((rc = sl__rd_bytes(body, (size_t)vbytes, &val)) != SL_OK)
+            goto done;
+        rc = sl__values_decode((sl_value_mode)value_mode, val, (size_t)vbytes, u->n[t], u->val[t]);
+        if (rc != SL_OK)
+            goto done;
+    }
+    rc = body->pos == body->len ? SL_OK : SL_ECORRUPT;
+done:
+    free(flat);
+    if (rc != SL_OK) {
+        sl_update_free(u);
+        return rc;
+    }
+    *out = u;
+    return SL_OK;
+}
+
 /* Decode the frame's sections into freshly allocated per-tensor arrays. */
 static int decode_all(const sl_layout *layout, const void *frame, size_t len,
                       const sl_decode_limits *limits, sl_update **out)
@@ -203,26 +409,14 @@ static int decode_all(const sl_layout *layout, const void *frame, size_t len,
         return rc;
     if (h.kind != SL_FRAME_UPDATE || h.layout_hash != sl_layout_hash(layout))
         return SL_ELAYOUT;
+    if (h.flags & SL_FRAME_FLAG_FLAT)
+        return decode_flat(layout, &h, &body, &lim, out);
     if ((rc = read_table(layout, &body, &lim, &e)) != SL_OK)
         return rc;
-    u = calloc(1, sizeof *u);
+    u = alloc_update(&h, nt);
     if (u == NULL) {
         free(e);
         return SL_ENOMEM;
-    }
-    u->header = h;
-    u->tensors = nt;
-    u->n = calloc(nt ? nt : 1, sizeof *u->n);
-    u->idx = calloc(nt ? nt : 1, sizeof *u->idx);
-    u->val = calloc(nt ? nt : 1, sizeof *u->val);
-    u->modes = calloc(nt ? nt : 1, sizeof *u->modes);
-    u->pos_modes = calloc(nt ? nt : 1, sizeof *u->pos_modes);
-    u->pos_bytes = calloc(nt ? nt : 1, sizeof *u->pos_bytes);
-    u->val_bytes = calloc(nt ? nt : 1, sizeof *u->val_bytes);
-    if (!u->n || !u->idx || !u->val || !u->modes || !u->pos_modes || !u->pos_bytes ||
-        !u->val_bytes) {
-        rc = SL_ENOMEM;
-        goto fail;
     }
     for (size_t t = 0; t < nt; t++) {
         const sl_tensor_desc *td = sl_layout_tensor(layout, t);

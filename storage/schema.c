@@ -86,8 +86,8 @@ static const char *const migrations[] = {
     "CREATE INDEX uploads_expiry ON uploads(expires_at);"
     "CREATE INDEX rounds_base ON rounds(task_id, base_version);",
     /* 2 -> 3: a device's participations and updates (the device list, GET /v1/devices) */
-    "CREATE INDEX round_participants_device ON round_participants(device_id, state);"
-    "CREATE INDEX updates_device ON updates(device_id);",
+    ("CREATE INDEX round_participants_device ON round_participants(device_id, state);"
+     "CREATE INDEX updates_device ON updates(device_id);"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

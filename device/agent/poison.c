@@ -84,30 +84,78 @@ static int varint(const uint8_t *p, size_t end, size_t *at, uint64_t *out)
     return SL_ECORRUPT;
 }
 
-/*
- * Write a NaN into the first value section that holds a raw f32 or u16
- * field: an int8 scale, a ternary or sign mu, or the first value of a
- * stored (tag 0) fp32 / fp16 / bf16 section. SL_ENOENT when every value
- * section is zstd-coded. Layout of the table: codecs/FORMAT.md.
- */
-static int patch_nan(uint8_t *f, size_t len)
+/* Write a NaN into the value section @v of @bytes in @mode (see patch_nan);
+ * SL_ENOENT when the section has no raw field to hold one. */
+static int patch_section(uint8_t *v, uint64_t bytes, uint8_t mode)
 {
     static const uint8_t nan32[4] = {0x00, 0x00, 0xc0, 0x7f}; /* 0x7fc00000 */
     static const uint8_t nan16[2] = {0x00, 0x7e};             /* binary16 0x7e00 */
     static const uint8_t bnan16[2] = {0xc0, 0x7f};            /* bfloat16 0x7fc0 */
-    uint64_t skip, tensors;
-    size_t at = 16, end, sections;
+    switch ((sl_value_mode)mode) {
+    case SL_VALUE_INT8:
+    case SL_VALUE_TERNARY:
+    case SL_VALUE_SIGN:
+        if (bytes < 4)
+            return SL_ENOENT;
+        memcpy(v, nan32, 4);
+        return SL_OK;
+    case SL_VALUE_FP32:
+        if (bytes < 5 || v[0] != 0)
+            return SL_ENOENT;
+        memcpy(v + 1, nan32, 4);
+        return SL_OK;
+    case SL_VALUE_FP16:
+    case SL_VALUE_BF16:
+        if (bytes < 3 || v[0] != 0)
+            return SL_ENOENT;
+        memcpy(v + 1, mode == SL_VALUE_FP16 ? nan16 : bnan16, 2);
+        return SL_OK;
+    }
+    return SL_ECORRUPT;
+}
+
+/* patch_nan for a flat body (SL_FRAME_FLAG_FLAT) starting at @at: n, the
+ * position coding, its parameter, the value mode, the position section's
+ * size and the section, then per tensor with values its value section's
+ * size and the section. */
+static int patch_flat(uint8_t *f, size_t at, size_t end)
+{
+    uint64_t n, pos_bytes, val_bytes;
+    uint8_t mode;
+    int rc = SL_ENOENT;
+    if (varint(f, end, &at, &n) != SL_OK)
+        return SL_ECORRUPT;
+    if (n == 0)
+        return SL_ENOENT;
+    if (end - at < 3)
+        return SL_ECORRUPT;
+    mode = f[at + 2];
+    at += 3;
+    if (varint(f, end, &at, &pos_bytes) != SL_OK || pos_bytes > end - at)
+        return SL_ECORRUPT;
+    at += (size_t)pos_bytes;
+    while (rc == SL_ENOENT && at < end) {
+        if (varint(f, end, &at, &val_bytes) != SL_OK || val_bytes > end - at)
+            return SL_ECORRUPT;
+        rc = patch_section(f + at, val_bytes, mode);
+        at += (size_t)val_bytes;
+    }
+    return rc;
+}
+
+/* patch_nan for a per-tensor body starting at @at: the tensor table, then
+ * each tensor's position and value sections. */
+static int patch_table(uint8_t *f, size_t at, size_t end)
+{
+    uint64_t tensors;
+    size_t sections;
     struct entry {
         uint64_t n, pos_bytes, val_bytes;
         uint8_t mode;
     } * table;
     int rc = SL_ENOENT;
 
-    if (len < 16 + 2 + 4 || memcmp(f, "SLFR", 4) != 0 || f[5] != SL_FRAME_UPDATE)
-        return SL_ECORRUPT;
-    end = len - 4;
-    if (varint(f, end, &at, &skip) != SL_OK || varint(f, end, &at, &skip) != SL_OK ||
-        varint(f, end, &at, &tensors) != SL_OK || tensors > end - at)
+    if (varint(f, end, &at, &tensors) != SL_OK || tensors > end - at)
         return SL_ECORRUPT; /* every tensor takes a byte of the table at least */
     table = calloc(tensors ? tensors : 1, sizeof *table);
     if (table == NULL)
@@ -135,42 +183,38 @@ static int patch_nan(uint8_t *f, size_t len)
     sections = at;
     for (uint64_t t = 0; t < tensors && rc == SL_ENOENT; t++) {
         const struct entry *e = &table[t];
-        uint8_t *v;
         if (e->n == 0)
             continue;
         if (e->pos_bytes > end - sections || e->val_bytes > end - sections - e->pos_bytes) {
             rc = SL_ECORRUPT;
             break;
         }
-        v = f + sections + e->pos_bytes;
+        rc = patch_section(f + sections + e->pos_bytes, e->val_bytes, e->mode);
         sections += (size_t)(e->pos_bytes + e->val_bytes);
-        switch ((sl_value_mode)e->mode) {
-        case SL_VALUE_INT8:
-        case SL_VALUE_TERNARY:
-        case SL_VALUE_SIGN:
-            if (e->val_bytes >= 4) {
-                memcpy(v, nan32, 4);
-                rc = SL_OK;
-            }
-            break;
-        case SL_VALUE_FP32:
-            if (e->val_bytes >= 5 && v[0] == 0) {
-                memcpy(v + 1, nan32, 4);
-                rc = SL_OK;
-            }
-            break;
-        case SL_VALUE_FP16:
-        case SL_VALUE_BF16:
-            if (e->val_bytes >= 3 && v[0] == 0) {
-                memcpy(v + 1, e->mode == SL_VALUE_FP16 ? nan16 : bnan16, 2);
-                rc = SL_OK;
-            }
-            break;
-        default:
-            rc = SL_ECORRUPT;
-        }
     }
     free(table);
+    return rc;
+}
+
+/*
+ * Write a NaN into the first value section that holds a raw f32 or u16
+ * field: an int8 scale, a ternary or sign mu, or the first value of a
+ * stored (tag 0) fp32 / fp16 / bf16 section, and fix the CRC. SL_ENOENT
+ * when every value section is zstd-coded. Layouts: codecs/FORMAT.md.
+ */
+static int patch_nan(uint8_t *f, size_t len)
+{
+    uint64_t skip;
+    size_t at = 16, end;
+    int rc;
+
+    if (len < 16 + 2 + 4 || memcmp(f, "SLFR", 4) != 0 || f[5] != SL_FRAME_UPDATE)
+        return SL_ECORRUPT;
+    end = len - 4;
+    if (varint(f, end, &at, &skip) != SL_OK || varint(f, end, &at, &skip) != SL_OK)
+        return SL_ECORRUPT;
+    rc = ((f[6] | f[7] << 8) & SL_FRAME_FLAG_FLAT) ? patch_flat(f, at, end)
+                                                   : patch_table(f, at, end);
     if (rc == SL_OK) {
         uLong crc = crc32(0L, Z_NULL, 0);
         crc = crc32(crc, f, (uInt)end); /* frames are far below 4 GiB (SL__AGENT_MAX_FRAME) */
@@ -199,6 +243,7 @@ static int reencode_short(const sl_layout *layout, const void *frame, size_t len
         return SL_ENOMEM;
     }
     sl_encode_params_default(&p);
+    p.flat = (u->header.flags & SL_FRAME_FLAG_FLAT) != 0;
     for (size_t t = 0; t < u->tensors; t++) {
         ts[t].n = u->n[t];
         ts[t].idx = u->idx[t];

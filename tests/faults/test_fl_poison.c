@@ -159,6 +159,11 @@ static void check_nan_frame(const sl_layout *layout, const void *frame, size_t l
     assert_int_equal(sl__agent_poison_frame(layout, frame, len, &nan_frame, &nan_len), SL_OK);
     /* an intact frame (magic, sizes, CRC) whose only fault is the NaN */
     assert_int_equal(sl_frame_peek_header(nan_frame, nan_len, &h), SL_OK);
+    {
+        sl_frame_header orig;
+        assert_int_equal(sl_frame_peek_header(frame, len, &orig), SL_OK);
+        assert_int_equal(h.flags, orig.flags); /* a flat frame stays flat */
+    }
     assert_int_equal(sl_frame_decode_update(layout, nan_frame, nan_len, NULL, &u), SL_ENONFINITE);
     assert_null(u);
     if (reencoded) {
@@ -199,15 +204,16 @@ static void test_nan_frames(void **state)
         idx[i] = i * 97;
         val[i] = (float)((i % 7) - 3) * 0.01f + (float)i * 1e-4f;
     }
-    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+    for (size_t m = 0; m < 2 * sizeof modes / sizeof modes[0]; m++) {
         /* weight: 64 values (fp32/fp16/bf16 sections may be zstd-coded);
-         * bias: 3 values (stored) */
+         * bias: 3 values (stored); per-tensor and flat frames */
         static const uint32_t bias_idx[3] = {0, 4, 9};
         sl_sparse_tensor ts[2] = {{64, idx, val}, {3, bias_idx, val}};
         void *frame = NULL;
         size_t len = 0;
         sl_encode_params_default(&p);
-        p.values = modes[m];
+        p.values = modes[m % (sizeof modes / sizeof modes[0])];
+        p.flat = m >= sizeof modes / sizeof modes[0];
         assert_int_equal(sl_frame_encode_update(layout, &hdr, ts, &p, NULL, &frame, &len), SL_OK);
         check_nan_frame(layout, frame, len, 0);
         free(frame);
@@ -226,10 +232,13 @@ static void test_nan_frames(void **state)
             ix[i] = i;
             v[i] = 0.25f;
         }
-        sl_encode_params_default(&p);
-        assert_int_equal(sl_frame_encode_update(zl, &hdr, ts, &p, NULL, &frame, &len), SL_OK);
-        check_nan_frame(zl, frame, len, 1);
-        free(frame);
+        for (int flat = 0; flat <= 1; flat++) {
+            sl_encode_params_default(&p);
+            p.flat = flat;
+            assert_int_equal(sl_frame_encode_update(zl, &hdr, ts, &p, NULL, &frame, &len), SL_OK);
+            check_nan_frame(zl, frame, len, 1);
+            free(frame);
+        }
     }
     /* a lone agent's draw: P = 1 always poisons, P = 0 never, no mode never */
     sl_agent_options_default(&o);

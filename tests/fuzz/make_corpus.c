@@ -128,6 +128,14 @@ static void update_frames(const sl_layout *l)
                 free(copy);
             }
             free(frame);
+            /* the flat body of the same update */
+            p.flat = 1;
+            if (sl_frame_encode_update(l, &h, st, &p, NULL, (void **)&frame, &len) != SL_OK)
+                abort();
+            snprintf(stem, sizeof stem, "update-flat-%s-%s", sl_value_mode_name((sl_value_mode)vm),
+                     pos_names[pm]);
+            variants("fuzz_update", stem, frame, len);
+            free(frame);
         }
     }
 }

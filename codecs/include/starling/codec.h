@@ -185,13 +185,23 @@ typedef enum sl_pos_mode {
 typedef struct sl_frame_header {
     uint8_t version;       /* format version (SL_FRAME_VERSION when encoding) */
     uint8_t kind;          /* sl_frame_kind */
-    uint16_t flags;        /* reserved, 0 */
+    uint16_t flags;        /* 0, or SL_FRAME_FLAG_FLAT on an update (set by the encoder) */
     uint64_t layout_hash;  /* sl_layout_hash() of the layout the frame is for */
     uint64_t base_version; /* model version the update or delta is relative to */
     uint64_t round;        /* round id (0 for models) */
 } sl_frame_header;
 
 #define SL_FRAME_VERSION 1
+
+/**
+ * Flag of an UPDATE frame: one position section over the whole parameter
+ * vector instead of one per tensor, and one value mode for the frame
+ * (codecs/FORMAT.md, "Update body, flat"). The values of each tensor are
+ * still quantized on their own, so the reconstruction is the same as the
+ * per-tensor body's; the frame saves the per-tensor table entries and
+ * position streams, which dominate updates of a few hundred values.
+ */
+#define SL_FRAME_FLAG_FLAT 1u
 
 /**
  * sl_frame_peek_header - read and check the header of @frame without
@@ -241,9 +251,11 @@ typedef struct sl_encode_params {
     sl_pos_mode positions; /* SL_POS_AUTO: smallest exact size per tensor */
     int zstd_level;        /* for multi-byte values (default 3) */
     uint64_t seed;         /* stochastic rounding (int8); the same seed gives the same frame */
+    int flat;              /* 1: SL_FRAME_FLAG_FLAT (one position section, for top-k over the
+                              whole model); 0: per tensor */
 } sl_encode_params;
 
-/** sl_encode_params_default - fp32 values, AUTO positions, zstd level 3, seed 0. */
+/** sl_encode_params_default - fp32 values, AUTO positions, zstd level 3, seed 0, per tensor. */
 void sl_encode_params_default(sl_encode_params *p);
 
 /** One tensor's sparse content: @n indices (ascending, < the tensor's count) and values. */
@@ -282,8 +294,9 @@ typedef struct sl_update {
     uint32_t **idx;         /* [tensors][n[i]] */
     float **val;            /* [tensors][n[i]] */
     sl_value_mode *modes;   /* [tensors] value mode of each tensor */
-    sl_pos_mode *pos_modes; /* [tensors] position coding of each tensor */
-    size_t *pos_bytes;      /* [tensors] size of the position section */
+    sl_pos_mode *pos_modes; /* [tensors] position coding of each tensor (flat: of the frame) */
+    size_t *pos_bytes;      /* [tensors] size of the position section (flat: all of it on
+                               the first tensor with n > 0, 0 on the others) */
     size_t *val_bytes;      /* [tensors] size of the value section */
 } sl_update;
 
@@ -390,7 +403,7 @@ int sl_error_feedback_parse(const char *name, sl_error_feedback *out);
 typedef struct sl_compress_params {
     sl_select_mode select;
     sl_select_params select_params;
-    sl_encode_params encode;
+    sl_encode_params encode;    /* encode.flat is set from @scope: flat frames for MODEL */
     sl_topk_scope scope;        /* where top-k is taken (default MODEL) */
     double density;             /* target fraction of elements sent, (0, 1] */
     uint64_t min_k;             /* at least this many per tensor (TENSOR) or in all (MODEL),

@@ -15,15 +15,15 @@
 static const uint32_t example_idx[3] = {1, 4, 9};
 static const float example_val[3] = {0.5f, -0.25f, 1.0f};
 
-/* Parse the first ```hex block after "## Worked example" into @out. */
-static size_t read_example(uint8_t *out, size_t cap)
+/* Parse the first ```hex block after the heading @title into @out. */
+static size_t read_block(const char *title, uint8_t *out, size_t cap)
 {
     void *doc;
     size_t len, n = 0;
     const char *p, *end;
     assert_int_equal(sl_fs_read_file(SL_SOURCE_DIR "/codecs/FORMAT.md", 1 << 20, &doc, &len),
                      SL_OK);
-    p = strstr(doc, "\n## Worked example\n");
+    p = strstr(doc, title);
     assert_non_null(p);
     p = strstr(p, "```hex\n");
     assert_non_null(p);
@@ -51,7 +51,7 @@ static size_t read_example(uint8_t *out, size_t cap)
 static void test_worked_example(void **state)
 {
     uint8_t bytes[512];
-    size_t n = read_example(bytes, sizeof bytes), len;
+    size_t n = read_block("\n## Worked example\n", bytes, sizeof bytes), len;
     sl_layout *l = NULL;
     sl_update *u = NULL;
     sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
@@ -76,10 +76,45 @@ static void test_worked_example(void **state)
     sl_layout_free(l);
 }
 
+/* The flat body of the same update, with b[2] = 0.125 as well. */
+static void test_worked_example_flat(void **state)
+{
+    static const uint32_t bias_idx[1] = {2};
+    static const float bias_val[1] = {0.125f};
+    uint8_t bytes[512];
+    size_t n = read_block("\n## Worked example, flat\n", bytes, sizeof bytes), len;
+    sl_layout *l = NULL;
+    sl_update *u = NULL;
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
+    sl_sparse_tensor st[2] = {{3, example_idx, example_val}, {1, bias_idx, bias_val}};
+    sl_encode_params p;
+    void *frame;
+    (void)state;
+    assert_int_equal(sl_layout_parse("w 2 5\nb 3\n", 10, &l), SL_OK);
+    assert_true(n > 20);
+    assert_int_equal(sl_frame_decode_update(l, bytes, n, NULL, &u), SL_OK);
+    assert_int_equal(u->header.flags, SL_FRAME_FLAG_FLAT);
+    assert_int_equal(u->n[0], 3);
+    assert_int_equal(u->n[1], 1);
+    assert_memory_equal(u->idx[0], example_idx, sizeof example_idx);
+    assert_memory_equal(u->val[0], example_val, sizeof example_val);
+    assert_int_equal(u->idx[1][0], 2);
+    assert_true(u->val[1][0] == 0.125f);
+    sl_update_free(u);
+    sl_encode_params_default(&p);
+    p.flat = 1;
+    assert_int_equal(sl_frame_encode_update(l, &h, st, &p, NULL, &frame, &len), SL_OK);
+    assert_int_equal(len, n);
+    assert_memory_equal(frame, bytes, n);
+    free(frame);
+    sl_layout_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example),
+        cmocka_unit_test(test_worked_example_flat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,7 +53,8 @@ static void free_sparse(sparse_set *s)
     free(s->recon);
 }
 
-static void roundtrip(const sl_layout *l, sparse_set *s, sl_value_mode vm, sl_pos_mode pm)
+static void roundtrip_body(const sl_layout *l, sparse_set *s, sl_value_mode vm, sl_pos_mode pm,
+                           int flat)
 {
     sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 17, 3};
     sl_encode_params p;
@@ -67,8 +68,10 @@ static void roundtrip(const sl_layout *l, sparse_set *s, sl_value_mode vm, sl_po
     p.values = vm;
     p.positions = pm;
     p.seed = 1234;
+    p.flat = flat;
     assert_int_equal(sl_frame_encode_update(l, &h, s->st, &p, s->recon, &frame, &len), SL_OK);
     assert_int_equal(sl_frame_decode_update(l, frame, len, NULL, &u), SL_OK);
+    assert_int_equal(u->header.flags, flat ? SL_FRAME_FLAG_FLAT : 0);
     assert_int_equal(u->header.base_version, 17);
     assert_int_equal(u->header.round, 3);
     assert_true(u->header.layout_hash == sl_layout_hash(l));
@@ -115,6 +118,25 @@ static void roundtrip(const sl_layout *l, sparse_set *s, sl_value_mode vm, sl_po
     free(dst);
     free(expect);
     free(frame);
+}
+
+/* Both bodies: each decodes to what the encoder says it reconstructs, and
+ * the two reconstruct the same update (per-tensor quantization in both). */
+static void roundtrip(const sl_layout *l, sparse_set *s, sl_value_mode vm, sl_pos_mode pm)
+{
+    size_t nt = s->nt;
+    float **keep = calloc(nt ? nt : 1, sizeof *keep);
+    roundtrip_body(l, s, vm, pm, 0);
+    for (size_t t = 0; t < nt; t++) {
+        keep[t] = malloc((s->st[t].n ? s->st[t].n : 1) * sizeof(float));
+        memcpy(keep[t], s->recon[t], s->st[t].n * sizeof(float));
+    }
+    roundtrip_body(l, s, vm, pm, 1);
+    for (size_t t = 0; t < nt; t++) {
+        assert_memory_equal(keep[t], s->recon[t], s->st[t].n * sizeof(float));
+        free(keep[t]);
+    }
+    free(keep);
 }
 
 static void test_roundtrip_all_modes(void **state)
@@ -172,6 +194,20 @@ static void test_encoder_rejections(void **state)
     s.idx[1][s.st[1].n - 1] = 6;
     assert_int_equal(sl_frame_encode_update(l, &h, s.st, NULL, NULL, &frame, &len), SL_EINVAL);
     s.idx[1][s.st[1].n - 1] = saved;
+    /* flat: an index past its tensor (it would land in the next tensor), unsorted */
+    {
+        sl_encode_params p;
+        sl_encode_params_default(&p);
+        p.flat = 1;
+        saved = s.idx[1][s.st[1].n - 1];
+        s.idx[1][s.st[1].n - 1] = (uint32_t)sl_layout_tensor(l, 1)->count;
+        assert_int_equal(sl_frame_encode_update(l, &h, s.st, &p, NULL, &frame, &len), SL_EINVAL);
+        s.idx[1][s.st[1].n - 1] = saved;
+        saved = s.idx[10][1];
+        s.idx[10][1] = s.idx[10][0];
+        assert_int_equal(sl_frame_encode_update(l, &h, s.st, &p, NULL, &frame, &len), SL_EINVAL);
+        s.idx[10][1] = saved;
+    }
     /* non-finite value */
     s.val[10][3] = INFINITY;
     assert_int_equal(sl_frame_encode_update(l, &h, s.st, NULL, NULL, &frame, &len), SL_ENONFINITE);
@@ -181,13 +217,14 @@ static void test_encoder_rejections(void **state)
     sl_layout_free(l);
 }
 
-static uint8_t *encode(const sl_layout *l, sparse_set *s, sl_value_mode vm, size_t *len)
+static uint8_t *encode(const sl_layout *l, sparse_set *s, sl_value_mode vm, int flat, size_t *len)
 {
     sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
     sl_encode_params p;
     void *frame;
     sl_encode_params_default(&p);
     p.values = vm;
+    p.flat = flat;
     assert_int_equal(sl_frame_encode_update(l, &h, s->st, &p, NULL, &frame, len), SL_OK);
     return frame;
 }
@@ -202,8 +239,9 @@ static void test_hostile_frames(void **state)
     uint64_t seed = 2024;
     (void)state;
     assert_int_equal(sl_layout_parse("w 10\n", 5, &other), SL_OK);
-    for (int vm = SL_VALUE_FP32; vm <= SL_VALUE_SIGN; vm++) {
-        uint8_t *frame = encode(l, &s, (sl_value_mode)vm, &len);
+    for (int m = 0; m < 2 * (SL_VALUE_SIGN + 1); m++) {
+        sl_value_mode vm = (sl_value_mode)(m % (SL_VALUE_SIGN + 1));
+        uint8_t *frame = encode(l, &s, vm, m > SL_VALUE_SIGN, &len);
         uint8_t *copy = malloc(len + 1);
         sl_update *u;
         /* every truncation */
@@ -278,7 +316,8 @@ static void test_table_rejections(void **state)
     EDIT(table + 2, 9, SL_ECORRUPT);     /* unknown position mode */
     EDIT(table + 4, 6, SL_ECORRUPT);     /* unknown value mode */
     EDIT(table + 5, 120, SL_ETRUNCATED); /* position section larger than the body */
-    EDIT(6, 1, SL_ECORRUPT);             /* reserved flags */
+    EDIT(6, 2, SL_ECORRUPT);             /* an unknown flag */
+    EDIT(7, 1, SL_ECORRUPT);             /* an unknown flag (high byte) */
     EDIT(5, SL_FRAME_MODEL, SL_ELAYOUT); /* a model frame is not an update */
 #undef EDIT
     /* sections shorter than the body: trailing garbage before the CRC */
@@ -292,12 +331,115 @@ static void test_table_rejections(void **state)
     sl_layout_free(l);
 }
 
+/*
+ * Targeted edits of a flat body (CRC recomputed): layout "w 10", "b 6"
+ * (d = 16); w sends {1, 4, 9}, b sends {2}. After the 18 bytes of header and
+ * varints: n, position coding, Rice parameter, value mode, position bytes,
+ * the positions, then per tensor a value size and section.
+ */
+static void test_flat_rejections(void **state)
+{
+    sl_layout *l = NULL;
+    float v[3] = {0.5f, -0.25f, 1.0f}, bv[1] = {2.0f};
+    uint32_t idx[3] = {1, 4, 9}, bidx[1] = {2};
+    sl_sparse_tensor st[2] = {{3, idx, v}, {1, bidx, bv}};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
+    sl_encode_params p;
+    sl_update *u;
+    uint8_t *frame, *copy, *model;
+    size_t len, mlen, pos_bytes, first_val;
+    const size_t body = 18;
+    float params[16] = {0};
+    (void)state;
+    assert_int_equal(sl_layout_parse("w 10\nb 6\n", 9, &l), SL_OK);
+    sl_encode_params_default(&p);
+    p.flat = 1;
+    assert_int_equal(sl_frame_encode_update(l, &h, st, &p, NULL, (void **)&frame, &len), SL_OK);
+    assert_int_equal(frame[6], SL_FRAME_FLAG_FLAT);
+    assert_int_equal(frame[body], 4); /* n over the whole model */
+    pos_bytes = frame[body + 4];
+    first_val = body + 5 + pos_bytes; /* w's value size */
+    assert_int_equal(frame[first_val], 13);
+    assert_int_equal(sl_frame_decode_update(l, frame, len, NULL, &u), SL_OK);
+    assert_int_equal(u->n[0], 3);
+    assert_int_equal(u->n[1], 1);
+    assert_int_equal(u->idx[1][0], 2);
+    assert_true(u->val[1][0] == 2.0f);
+    sl_update_free(u);
+    copy = malloc(len + 8);
+#define EDIT(off, value, expect)                                                  \
+    do {                                                                          \
+        memcpy(copy, frame, len);                                                 \
+        copy[off] = (uint8_t)(value);                                             \
+        sl_test_fix_crc(copy, len);                                               \
+        u = NULL;                                                                 \
+        assert_int_equal(sl_frame_decode_update(l, copy, len, NULL, &u), expect); \
+        assert_null(u);                                                           \
+    } while (0)
+    EDIT(body, 17, SL_ECOUNT);           /* n > d */
+    EDIT(body + 1, 0, SL_ECORRUPT);      /* position mode 0 (AUTO) is never written */
+    EDIT(body + 1, 9, SL_ECORRUPT);      /* unknown position mode */
+    EDIT(body + 3, 6, SL_ECORRUPT);      /* unknown value mode */
+    EDIT(body + 4, 120, SL_ETRUNCATED);  /* position section larger than the body */
+    EDIT(first_val, 100, SL_ETRUNCATED); /* a value section past the body */
+    EDIT(6, 3, SL_ECORRUPT);             /* an unknown flag beside FLAT */
+    EDIT(6, 0, SL_ELAYOUT); /* the flat body read as a tensor table: n 4 is not 2 tensors */
+#undef EDIT
+    /* fewer or more positions than n says: the position section does not decode */
+    for (int dn = -1; dn <= 1; dn += 2) {
+        memcpy(copy, frame, len);
+        copy[body] = (uint8_t)(4 + dn);
+        sl_test_fix_crc(copy, len);
+        u = NULL;
+        assert_int_not_equal(sl_frame_decode_update(l, copy, len, NULL, &u), SL_OK);
+        assert_null(u);
+    }
+    /* trailing garbage before the CRC */
+    memcpy(copy, frame, len - 4);
+    copy[len - 4] = 0xAA;
+    memcpy(copy + len - 3, frame + len - 4, 4);
+    sl_test_fix_crc(copy, len + 1);
+    assert_int_equal(sl_frame_decode_update(l, copy, len + 1, NULL, &u), SL_ECORRUPT);
+    /* the decode limits hold before anything is allocated */
+    {
+        sl_decode_limits out_small = {0, 16};
+        assert_int_equal(sl_frame_decode_update(l, frame, len, &out_small, &u), SL_ETOOBIG);
+    }
+    /* FLAT is a flag of updates only: a model frame carrying it is refused */
+    assert_int_equal(sl_frame_encode_model(l, params, 3, 1, (void **)&model, &mlen), SL_OK);
+    model[6] = SL_FRAME_FLAG_FLAT;
+    sl_test_fix_crc(model, mlen);
+    {
+        sl_frame_header mh;
+        assert_int_equal(sl_frame_peek_header(model, mlen, &mh), SL_ECORRUPT);
+        assert_int_equal(sl_frame_decode_model(l, model, mlen, NULL, 0, params), SL_ECORRUPT);
+    }
+    /* an empty flat update is n = 0 and nothing else */
+    {
+        sl_sparse_tensor none[2] = {{0, NULL, NULL}, {0, NULL, NULL}};
+        uint8_t *empty;
+        size_t elen;
+        assert_int_equal(sl_frame_encode_update(l, &h, none, &p, NULL, (void **)&empty, &elen),
+                         SL_OK);
+        assert_int_equal(elen, body + 1 + 4);
+        assert_int_equal(empty[body], 0);
+        assert_int_equal(sl_frame_decode_update(l, empty, elen, NULL, &u), SL_OK);
+        assert_int_equal(u->n[0] + u->n[1], 0);
+        sl_update_free(u);
+        free(empty);
+    }
+    free(model);
+    free(copy);
+    free(frame);
+    sl_layout_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_all_modes), cmocka_unit_test(test_empty_update),
         cmocka_unit_test(test_encoder_rejections),  cmocka_unit_test(test_hostile_frames),
-        cmocka_unit_test(test_table_rejections),
+        cmocka_unit_test(test_table_rejections),    cmocka_unit_test(test_flat_rejections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
