@@ -32,6 +32,7 @@ void sl_compress_params_default(sl_compress_params *p)
     p->warmup_density = 0.25;
     p->momentum = 0.0;
     p->feedback = SL_EF_TRACKING;
+    p->residual_decay = 1.0;
 }
 
 const char *sl_error_feedback_name(sl_error_feedback f)
@@ -93,7 +94,8 @@ double sl_compress_density(const sl_compress_params *p, uint32_t step)
 static int valid_params(const sl_compress_params *p)
 {
     return (unsigned)p->select <= SL_SELECT_DGC && (unsigned)p->scope <= SL_TOPK_TENSOR &&
-           (unsigned)p->feedback <= SL_EF_TRACKING && p->density > 0 && p->density <= 1 &&
+           (unsigned)p->feedback <= SL_EF_TRACKING && p->residual_decay > 0 &&
+           p->residual_decay <= 1 && (p->feedback == SL_EF_RESIDUAL || p->residual_decay == 1) && p->density > 0 && p->density <= 1 &&
            p->momentum >= 0 && p->momentum < 1 && isfinite(p->warmup_density) &&
            (p->warmup_rounds == 0 || (p->warmup_density > 0 && p->warmup_density <= 1)) &&
            (unsigned)p->encode.values <= SL_VALUE_SIGN &&
@@ -281,16 +283,18 @@ int sl_compressor_prepare(sl_compressor *c, const float *delta, const sl_frame_h
     nt = sl_layout_tensors(c->layout);
     density = sl_compress_density(&c->p, step);
 
-    /* acc = residual + u, with u = m * momentum + delta (DGC momentum correction) */
+    /* acc = g * residual + u, with u = m * momentum + delta (DGC momentum
+     * correction) and g the residual decay (g * r == r exactly for g = 1) */
     if (c->momentum != NULL) {
-        float m = (float)c->p.momentum;
+        float m = (float)c->p.momentum, g = (float)c->p.residual_decay;
         for (size_t i = 0; i < c->d; i++) {
             c->pending_mu[i] = m * c->momentum[i] + delta[i];
-            c->acc[i] = c->residual[i] + c->pending_mu[i];
+            c->acc[i] = g * c->residual[i] + c->pending_mu[i];
         }
     } else {
+        float g = (float)c->p.residual_decay;
         for (size_t i = 0; i < c->d; i++)
-            c->acc[i] = c->residual[i] + delta[i];
+            c->acc[i] = g * c->residual[i] + delta[i];
     }
     if (!sl__all_finite(c->acc, c->d))
         return SL_ENONFINITE;

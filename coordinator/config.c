@@ -24,6 +24,8 @@
  *   density              number          (0, 1]                 0.01
  *   topk_scope           string          "model" or "tensor"    "model"
  *   error_feedback       string          "tracking" or "residual"  "tracking"
+ *   residual_decay       number          (0, 1]; < 1 only with   1
+ *                                        error_feedback "residual"
  *   warmup_rounds        integer         0 .. 10000             0
  *   warmup_density       number          (0, 1], >= density     0.25
  *   local_epochs         integer         1 .. 1000              1
@@ -45,7 +47,8 @@
  *   buffer_size          integer         1 .. 1e5               10
  *   max_staleness        integer         0 .. 1e5               10
  *
- * Cross-field rules: quorum <= target; dp_noise > 0 needs clip_norm > 0
+ * Cross-field rules: quorum <= target; residual_decay < 1 needs error_feedback
+ * "residual" (tracking keeps no stale mass to decay); dp_noise > 0 needs clip_norm > 0
  * (the noise is calibrated to the clipping bound); warmup_density >= density
  * when warmup_rounds > 0 (warm-up starts denser and decays).
  *
@@ -126,6 +129,7 @@ static const key_spec keys[] = {
     {"density", K_F64, F(density), 0, 1, 1, 0, 0.01},
     {"topk_scope", K_SCOPE, F(topk_scope), 0, 0, 0, 0, 0},
     {"error_feedback", K_EF, F(error_feedback), 0, 0, 0, 0, 0},
+    {"residual_decay", K_F64, F(residual_decay), 0, 1, 1, 0, 1},
     {"warmup_rounds", K_U32, F(warmup_rounds), 0, 10000, 0, 0, 0},
     {"warmup_density", K_F64, F(warmup_density), 0, 1, 1, 0, 0.25},
     {"local_epochs", K_U32, F(local_epochs), 1, 1000, 0, 0, 1},
@@ -505,6 +509,12 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
     }
     if (c->quorum > c->target) {
         set_err(err, errcap, "quorum: %u is above target %u", c->quorum, c->target);
+        return SL_ECONFIG_VALUE;
+    }
+    if (c->residual_decay < 1 && c->error_feedback != SL_EF_RESIDUAL) {
+        set_err(err, errcap,
+                "residual_decay: below 1 needs error_feedback \"residual\" (tracking has no "
+                "residual mass to decay)");
         return SL_ECONFIG_VALUE;
     }
     if (c->dp_noise > 0 && c->clip_norm <= 0) {

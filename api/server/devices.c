@@ -200,6 +200,7 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(comp, "density", st->cfg.density);
     cJSON_AddStringToObject(comp, "topk_scope", sl_topk_scope_name(st->cfg.topk_scope));
     cJSON_AddStringToObject(comp, "error_feedback", sl_error_feedback_name(st->cfg.error_feedback));
+    cJSON_AddNumberToObject(comp, "residual_decay", st->cfg.residual_decay);
     cJSON_AddNumberToObject(comp, "warmup_rounds", st->cfg.warmup_rounds);
     cJSON_AddNumberToObject(comp, "warmup_density", st->cfg.warmup_density);
     cJSON_AddItemToObject(out, "compression", comp);

@@ -108,6 +108,7 @@ typedef struct sl__agent_assignment {
     double density, warmup_density;
     sl_topk_scope topk_scope;   /* TENSOR when the coordinator does not say (older ones) */
     sl_error_feedback feedback; /* RESIDUAL when the coordinator does not say (older ones) */
+    double residual_decay;      /* 1 when the coordinator does not say */
     uint32_t warmup_rounds;
     uint32_t epochs, batch;
     double lr, momentum, prox_mu;

@@ -267,6 +267,12 @@ static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
     if (scope != NULL && (!cJSON_IsString(scope) ||
                           sl_error_feedback_parse(scope->valuestring, &s.feedback) != SL_OK))
         return SL_ESYNTAX;
+    s.residual_decay = 1.0;
+    if (cJSON_GetObjectItemCaseSensitive(comp, "residual_decay") != NULL &&
+        (json_f64(comp, "residual_decay", &s.residual_decay) != SL_OK ||
+         !(s.residual_decay > 0 && s.residual_decay <= 1) ||
+         (s.residual_decay < 1 && s.feedback != SL_EF_RESIDUAL)))
+        return SL_ESYNTAX;
     if (part < 0 || warm < 0 || epochs < 1 || batch < 1 || epochs > 100000 || batch > 1 << 20 ||
         !(s.density > 0 && s.density <= 1) || !(s.lr > 0) || s.momentum < 0 || s.momentum >= 1 ||
         s.prox_mu < 0 || (s.selected && (s.round_id < 1 || s.model_version < 1)))

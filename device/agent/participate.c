@@ -53,14 +53,15 @@ static double selected_count(const sl_layout *layout, double density, sl_topk_sc
 }
 
 static int make_compressor(const sl_agent *a, sl_value_mode values, double density,
-                           sl_topk_scope scope, sl_error_feedback feedback, uint64_t seed,
-                           sl_compressor **out)
+                           sl_topk_scope scope, sl_error_feedback feedback, double decay,
+                           uint64_t seed, sl_compressor **out)
 {
     sl_compress_params p;
     sl_compress_params_default(&p);
     p.encode.values = values;
     p.scope = scope;
     p.feedback = feedback;
+    p.residual_decay = decay;
     p.encode.seed = seed;
     p.density = density > 0 && density <= 1 ? density : 1.0;
     p.warmup_rounds = 0; /* the warm-up is applied in the density handed over */
@@ -85,7 +86,8 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
 
     if (gen <= a->resolved.gen)
         gen = a->resolved.gen + 1;
-    rc = make_compressor(a, asg->values, density, asg->topk_scope, asg->feedback, gen, &c);
+    rc = make_compressor(a, asg->values, density, asg->topk_scope, asg->feedback,
+                         asg->residual_decay, gen, &c);
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, NULL, NULL, NULL, 0);
     sl__agent_pending_free(p);
@@ -317,7 +319,7 @@ int sl__agent_absorb(sl_agent *a, const float *next, int64_t version)
     int rc;
     if (!a->absorb || a->global == NULL || a->version < 1 || version <= a->version)
         return SL_OK;
-    rc = make_compressor(a, SL_VALUE_FP32, 1.0, SL_TOPK_MODEL, SL_EF_TRACKING, 0, &c);
+    rc = make_compressor(a, SL_VALUE_FP32, 1.0, SL_TOPK_MODEL, SL_EF_TRACKING, 1.0, 0, &c);
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, NULL, NULL, NULL, 0);
     if (rc == SL_OK)
@@ -354,7 +356,8 @@ static int resolve(sl_agent *a, int outcome, int64_t update_id, int duplicate)
     sl__agent_resolved tag = {p->gen, outcome, duplicate, p->round_id, update_id, {0}};
     sl_compressor *c = NULL;
     const float *res, *mu;
-    int rc = make_compressor(a, SL_VALUE_FP32, p->density, p->topk_scope, p->feedback, p->gen, &c);
+    int rc =
+        make_compressor(a, SL_VALUE_FP32, p->density, p->topk_scope, p->feedback, 1.0, p->gen, &c);
     int absorb = a->absorb;
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, p->acc, p->acc_mu, p->frame,

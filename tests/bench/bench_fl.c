@@ -36,14 +36,14 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0, "", ""},
-    {"k1-fp32", "fp32", 0.01, 0, "", ""},
-    {"k1-int8", "int8", 0.01, 0, "", ""},
-    {"k1-ternary", "ternary", 0.01, 0, "", ""},
-    {"k0.1-fp32", "fp32", 0.001, 0, "", ""},
-    {"k0.1-int8", "int8", 0.001, 0, "", ""},
-    {"k0.1-ternary", "ternary", 0.001, 0, "", ""},
-    {"default", "", 0, 1, "", ""},
+    {"dense", "fp32", 1.0, 0, "", "", 0},
+    {"k1-fp32", "fp32", 0.01, 0, "", "", 0},
+    {"k1-int8", "int8", 0.01, 0, "", "", 0},
+    {"k1-ternary", "ternary", 0.01, 0, "", "", 0},
+    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0},
+    {"k0.1-int8", "int8", 0.001, 0, "", "", 0},
+    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0},
+    {"default", "", 0, 1, "", "", 0},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -66,10 +66,12 @@ static int usage(FILE *out)
         "  --settings LIST    comma-separated: dense, k1-fp32, k1-int8, k1-ternary,\n"
         "                     k0.1-fp32, k0.1-int8, k0.1-ternary (top-k 1%% / 0.1%% with error\n"
         "                     feedback), default (the task sets neither values nor\n"
-        "                     density), or VALUES@DENSITY[@SCOPE][@FEEDBACK] (fp16@0.05,\n"
+        "                     density), or VALUES@DENSITY[@SCOPE][@FEEDBACK][@decayG] (fp16@0.05,\n"
         "                     ternary@0.01@tensor: top-k in every tensor instead of over\n"
         "                     the whole model, the task's default; ternary@0.01@residual:\n"
-        "                     classic error feedback instead of tracking, the default)\n"
+        "                     classic error feedback instead of tracking, the default;\n"
+        "                     ternary@0.001@residual@decay0.9: the residual times 0.9\n"
+        "                     each round)\n"
         "                     (default: all of them)\n"
         "  --rounds R  --epochs E  --clients N  --model M   change the setup\n"
         "  --target-acc A     accuracy for \"rounds to\" (default 0.85)\n"
@@ -159,10 +161,16 @@ static int parse_setting(const char *name, fl_setting *st)
             snprintf(st->scope, sizeof st->scope, "%s", sl_topk_scope_name(scope));
         else if (st->feedback[0] == '\0' && sl_error_feedback_parse(word, &fb) == SL_OK)
             snprintf(st->feedback, sizeof st->feedback, "%s", sl_error_feedback_name(fb));
+        else if (st->decay == 0 && strncmp(word, "decay", 5) == 0 && word[5] != '\0' &&
+                 parse_double(word + 5, 1e-9, 1.0, &st->decay) == 0)
+            ; /* residual_decay */
         else
             return -1; /* unknown, or given twice */
         opt = next;
     }
+    /* a decay needs the classic residual (the coordinator would refuse the task) */
+    if (st->decay > 0 && st->decay < 1 && strcmp(st->feedback, "residual") != 0)
+        return -1;
     snprintf(dens, sizeof dens, "%.*s", at2 ? (int)(at2 - at - 1) : (int)strlen(at + 1), at + 1);
     if (parse_double(dens, 1e-9, 1.0, &st->density) != 0)
         return -1;
@@ -460,7 +468,8 @@ int sl_bench_fl(int argc, char **argv)
                 strcmp(settings[j].values, settings[i].values) == 0 &&
                 settings[j].density == settings[i].density &&
                 strcmp(settings[j].scope, settings[i].scope) == 0 &&
-                strcmp(settings[j].feedback, settings[i].feedback) == 0)
+                strcmp(settings[j].feedback, settings[i].feedback) == 0 &&
+                settings[j].decay == settings[i].decay)
                 res[i].alias_of = (int)j;
 
     memset(&sa, 0, sizeof sa);

@@ -19,13 +19,14 @@
 
 /** One compression setting: the values and density handed to the devices. */
 typedef struct fl_setting {
-    char name[32];     /* "dense", "k1-int8", "default", "fp16@0.05" ... */
+    char name[48];     /* "dense", "k1-int8", "default", "fp16@0.05" ... */
     char values[16];   /* sl_value_mode_name(); for "default" the resolved default */
     double density;    /* (0, 1] */
     int is_default;    /* the task sets neither values nor density */
     char scope[8];     /* topk_scope given to the task ("model", "tensor"); "" = its default */
     char feedback[12]; /* error_feedback given to the task ("tracking", "residual"); "" = its
                           default */
+    double decay;      /* residual_decay given to the task; 0 = its default */
 } fl_setting;
 
 /** What every setting shares. */

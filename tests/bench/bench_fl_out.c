@@ -51,7 +51,7 @@ void sl__bench_fl_describe(const fl_setup *su, double dense_bytes, uint64_t para
 
 /* One row's cells (shared by the table and the markdown). */
 typedef struct row {
-    char label[80], values[16], density[24], final_acc[16], best_acc[16], rounds_to[24];
+    char label[112], values[16], density[24], final_acc[16], best_acc[16], rounds_to[24];
     char up[24], down[24], ratio[24], down_frac[16], wall[16];
 } row;
 
@@ -186,6 +186,7 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
         cJSON_AddStringToObject(o, "topk_scope", r->setting.scope[0] ? r->setting.scope : "model");
         cJSON_AddStringToObject(o, "error_feedback",
                                 r->setting.feedback[0] ? r->setting.feedback : "tracking");
+        cJSON_AddNumberToObject(o, "residual_decay", r->setting.decay > 0 ? r->setting.decay : 1);
         cJSON_AddBoolToObject(o, "ok", r->ok);
         if (!r->ok) {
             cJSON_AddStringToObject(o, "error", r->error);

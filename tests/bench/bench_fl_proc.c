@@ -156,12 +156,14 @@ static int wait_port(const char *log, pid_t coordinator, unsigned *port, char *e
 
 static int write_task(const fl_setup *su, const fl_setting *st, const char *path)
 {
-    char text[2048], vd[192] = "";
+    char text[2048], vd[256] = "", decay[64] = "";
+    if (st->decay > 0)
+        snprintf(decay, sizeof decay, "\"residual_decay\": %.17g, ", st->decay);
     if (!st->is_default)
-        snprintf(vd, sizeof vd, "\"values\": \"%s\", \"density\": %.17g, %s%s%s%s%s%s", st->values,
-                 st->density, st->scope[0] ? "\"topk_scope\": \"" : "", st->scope,
+        snprintf(vd, sizeof vd, "\"values\": \"%s\", \"density\": %.17g, %s%s%s%s%s%s%s",
+                 st->values, st->density, st->scope[0] ? "\"topk_scope\": \"" : "", st->scope,
                  st->scope[0] ? "\", " : "", st->feedback[0] ? "\"error_feedback\": \"" : "",
-                 st->feedback, st->feedback[0] ? "\", " : "");
+                 st->feedback, st->feedback[0] ? "\", " : "", decay);
     snprintf(text, sizeof text,
              "{\"config\": {\"name\": \"bench-fl-%s\", \"rounds\": %u, \"target\": %u, "
              "\"over_selection\": 1, \"quorum\": %u, \"selection_window_ms\": %lld, "

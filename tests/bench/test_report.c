@@ -383,6 +383,10 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@tensor@model"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@none"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@tracking"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@decay0"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@decay1.5"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@decay0.9"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@decay"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", ""), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot", "out.jpg"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot"), 2);
@@ -414,8 +418,8 @@ static void test_bench_fl_smoke(void **state)
     snprintf(png, sizeof png, "%s/fl.png", g_dir);
     snprintf(md, sizeof md, "%s/fl.md", g_dir);
     if (RUN(NULL, &out, "bench", "fl", "--smoke", "--settings",
-            "dense,k1-ternary,ternary@0.01@residual@tensor", "--dir", runs, "--plot", png, "--md",
-            md) != 0)
+            "dense,k1-ternary,ternary@0.01@residual@tensor@decay0.9", "--dir", runs, "--plot", png,
+            "--md", md) != 0)
         fail_msg("starling bench fl --smoke failed:\n%s", out);
     assert_non_null(strstr(out, "round   2/2  closed"));
     free(out);
@@ -423,19 +427,21 @@ static void test_bench_fl_smoke(void **state)
     assert_int_equal(sl_fs_read_file(md, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "| dense | fp32 | 1 | "));
     assert_non_null(strstr(text, "| k1-ternary | ternary | 0.01 | "));
-    assert_non_null(strstr(text, "| ternary@0.01@residual@tensor | ternary | 0.01 | "));
+    assert_non_null(strstr(text, "| ternary@0.01@residual@tensor@decay0.9 | ternary | 0.01 | "));
     assert_null(strstr(text, "failed"));
     free(text);
     /* the scope and error feedback reach the task only where the setting gives them */
-    snprintf(data, sizeof data, "%s/ternary@0.01@residual@tensor/task.json", runs);
+    snprintf(data, sizeof data, "%s/ternary@0.01@residual@tensor@decay0.9/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "\"topk_scope\": \"tensor\""));
     assert_non_null(strstr(text, "\"error_feedback\": \"residual\""));
+    assert_non_null(strstr(text, "\"residual_decay\": 0.90000000000000002"));
     free(text);
     snprintf(data, sizeof data, "%s/k1-ternary/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
     assert_null(strstr(text, "topk_scope"));
     assert_null(strstr(text, "error_feedback"));
+    assert_null(strstr(text, "residual_decay"));
     free(text);
     /* the report of one of its runs: two closed rounds of 10 devices */
     snprintf(data, sizeof data, "%s/dense/data", runs);

@@ -260,9 +260,10 @@ static int add_sent(void *ctx, int64_t device_id, const void *frame, size_t len,
     return 0;
 }
 
-static void test_fold_and_commit(void **state)
+/* @decay: the task's residual_decay (the check-in carries it to the compressor) */
+static void check_fold_and_commit(double decay)
 {
-    char dir[512], data_dir[600], err[256], agent_dir[600];
+    char dir[512], data_dir[600], err[256], agent_dir[600], cfg[600];
     ag_coord c;
     sl_agent_data *data = NULL;
     sl_agent_options o;
@@ -272,18 +273,20 @@ static void test_fold_and_commit(void **state)
     sent_ctx sent;
     int64_t task;
     double worst = 0, scale = 0;
-    (void)state;
+    const float g = (float)decay;
     sl_test_mkdtemp(dir, sizeof dir, "agent_fold");
     snprintf(data_dir, sizeof data_dir, "%s/data", dir);
     snprintf(agent_dir, sizeof agent_dir, "%s/agent", dir);
     ag_make_data(data_dir, 300, 100);
     ag_coord_open(&c, dir, NULL, NULL, NULL);
-    task = ag_create_task(&c, "mlp",
-                          "{\"name\":\"fold\",\"target\":1,\"quorum\":1,\"over_selection\":1,"
-                          "\"error_feedback\":\"residual\","
-                          "\"selection_window_ms\":200,\"report_deadline_ms\":10000,"
-                          "\"values\":\"fp16\",\"density\":0.1,\"local_epochs\":1,"
-                          "\"batch\":32,\"local_lr\":0.05}");
+    snprintf(cfg, sizeof cfg,
+             "{\"name\":\"fold\",\"target\":1,\"quorum\":1,\"over_selection\":1,"
+             "\"error_feedback\":\"residual\",\"residual_decay\":%.17g,"
+             "\"selection_window_ms\":200,\"report_deadline_ms\":10000,"
+             "\"values\":\"fp16\",\"density\":0.1,\"local_epochs\":1,"
+             "\"batch\":32,\"local_lr\":0.05}",
+             decay);
+    task = ag_create_task(&c, "mlp", cfg);
     assert_int_equal(sl_agent_data_load(data_dir, NULL, 1, 0, 1, 1, &data, err, sizeof err), SL_OK);
     assert_int_equal(sl_model_create("mlp", &m), SL_OK);
     memset(&f, 0, sizeof f);
@@ -308,7 +311,7 @@ static void test_fold_and_commit(void **state)
         assert_true(f.acc[0][i] == f.before[0][i] + f.delta[0][i]);
         assert_true(f.after[0][i] == f.acc[0][i]);
         assert_true(f.before[1][i] == f.after[0][i]);
-        assert_true(f.acc[1][i] == f.before[1][i] + f.delta[1][i]);
+        assert_true(f.acc[1][i] == g * f.before[1][i] + f.delta[1][i]);
     }
     /* a commit keeps what was not received: residual + received == accumulated */
     sent.layout = sl_model_layout(m);
@@ -328,9 +331,14 @@ static void test_fold_and_commit(void **state)
         if (fabs(total) > scale)
             scale = fabs(total);
     }
-    fprintf(stderr, "fold/commit: sent + residual vs sum of deltas: max error %.3g (scale %.3g)\n",
-            worst, scale);
-    assert_true(worst <= 1e-6 * scale + 1e-8);
+    fprintf(stderr,
+            "fold/commit (decay %g): sent + residual vs sum of deltas: max error %.3g (scale "
+            "%.3g)\n",
+            decay, worst, scale);
+    if (decay == 1.0) /* nothing is lost without a decay */
+        assert_true(worst <= 1e-6 * scale + 1e-8);
+    else /* the decay removed mass */
+        assert_true(worst > 1e-3 * scale);
     for (int i = 0; i < 2; i++) {
         free(f.delta[i]);
         free(f.before[i]);
@@ -343,6 +351,13 @@ static void test_fold_and_commit(void **state)
     sl_agent_data_free(data);
     ag_coord_close(&c);
     sl_test_rmtree(dir);
+}
+
+static void test_fold_and_commit(void **state)
+{
+    (void)state;
+    check_fold_and_commit(1.0);
+    check_fold_and_commit(0.5);
 }
 
 /* ---- tracking error feedback ----------------------------------------------------------------- */

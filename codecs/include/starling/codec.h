@@ -412,6 +412,8 @@ typedef struct sl_compress_params {
     double warmup_density;      /* density of participation 0; decays geometrically */
     double momentum;            /* DGC momentum correction, [0, 1); 0 = off */
     sl_error_feedback feedback; /* what the residual keeps (default TRACKING) */
+    double residual_decay;      /* RESIDUAL: acc = decay * residual + delta, (0, 1];
+                                   1 (default) keeps it whole */
 } sl_compress_params;
 
 /**

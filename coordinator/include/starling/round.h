@@ -68,6 +68,7 @@ typedef struct sl_task_config {
     double density;
     sl_topk_scope topk_scope;         /* where devices take top-k (default model) */
     sl_error_feedback error_feedback; /* what device residuals keep (default tracking) */
+    double residual_decay;            /* residual: the residual's factor each round (1) */
     uint32_t warmup_rounds;
     double warmup_density;
     uint32_t local_epochs, batch;

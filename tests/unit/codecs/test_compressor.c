@@ -260,6 +260,18 @@ static void test_tracking(void **state)
     }
     sl_update_free(u);
     free(acc);
+    /* a residual decay is for RESIDUAL only, in (0, 1] */
+    p.feedback = SL_EF_TRACKING;
+    p.residual_decay = 0.5;
+    assert_int_equal(sl_compressor_create(l, &p, &r), SL_EINVAL);
+    p.feedback = SL_EF_RESIDUAL;
+    p.residual_decay = 0.0;
+    assert_int_equal(sl_compressor_create(l, &p, &r), SL_EINVAL);
+    p.residual_decay = 1.5;
+    assert_int_equal(sl_compressor_create(l, &p, &r), SL_EINVAL);
+    p.residual_decay = NAN;
+    assert_int_equal(sl_compressor_create(l, &p, &r), SL_EINVAL);
+    p.residual_decay = 1.0;
     /* RESIDUAL has nothing to absorb */
     p.feedback = SL_EF_RESIDUAL;
     sl_compressor_free(r);
@@ -271,6 +283,60 @@ static void test_tracking(void **state)
     free(from);
     free(to);
     free(before);
+    sl_layout_free(l);
+}
+
+/* RESIDUAL with a decay: acc = decay * residual + delta; commit and fold as without. */
+static void test_residual_decay(void **state)
+{
+    sl_layout *l = sl_test_layout();
+    size_t d = (size_t)sl_layout_params(l);
+    sl_compress_params p;
+    sl_compressor *c;
+    float *delta = malloc(d * sizeof *delta), *old = malloc(d * sizeof *old), *acc;
+    const float *res;
+    sl_update *u;
+    (void)state;
+    sl_compress_params_default(&p);
+    p.feedback = SL_EF_RESIDUAL;
+    p.residual_decay = 0.75;
+    p.encode.values = SL_VALUE_INT8;
+    assert_int_equal(sl_compressor_create(l, &p, &c), SL_OK);
+    for (uint32_t round = 0; round < 3; round++) {
+        sl_test_gauss(delta, d, 300 + round, 0.1f);
+        assert_int_equal(sl_compressor_state(c, &res, NULL), SL_OK);
+        memcpy(old, res, d * sizeof *old);
+        u = prepare(c, l, delta, round, &acc);
+        for (size_t i = 0; i < d; i++)
+            assert_true(acc[i] == 0.75f * old[i] + delta[i]);
+        if (round == 1) {
+            assert_int_equal(sl_compressor_fold(c), SL_OK);
+            assert_int_equal(sl_compressor_state(c, &res, NULL), SL_OK);
+            assert_memory_equal(res, acc, d * sizeof *acc); /* the decayed sum, kept */
+        } else {
+            assert_int_equal(sl_compressor_commit(c), SL_OK);
+            assert_int_equal(sl_compressor_state(c, &res, NULL), SL_OK);
+            for (size_t t = 0; t < u->tensors; t++) {
+                size_t off = (size_t)sl_layout_tensor(l, t)->offset, j = 0;
+                for (size_t i = 0; i < sl_layout_tensor(l, t)->count; i++) {
+                    int sent = j < u->n[t] && u->idx[t][j] == i;
+                    float q = sent ? u->val[t][j++] : 0.0f;
+                    assert_true(res[off + i] == (sent ? acc[off + i] - q : acc[off + i]));
+                }
+            }
+        }
+        if (round == 2) { /* there was mass to decay: the folded round's */
+            size_t nonzero = 0;
+            for (size_t i = 0; i < d; i++)
+                nonzero += old[i] != 0.0f;
+            assert_true(nonzero > d / 2);
+        }
+        sl_update_free(u);
+        free(acc);
+    }
+    sl_compressor_free(c);
+    free(delta);
+    free(old);
     sl_layout_free(l);
 }
 
@@ -475,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_approximate_selectors),
         cmocka_unit_test(test_fold_keeps_everything),
         cmocka_unit_test(test_tracking),
+        cmocka_unit_test(test_residual_decay),
         cmocka_unit_test(test_restore_pending),
         cmocka_unit_test(test_momentum_masking),
         cmocka_unit_test(test_model_scope_follows_mass),

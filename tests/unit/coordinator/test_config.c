@@ -43,6 +43,7 @@ static void test_defaults(void **state)
     assert_true(c.density == 0.01);
     assert_int_equal(c.topk_scope, SL_TOPK_MODEL);
     assert_int_equal(c.error_feedback, SL_EF_TRACKING);
+    assert_true(c.residual_decay == 1.0);
     assert_int_equal(c.values, SL_VALUE_TERNARY);
     assert_int_equal(c.selection_window_ms, 10000);
     assert_int_equal(c.report_deadline_ms, 60000);
@@ -67,7 +68,7 @@ static void test_every_key(void **state)
         " \"quorum\": 40, \"selection_window_ms\": 2500, \"report_deadline_ms\": 90000,"
         " \"cooldown_ms\": 3600000, \"min_samples\": 64, \"required_caps\": \"avx2\","
         " \"values\": \"int8\", \"density\": 0.005, \"topk_scope\": \"tensor\","
-        " \"error_feedback\": \"residual\","
+        " \"error_feedback\": \"residual\", \"residual_decay\": 0.9,"
         " \"warmup_rounds\": 5,"
         " \"warmup_density\": 0.25, \"local_epochs\": 2, \"batch\": 64, \"local_lr\": 0.05,"
         " \"local_momentum\": 0, \"prox_mu\": 0.01, \"aggregator\": \"fedyogi\","
@@ -93,6 +94,7 @@ static void test_every_key(void **state)
     assert_true(c.density == 0.005);
     assert_int_equal(c.topk_scope, SL_TOPK_TENSOR);
     assert_int_equal(c.error_feedback, SL_EF_RESIDUAL);
+    assert_true(c.residual_decay == 0.9);
     assert_int_equal(c.warmup_rounds, 5);
     assert_true(c.warmup_density == 0.25);
     assert_int_equal(c.local_epochs, 2);
@@ -243,6 +245,12 @@ static void test_rejections(void **state)
          "error_feedback: expected \"tracking\" or \"residual\""},
         {"{\"target\":10,\"error_feedback\":true}", SL_ECONFIG_VALUE,
          "error_feedback: expected a string"},
+        {"{\"target\":10,\"error_feedback\":\"residual\",\"residual_decay\":0}", SL_ECONFIG_VALUE,
+         "residual_decay"},
+        {"{\"target\":10,\"error_feedback\":\"residual\",\"residual_decay\":1.5}", SL_ECONFIG_VALUE,
+         "residual_decay"},
+        {"{\"target\":10,\"residual_decay\":0.9}", SL_ECONFIG_VALUE,
+         "residual_decay: below 1 needs error_feedback \"residual\""},
         {"{\"target\":10,\"dp_noise\":1}", SL_ECONFIG_VALUE, "dp_noise: needs clip_norm"},
         {"{\"target\":10,\"fedbuff\":1}", SL_ECONFIG_VALUE, "fedbuff: expected true or false"},
         {"{\"target\":10,\"required_caps\":\"a,b\"}", SL_ECONFIG_VALUE, "required_caps: byte 0x2c"},
