@@ -95,8 +95,9 @@ static int valid_params(const sl_compress_params *p)
 {
     return (unsigned)p->select <= SL_SELECT_DGC && (unsigned)p->scope <= SL_TOPK_TENSOR &&
            (unsigned)p->feedback <= SL_EF_TRACKING && p->residual_decay > 0 &&
-           p->residual_decay <= 1 && (p->feedback == SL_EF_RESIDUAL || p->residual_decay == 1) && p->density > 0 && p->density <= 1 &&
-           p->momentum >= 0 && p->momentum < 1 && isfinite(p->warmup_density) &&
+           p->residual_decay <= 1 && (p->feedback == SL_EF_RESIDUAL || p->residual_decay == 1) &&
+           p->density > 0 && p->density <= 1 && p->momentum >= 0 && p->momentum < 1 &&
+           isfinite(p->warmup_density) &&
            (p->warmup_rounds == 0 || (p->warmup_density > 0 && p->warmup_density <= 1)) &&
            (unsigned)p->encode.values <= SL_VALUE_SIGN &&
            (unsigned)p->encode.positions <= SL_POS_ADAPTIVE && p->select_params.band_hi >= 1 &&
