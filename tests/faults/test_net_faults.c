@@ -78,7 +78,7 @@ static const cell cells[] = {
     {"rate256",    0,    0,  0,     0,  0,    0,   0,     0,   0,    0,    0, 256,    0,    0,   "20s", 30,  6,  6, 15000, 120},
     {"stall",      0,    0,  0, 45000,  0.3,  0,   0,     0,   0,    0,    0,   0,    0,    0,  "120s", 30,  8,  4, 12000, 240},
     {"stall5",     1,    0,  0, 15000,  0.5,  0,   0,     0,   0,    0,    0,   0,    0,    0,   "60s",  5,  5,  4, 12000, 120},
-    {"reset",      1,    0,  0,     0,  0,  0.5, 0.5,     0,   0,    0,    0,   0,    0,    0,   "10s", 30,  5,  4, 10000,  60},
+    {"reset",      1,    0,  0,     0,  0,  0.8, 0.8,     0,   0,    0,    0,   0,    0,    0,   "10s", 30,  5,  4, 10000,  60},
     {"reset-up",   0,    0,  0,     0,  0,  0.8,   0,     0,   0,    0,    0,   0,    0,    0,   "10s", 30,  6,  4, 10000, 100},
     {"reset-down", 0,    0,  0,     0,  0,    0, 0.8,     0,   0,    0,    0,   0,    0,    0,   "10s", 30,  6,  4, 10000, 100},
     {"flap",       1,    0,  0,     0,  0,    0,   0,     0,   0,    0,    0,   0, 1000, 2000,   "10s", 30,  5,  4, 10000,  60},
@@ -344,7 +344,7 @@ static void run_cell(cell_run *r, unsigned index)
     po.stall_span = 48 * 1024;
     po.reset_up_p = c->reset_up_p;
     po.reset_down_p = c->reset_down_p;
-    po.reset_span = 32 * 1024;
+    po.reset_span = 12 * 1024; /* below a logreg model (31 kB): a reset download fires */
     po.seed = seed * 31 + index;
     if (nf_proxy_start(&po, &r->proxy, err, sizeof err) != 0)
         fail_msg("%s: proxy: %s", c->name, err);
