@@ -155,6 +155,12 @@ struct sl_agent {
     char refusal[64];
 };
 
+/* net.c: a check-in answer (api/openapi.yaml, CheckinResponse) into @out;
+ * SL_ESYNTAX (@out unchanged) for anything else: not JSON, a missing or
+ * mistyped field, a value out of range, an unknown value mode, top-k scope
+ * or error feedback, a residual decay below 1 without "residual". */
+int sl__agent_parse_assignment(const char *json, size_t len, sl__agent_assignment *out);
+
 /* participate.c: TRACKING error feedback: when an acknowledged update's round
  * is still to be absorbed (a->absorb), add the move from the held model to
  * @next (@version), averaged over the versions between, to the residual and

@@ -289,7 +289,6 @@ int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out)
 {
     char body[256];
     sl_client_response r;
-    cJSON *doc;
     int rc;
     size_t samples = sl_agent_data_samples(a->o.data, a->o.client);
     snprintf(body, sizeof body,
@@ -306,12 +305,18 @@ int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out)
         sl_client_response_free(&r);
         return rc;
     }
-    doc = cJSON_ParseWithLength((const char *)r.body, r.body_len);
-    rc = parse_assignment(doc, out);
-    cJSON_Delete(doc);
+    rc = sl__agent_parse_assignment((const char *)r.body, r.body_len, out);
     sl_client_response_free(&r);
     if (rc != SL_OK)
         sl_log(SL_LOG_ERROR, "agent", "check-in: the answer does not parse");
+    return rc;
+}
+
+int sl__agent_parse_assignment(const char *json, size_t len, sl__agent_assignment *out)
+{
+    cJSON *doc = cJSON_ParseWithLength(json, len);
+    int rc = parse_assignment(doc, out);
+    cJSON_Delete(doc);
     return rc;
 }
 

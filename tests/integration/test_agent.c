@@ -526,6 +526,75 @@ static void test_tracking_feedback(void **state)
     check_tracking(1);
 }
 
+/* ---- the check-in answer ------------------------------------------------------------------- */
+
+/* A check-in answer with @comp as the "compression" object's extra keys. */
+static int parse_answer(const char *comp, sl__agent_assignment *out)
+{
+    char json[1024];
+    int n = snprintf(json, sizeof json,
+                     "{\"selected\":true,\"task_id\":1,\"round_id\":7,\"round_no\":3,"
+                     "\"model_version\":4,\"report_deadline_ms\":1000,\"retry_after_ms\":0,"
+                     "\"participation\":2,\"compression\":{\"values\":\"ternary\","
+                     "\"density\":0.01,\"warmup_rounds\":0,\"warmup_density\":0.25%s},"
+                     "\"training\":{\"epochs\":1,\"batch\":32,\"lr\":0.01,\"momentum\":0.9,"
+                     "\"prox_mu\":0}}",
+                     comp);
+    assert_true(n > 0 && (size_t)n < sizeof json);
+    return sl__agent_parse_assignment(json, (size_t)n, out);
+}
+
+/* What the agent takes from a check-in answer: the compression keys the
+ * coordinator sends, their meaning when an older coordinator leaves them
+ * out, and a refusal (nothing changed) for every bad value. */
+static void test_checkin_answer(void **state)
+{
+    sl__agent_assignment a, keep;
+    static const char *const bad[] = {
+        ",\"topk_scope\":\"global\"",
+        ",\"topk_scope\":1",
+        ",\"error_feedback\":\"none\"",
+        ",\"error_feedback\":null",
+        ",\"error_feedback\":\"residual\",\"residual_decay\":0",
+        ",\"error_feedback\":\"residual\",\"residual_decay\":1.5",
+        ",\"error_feedback\":\"residual\",\"residual_decay\":\"0.9\"",
+        ",\"error_feedback\":\"tracking\",\"residual_decay\":0.9",
+    };
+    (void)state;
+    /* everything said */
+    assert_int_equal(parse_answer(",\"topk_scope\":\"model\",\"error_feedback\":\"tracking\","
+                                  "\"residual_decay\":1",
+                                  &a),
+                     SL_OK);
+    assert_true(a.selected);
+    assert_int_equal(a.round_id, 7);
+    assert_int_equal(a.values, SL_VALUE_TERNARY);
+    assert_int_equal(a.topk_scope, SL_TOPK_MODEL);
+    assert_int_equal(a.feedback, SL_EF_TRACKING);
+    assert_true(a.residual_decay == 1.0);
+    /* an older coordinator: per tensor, the classic residual, no decay */
+    assert_int_equal(parse_answer("", &a), SL_OK);
+    assert_int_equal(a.topk_scope, SL_TOPK_TENSOR);
+    assert_int_equal(a.feedback, SL_EF_RESIDUAL);
+    assert_true(a.residual_decay == 1.0);
+    /* a decay with the classic residual, said or meant by the missing key */
+    assert_int_equal(parse_answer(",\"residual_decay\":0.5", &a), SL_OK);
+    assert_true(a.residual_decay == 0.5);
+    assert_int_equal(parse_answer(",\"error_feedback\":\"residual\",\"residual_decay\":0.9", &a),
+                     SL_OK);
+    assert_true(a.residual_decay == 0.9);
+    /* refusals change nothing */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc;
+        memcpy(&keep, &a, sizeof a);
+        rc = parse_answer(bad[i], &a);
+        if (rc != SL_ESYNTAX)
+            fail_msg("check-in answer with %s: %d, expected SL_ESYNTAX", bad[i], rc);
+        assert_memory_equal(&keep, &a, sizeof a);
+    }
+    assert_int_equal(sl__agent_parse_assignment("not json", 8, &a), SL_ESYNTAX);
+}
+
 /* ---- top-k scope -------------------------------------------------------------------------- */
 
 typedef struct scope_ctx {
@@ -782,15 +851,11 @@ static void test_bandwidth_density(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fold_and_commit),
-        cmocka_unit_test(test_bandwidth_density),
-        cmocka_unit_test(test_tracking_feedback),
-        cmocka_unit_test(test_topk_scope),
-        cmocka_unit_test(test_pending_scope),
-        cmocka_unit_test(test_tls_ca_and_pin),
-        cmocka_unit_test(test_fleet),
-        cmocka_unit_test(test_cut_every_transfer),
-        cmocka_unit_test(test_program),
+        cmocka_unit_test(test_fold_and_commit),    cmocka_unit_test(test_bandwidth_density),
+        cmocka_unit_test(test_tracking_feedback),  cmocka_unit_test(test_checkin_answer),
+        cmocka_unit_test(test_topk_scope),         cmocka_unit_test(test_pending_scope),
+        cmocka_unit_test(test_tls_ca_and_pin),     cmocka_unit_test(test_fleet),
+        cmocka_unit_test(test_cut_every_transfer), cmocka_unit_test(test_program),
     };
     const struct CMUnitTest slow[] = {
         cmocka_unit_test(test_fleet_slow),
