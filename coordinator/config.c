@@ -438,7 +438,7 @@ static void set_defaults(sl_task_config *c)
      * dense fp32 on lenet5 (README: starling bench fl) */
     c->values = SL_VALUE_TERNARY;
     /* error feedback that tracks the model the coordinator holds for the device:
-     * at the default density it ends about half a point below dense FedAvg on
+     * at the default density it ends 0.7 points below dense FedAvg on
      * lenet5 where the classic residual ends a point and more below (README:
      * starling bench fl; codec.h) */
     c->error_feedback = SL_EF_TRACKING;

@@ -384,7 +384,7 @@ int sl_topk_scope_parse(const char *name, sl_topk_scope *out);
  * wants but did not send is the next delta, against the model that lacks it.
  *
  * Measured (README: starling bench fl, lenet5, 10 devices): at 1% tracking
- * ends about half a point below dense FedAvg where the classic residual ends
+ * ends 0.7 points below dense FedAvg where the classic residual ends
  * a point and more below and wanders from round to round; at 0.1% tracking
  * learns slowly (85% in round 37 against 24: a device brings only ~45
  * coordinates a round in step with the model the coordinator holds for it)
