@@ -63,12 +63,18 @@ head -c 24 /dev/urandom | base64 >"$DIR/enrol.token"
 
 # The task: lenet5, ROUNDS rounds; 20 reports close a round (30 selected:
 # over-selection covers the drop-outs), 60% quorum by the deadline; 4 local
-# epochs; top-k 5% int8 updates with error feedback; FedAvg.
+# epochs; top-k 5% int8 updates with error feedback; FedAvg. The classic
+# residual: here each device takes part in about one round in 2.5 (drop-outs,
+# 30 of 50 selected), where tracking's estimate of its round's move is an
+# average over the versions it missed; on this fleet the classic residual
+# ended higher (87.2-87.8% against 85.8-87.3%; tracking leads where every device
+# takes part in every round: README, starling bench fl).
 cat >"$DIR/task.json" <<EOF
 {"config": {"name": "fashion-mnist-demo", "rounds": $ROUNDS, "target": $REPORTS,
             "over_selection": 1.5, "quorum": 0.6,
             "selection_window_ms": 1000, "report_deadline_ms": 15000,
             "values": "int8", "density": 0.05, "warmup_rounds": 0,
+            "error_feedback": "residual",
             "local_epochs": 4, "batch": 32, "local_lr": 0.01, "local_momentum": 0.9,
             "aggregator": "fedavg", "seed": 7},
  "init": {"model": "lenet5", "seed": 1}}
