@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Style gate: clang-format (the repo's .clang-format) and banned functions.
+# Style gate: clang-format (the repo's .clang-format), banned functions, and
+# nothing that names a folder outside the repository (.ci/check_paths.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t files < <(git ls-files -co --exclude-standard -- '*.c' '*.h' | while read -r f; do [ -f "$f" ] && echo "$f"; done)
@@ -14,5 +15,6 @@ if grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strtok|gets|atoi)[[:space:]]*\(' 
     echo "style: banned functions above (use snprintf, memcpy with lengths, strtol)" >&2
     fail=1
 fi
+python3 .ci/check_paths.py || fail=1
 [ $fail -eq 0 ] && echo "style: ${#files[@]} files ok"
 exit $fail

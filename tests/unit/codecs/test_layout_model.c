@@ -2,17 +2,18 @@
 #include <math.h>
 
 #include "../../support/sl_test.h"
+#include "../../support/sl_fixture.h"
 #include "starling/codec.h"
 
 static sl_layout *load_fixture_layout(const char *model)
 {
-    char path[1024];
+    char name[256];
     void *text;
     size_t len;
     sl_layout *l = NULL;
-    const char *dir = getenv("SL_FIXTURES");
-    snprintf(path, sizeof path, "%s/nn/%s.layout", dir ? dir : "../shared/fixtures", model);
-    assert_int_equal(sl_fs_read_file(path, 1 << 20, &text, &len), SL_OK);
+    snprintf(name, sizeof name, "nn/%s.layout", model);
+    text = sl_fixture_load(name, &len);
+    assert_non_null(text);
     assert_int_equal(sl_layout_parse(text, len, &l), SL_OK);
     free(text);
     return l;
@@ -138,25 +139,21 @@ static void test_model_roundtrip(void **state)
     sl_layout_free(l);
 }
 
-/* Incompressible bits and the PyTorch fixture weights: never > 64 bytes over raw. */
+/* Incompressible bits and the reference weights (sl_fixture_weights): never > 64 bytes over raw. */
 static void test_model_overhead_bound(void **state)
 {
     static const char *const models[] = {"logreg", "mlp", "lenet5", "cnn"};
     (void)state;
     for (size_t m = 0; m < 4; m++) {
         sl_layout *l = load_fixture_layout(models[m]);
-        size_t n = (size_t)sl_layout_params(l), len, wlen;
-        char path[1024];
-        void *frame, *weights;
-        float *out = malloc(n * sizeof *out);
+        size_t n = (size_t)sl_layout_params(l), len;
+        void *frame;
+        float *out = malloc(n * sizeof *out), *weights = malloc(n * sizeof *weights);
         uint32_t *noise = malloc(n * sizeof *noise);
         uint64_t seed = 99;
-        const char *dir = getenv("SL_FIXTURES");
 
-        snprintf(path, sizeof path, "%s/nn/%s.weights.f32", dir ? dir : "../shared/fixtures",
-                 models[m]);
-        assert_int_equal(sl_fs_read_file(path, 64 << 20, &weights, &wlen), SL_OK);
-        assert_int_equal(wlen, n * 4);
+        assert_non_null(weights);
+        sl_fixture_weights(l, weights);
         assert_int_equal(sl_frame_encode_model(l, weights, 1, 3, &frame, &len), SL_OK);
         assert_true(len <= n * 4 + 64);
         assert_int_equal(sl_frame_decode_model(l, frame, len, NULL, 0, out), SL_OK);

@@ -1,12 +1,13 @@
 /*
  * The model registry against PyTorch: parameter counts, layouts, logits,
- * loss and the full gradient of every model on the fixture batch
- * (shared/fixtures/nn, see its README), initialisation, and agreement of
+ * loss and gradient of every model on the fixture batch (tests/fixtures/nn:
+ * its README and make_reference.py), initialisation, and agreement of
  * every element-wise variant and the scalar GEMM with each other.
  */
 #include <math.h>
 
 #include "../../support/sl_test.h"
+#include "../../support/sl_fixture.h"
 #include "starling/nn.h"
 #include "../../../device/nn/nn_int.h"
 #include "../../../device/nn/gemm_int.h"
@@ -23,20 +24,9 @@ static const size_t counts[] = {7850, 199210, 44426, 1663370};
 
 static void *load_fixture(const char *name, size_t *len)
 {
-    const char *dir = getenv("SL_FIXTURES");
-    char path[4096];
-    void *data = NULL;
-    size_t n = 0;
-    if (dir == NULL || dir[0] == '\0')
-        dir = "../shared/fixtures";
-    snprintf(path, sizeof path, "%s/nn/%s", dir, name);
-    if (sl_fs_read_file(path, 64u << 20, &data, &n) != SL_OK) {
-        fprintf(stderr, "cannot read fixture %s (set SL_FIXTURES)\n", path);
-        return NULL;
-    }
-    if (len != NULL)
-        *len = n;
-    return data;
+    char path[300];
+    snprintf(path, sizeof path, "nn/%s", name);
+    return sl_fixture_load(path, len);
 }
 
 static float *load_f32(const char *model, const char *what, size_t expect)
@@ -49,6 +39,15 @@ static float *load_f32(const char *model, const char *what, size_t expect)
     assert_non_null(f);
     assert_int_equal(len, expect * sizeof(float));
     return f;
+}
+
+/* The reference weights of @m (made, not stored: sl_fixture_weights()). */
+static float *ref_weights(const sl_model *m)
+{
+    float *w = malloc(sl_model_params(m) * sizeof *w);
+    assert_non_null(w);
+    sl_fixture_weights(sl_model_layout(m), w);
+    return w;
 }
 
 static float *input;
@@ -157,21 +156,91 @@ static void test_layouts_match_fixtures(void **state)
 /* Against PyTorch                                                          */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * The gradient against make_reference.py's summary of PyTorch's: per tensor,
+ * the sampled values (relative difference <= 1e-4), the L2 norm (1e-4
+ * relative) and the projections on +-1 vectors (within 5e-4 of the norm:
+ * a difference of relative size 1e-4 moves a projection by about 1e-4 of
+ * the norm, at most a few times that).
+ */
+static void check_grad(const char *name, const sl_layout *l, const float *grad)
+{
+    size_t ns = 0, len, at = 0;
+    char file[64];
+    char *check, *line, *next;
+    float *sample, *ref_sample;
+    double worst = 0.0;
+    const char *which = "";
+
+    for (size_t t = 0; t < sl_layout_tensors(l); t++)
+        ns += (size_t)sl_fixture_sample_count(sl_layout_tensor(l, t)->count);
+    ref_sample = load_f32(name, "grad_sample.f32", ns);
+    sample = malloc(ns * sizeof *sample);
+    assert_non_null(sample);
+    snprintf(file, sizeof file, "%s.grad_check", name);
+    check = load_fixture(file, &len);
+    assert_non_null(check);
+    check = realloc(check, len + 1);
+    assert_non_null(check);
+    check[len] = '\0';
+    line = check;
+    for (size_t t = 0; t < sl_layout_tensors(l); t++) {
+        const sl_tensor_desc *d = sl_layout_tensor(l, t);
+        uint64_t n = sl_fixture_sample_count(d->count);
+        double norm = 0.0, ref_norm, proj[SL_FIXTURE_PROJECTIONS], r;
+        char tname[SL_CODEC_MAX_NAME + 2];
+        int used = 0;
+
+        for (uint64_t j = 0; j < n; j++)
+            sample[at + j] = grad[d->offset + sl_fixture_sample_index(d->count, j)];
+        r = rel_diff(sample + at, ref_sample + at, (size_t)n);
+        if (r >= worst)
+            worst = r, which = d->name;
+        assert_true(r <= 1e-4);
+        at += (size_t)n;
+
+        while (*line == '#') /* comment lines */
+            line = strchr(line, '\n') + 1;
+        next = strchr(line, '\n');
+        assert_non_null(next);
+        *next = '\0';
+        assert_int_equal(sscanf(line, "%65s %lf%n", tname, &ref_norm, &used), 2);
+        assert_string_equal(tname, d->name);
+        for (uint64_t i = 0; i < d->count; i++)
+            norm += (double)grad[d->offset + i] * grad[d->offset + i];
+        norm = sqrt(norm);
+        assert_true(fabs(norm - ref_norm) <= 1e-4 * ref_norm);
+        sl_fixture_project(t, grad + d->offset, d->count, proj);
+        line += used;
+        for (int p = 0; p < SL_FIXTURE_PROJECTIONS; p++) {
+            char *end;
+            double ref = strtod(line, &end);
+            assert_true(end != line);
+            line = end;
+            assert_true(fabs(proj[p] - ref) <= 5e-4 * ref_norm);
+        }
+        line = next + 1;
+    }
+    assert_int_equal(at, ns);
+    printf("  worst sampled grad rel diff %.2e (%s)", worst, which);
+    free(check);
+    free(sample);
+    free(ref_sample);
+}
+
 static void check_model(const char *name)
 {
     sl_model *m;
     size_t np;
-    float *w, *ref_logits, *ref_grad, *grad, logits[BATCH * 10], logits2[BATCH * 10], loss;
+    float *w, *ref_logits, *grad, logits[BATCH * 10], logits2[BATCH * 10], loss;
     char *loss_text;
     char file[64];
-    const char *which = "";
     double ref_loss, d;
 
     assert_int_equal(sl_model_create(name, &m), SL_OK);
     np = sl_model_params(m);
-    w = load_f32(name, "weights.f32", np);
+    w = ref_weights(m);
     ref_logits = load_f32(name, "logits_4x10.f32", BATCH * 10);
-    ref_grad = load_f32(name, "grad.f32", np);
     snprintf(file, sizeof file, "%s.loss", name);
     loss_text = load_fixture(file, NULL);
     assert_non_null(loss_text);
@@ -188,14 +257,35 @@ static void check_model(const char *name)
     assert_memory_equal(logits, logits2, sizeof logits);
     printf("  loss %.7f (ref %.7f)", loss, ref_loss);
     assert_true(fabs(loss - ref_loss) <= 1e-5 * fabs(ref_loss));
-    d = worst_tensor_diff(sl_model_layout(m), grad, ref_grad, &which);
-    printf("  worst grad rel diff %.2e (%s)\n", d, which);
-    assert_true(d <= 1e-4);
+    check_grad(name, sl_model_layout(m), grad);
+    printf("\n");
 
     free(grad);
     free(loss_text);
-    free(ref_grad);
     free(ref_logits);
+    free(w);
+    sl_model_free(m);
+}
+
+/* lenet5's whole gradient is kept too: every element, per tensor. */
+static void test_lenet5_full_gradient(void **state)
+{
+    sl_model *m;
+    float *w, *grad, *ref, loss;
+    const char *which = "";
+    double d;
+    (void)state;
+    assert_int_equal(sl_model_create("lenet5", &m), SL_OK);
+    w = ref_weights(m);
+    ref = load_f32("lenet5", "grad.f32", sl_model_params(m));
+    grad = malloc(sl_model_params(m) * sizeof *grad);
+    assert_non_null(grad);
+    assert_int_equal(sl_model_loss_grad(m, w, input, labels, BATCH, &loss, grad, NULL), SL_OK);
+    d = worst_tensor_diff(sl_model_layout(m), grad, ref, &which);
+    printf("  lenet5 worst grad rel diff %.2e (%s)\n", d, which);
+    assert_true(d <= 1e-4);
+    free(grad);
+    free(ref);
     free(w);
     sl_model_free(m);
 }
@@ -233,7 +323,7 @@ static void test_batch_consistency(void **state)
         sl_model *m;
         float *w, all[BATCH * 10], one[10];
         assert_int_equal(sl_model_create(models[i], &m), SL_OK);
-        w = load_f32(models[i], "weights.f32", sl_model_params(m));
+        w = ref_weights(m);
         assert_int_equal(sl_model_forward(m, w, input, BATCH, all), SL_OK);
         for (size_t n = 0; n < BATCH; n++) {
             assert_int_equal(sl_model_forward(m, w, input + n * 784, 1, one), SL_OK);
@@ -251,7 +341,7 @@ static void test_bad_arguments(void **state)
     int32_t bad[BATCH] = {3, 0, 10, 7};
     (void)state;
     assert_int_equal(sl_model_create("lenet5", &m), SL_OK);
-    w = load_f32("lenet5", "weights.f32", sl_model_params(m));
+    w = ref_weights(m);
     grad = malloc(sl_model_params(m) * sizeof *grad);
     assert_non_null(grad);
     memset(grad, 0x5a, sl_model_params(m) * sizeof *grad);
@@ -338,7 +428,7 @@ static void test_variants_agree(void **state)
         float *w, *ref, *grad, ref_logits[BATCH * 10], logits[BATCH * 10], ref_loss, loss;
         assert_int_equal(sl_model_create(models[i], &m), SL_OK);
         np = sl_model_params(m);
-        w = load_f32(models[i], "weights.f32", np);
+        w = ref_weights(m);
         ref = malloc(np * sizeof *ref), grad = malloc(np * sizeof *grad);
         assert_non_null(ref), assert_non_null(grad);
         assert_int_equal(sl__nn_elementwise_use(0), SL_OK);
@@ -379,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_mlp),
         cmocka_unit_test(test_lenet5),
         cmocka_unit_test(test_cnn),
+        cmocka_unit_test(test_lenet5_full_gradient),
         cmocka_unit_test(test_batch_consistency),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_init),
