@@ -50,7 +50,9 @@
  * Cross-field rules: quorum <= target; residual_decay < 1 needs error_feedback
  * "residual" (tracking keeps no stale mass to decay); dp_noise > 0 needs clip_norm > 0
  * (the noise is calibrated to the clipping bound); warmup_density >= density
- * when warmup_rounds > 0 (warm-up starts denser and decays).
+ * when warmup_rounds > 0 (warm-up starts denser and decays); error_feedback
+ * "tracking" needs aggregator "fedavg" and server_lr <= 1 (it absorbs the
+ * model's move, which must be the mean of the updates sent).
  *
  * Two representation choices keep parse(to_json(c)) == c exact:
  * - quorum: JSON cannot tell 1 from 1.0, so an integer >= 1 is a count and
@@ -515,6 +517,22 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
         set_err(err, errcap,
                 "residual_decay: below 1 needs error_feedback \"residual\" (tracking has no "
                 "residual mass to decay)");
+        return SL_ECONFIG_VALUE;
+    }
+    /* tracking keeps the global model minus the model the coordinator holds for the
+     * device, the held models' weighted mean being the global: only FedAvg's move
+     * (the weighted mean of the decoded updates) keeps it so. A server optimiser's or
+     * a larger server_lr's move is absorbed and sent again: bench fl diverged to 10%
+     * (fedavgm at server_lr 1 and 0.3, fedavg at server_lr 2); a robust statistic
+     * moves the model by other than what the devices count as delivered. */
+    if (c->error_feedback == SL_EF_TRACKING &&
+        (c->aggregator != SL_AGG_FEDAVG || c->server_lr > 1)) {
+        set_err(err, errcap,
+                "error_feedback: tracking (the default) needs aggregator \"fedavg\" with "
+                "server_lr <= 1 (it counts the model's move as the mean of the updates sent); "
+                "set \"error_feedback\": \"residual\" for aggregator %s%s",
+                sl_aggregator_name(c->aggregator),
+                c->aggregator == SL_AGG_FEDAVG ? " and a server_lr above 1" : "");
         return SL_ECONFIG_VALUE;
     }
     if (c->dp_noise > 0 && c->clip_norm <= 0) {

@@ -58,6 +58,7 @@ typedef struct totals {
     double final_acc, final_loss, best_acc;
     int64_t final_version;
     int64_t first_ms, last_ms;
+    char compression[160]; /* the task's, from /v1/status ("" until known) */
 } totals;
 
 static int64_t now_ms(void)
@@ -179,6 +180,8 @@ static void print_summary(const totals *t)
                100.0 * t->best_acc);
     else
         printf("  %-24s - (no evaluator reported)\n", "final accuracy");
+    if (t->compression[0] != '\0')
+        printf("  %-24s %s\n", "compression", t->compression);
     printf("  %-24s %lld of %lld selected; %lld dropped, %lld late, %lld rejected\n",
            "updates accepted", (long long)t->reported, (long long)t->selected,
            (long long)t->dropped, (long long)t->late, (long long)t->rejected);
@@ -199,7 +202,28 @@ static void print_summary(const totals *t)
     fflush(stdout);
 }
 
-static int task_finished(sl__cli *c, int64_t task, int *finished)
+/* The status's "compression" object in words: "ternary values, top-k 1% over the whole model,
+ * tracking error feedback". */
+static void describe_compression(const cJSON *comp, char *out, size_t cap)
+{
+    const char *scope = sl__cli_str(comp, "topk_scope"), *fb = sl__cli_str(comp, "error_feedback");
+    double density = sl__cli_num(comp, "density", 0),
+           decay = sl__cli_num(comp, "residual_decay", 1);
+    char extra[64] = "";
+    if (!cJSON_IsObject(comp))
+        return;
+    if (decay < 1)
+        snprintf(extra, sizeof extra, " (decay %g)", decay);
+    if (density >= 1)
+        snprintf(out, cap, "%s values, dense", sl__cli_str(comp, "values"));
+    else
+        snprintf(out, cap, "%s values, top-k %g%% %s, %s error feedback%s",
+                 sl__cli_str(comp, "values"), 100.0 * density,
+                 strcmp(scope, "tensor") == 0 ? "in every tensor" : "over the whole model", fb,
+                 extra);
+}
+
+static int task_finished(sl__cli *c, int64_t task, int *finished, totals *tot)
 {
     cJSON *st = NULL, *t;
     *finished = 0;
@@ -207,8 +231,11 @@ static int task_finished(sl__cli *c, int64_t task, int *finished)
         return SL__CLI_ERROR;
     cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(st, "tasks"))
     {
-        if ((int64_t)sl__cli_num(t, "task_id", 0) == task)
+        if ((int64_t)sl__cli_num(t, "task_id", 0) == task) {
             *finished = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "finished"));
+            describe_compression(cJSON_GetObjectItemCaseSensitive(t, "compression"),
+                                 tot->compression, sizeof tot->compression);
+        }
     }
     cJSON_Delete(st);
     return 0;
@@ -224,7 +251,7 @@ static int follow(sl__cli *c, int64_t task, int64_t from, int64_t rounds, int64_
     while (!interrupted) {
         int open_left = 0, finished = 0, waiting = 0;
         cJSON *list, *r;
-        if (task_finished(c, task, &finished) != 0 ||
+        if (task_finished(c, task, &finished, &t) != 0 ||
             (list = ended_rounds(c, task, next, &open_left)) == NULL) {
             rc = SL__CLI_ERROR;
             break;

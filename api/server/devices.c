@@ -179,7 +179,7 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
         sl_log(SL_LOG_DEBUG, "http", "last_seen of device %lld not updated: %s",
                (long long)rq->device_id, sl_strerror(rc));
     out = cJSON_CreateObject();
-    comp = cJSON_CreateObject();
+    comp = sl__compression_json(&st->cfg);
     train = cJSON_CreateObject();
     if (out == NULL || comp == NULL || train == NULL) {
         cJSON_Delete(out);
@@ -196,13 +196,6 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(out, "report_deadline_ms", (double)res.report_deadline_ms);
     cJSON_AddNumberToObject(out, "retry_after_ms", (double)res.retry_after_ms);
     cJSON_AddNumberToObject(out, "participation", (double)res.participation);
-    cJSON_AddStringToObject(comp, "values", sl_value_mode_name(st->cfg.values));
-    cJSON_AddNumberToObject(comp, "density", st->cfg.density);
-    cJSON_AddStringToObject(comp, "topk_scope", sl_topk_scope_name(st->cfg.topk_scope));
-    cJSON_AddStringToObject(comp, "error_feedback", sl_error_feedback_name(st->cfg.error_feedback));
-    cJSON_AddNumberToObject(comp, "residual_decay", st->cfg.residual_decay);
-    cJSON_AddNumberToObject(comp, "warmup_rounds", st->cfg.warmup_rounds);
-    cJSON_AddNumberToObject(comp, "warmup_density", st->cfg.warmup_density);
     cJSON_AddItemToObject(out, "compression", comp);
     cJSON_AddNumberToObject(train, "epochs", st->cfg.local_epochs);
     cJSON_AddNumberToObject(train, "batch", st->cfg.batch);

@@ -95,6 +95,21 @@ static int all_status(sl_server *s, sl_task_status **out, size_t *n)
     return SL_OK;
 }
 
+cJSON *sl__compression_json(const sl_task_config *cfg)
+{
+    cJSON *comp = cJSON_CreateObject();
+    if (comp == NULL)
+        return NULL;
+    cJSON_AddStringToObject(comp, "values", sl_value_mode_name(cfg->values));
+    cJSON_AddNumberToObject(comp, "density", cfg->density);
+    cJSON_AddStringToObject(comp, "topk_scope", sl_topk_scope_name(cfg->topk_scope));
+    cJSON_AddStringToObject(comp, "error_feedback", sl_error_feedback_name(cfg->error_feedback));
+    cJSON_AddNumberToObject(comp, "residual_decay", cfg->residual_decay);
+    cJSON_AddNumberToObject(comp, "warmup_rounds", cfg->warmup_rounds);
+    cJSON_AddNumberToObject(comp, "warmup_density", cfg->warmup_density);
+    return comp;
+}
+
 void sl__h_status(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 {
     sl_task_status *st = NULL;
@@ -120,6 +135,7 @@ void sl__h_status(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
         cJSON_AddBoolToObject(t, "finished", st[i].finished);
         cJSON_AddNumberToObject(t, "checked_in", st[i].checked_in);
         cJSON_AddStringToObject(t, "aggregator", sl_aggregator_name(st[i].cfg.aggregator));
+        cJSON_AddItemToObject(t, "compression", sl__compression_json(&st[i].cfg));
         if (st[i].round.id > 0)
             cJSON_AddItemToObject(t, "round", sl__round_json(&st[i].round));
         else

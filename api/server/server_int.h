@@ -399,6 +399,8 @@ void sl__h_dashboard(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *r
 void sl__h_openapi(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 /* JSON of a round record (shared by status, rounds and round). */
 cJSON *sl__round_json(const sl_round_record *r);
+/* The compression a task's devices use (check-in and status): a new object, NULL on ENOMEM. */
+cJSON *sl__compression_json(const sl_task_config *cfg);
 const char *sl__round_state_name(sl_round_state st);
 
 /* dashboard.c: the page (GET /, public; the status tables in it only for readers),

@@ -233,7 +233,9 @@ int sl__agent_connect(sl_agent *a);
 int sl__agent_enrol(sl_agent *a);
 int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out);
 /* Make version @version the held one (cache, delta from the held one, or
- * full); *@downloaded receives the bytes moved. */
+ * full); *@downloaded receives the bytes moved. With a tracking move to
+ * absorb and versions missed, the version after the held one comes first
+ * (its exact move goes into the residual), then @version. */
 int sl__agent_fetch_model(sl_agent *a, int64_t version, uint64_t *downloaded);
 int sl__agent_post_metrics(sl_agent *a, int64_t version, double loss, double accuracy,
                            size_t samples);

@@ -36,14 +36,14 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0, "", "", 0},
-    {"k1-fp32", "fp32", 0.01, 0, "", "", 0},
-    {"k1-int8", "int8", 0.01, 0, "", "", 0},
-    {"k1-ternary", "ternary", 0.01, 0, "", "", 0},
-    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0},
-    {"k0.1-int8", "int8", 0.001, 0, "", "", 0},
-    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0},
-    {"default", "", 0, 1, "", "", 0},
+    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0},
+    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0},
+    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0},
+    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0},
+    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0},
+    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0},
+    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0},
+    {"default", "", 0, 1, "", "", 0, "", 0},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -71,8 +71,15 @@ static int usage(FILE *out)
         "                     the whole model, the task's default; ternary@0.01@residual:\n"
         "                     classic error feedback instead of tracking, the default;\n"
         "                     ternary@0.001@residual@decay0.9: the residual times 0.9\n"
-        "                     each round)\n"
+        "                     each round; @fedavgm, @fedadam ...: the coordinator's\n"
+        "                     aggregator instead of fedavg; @slr2: server_lr 2)\n"
         "                     (default: all of them)\n"
+        "  --fleet full|partial  full (the default): NIID-Bench's, above. partial: the\n"
+        "                     demo's fleet (deploy/demo.sh): 50 clients, 4 local epochs,\n"
+        "                     batch 32; 20 reports close a round (40%% of --clients), 30\n"
+        "                     selected, quorum 12 (60%% of the reports),\n"
+        "                     15 s deadline; 20%% of the selected drop out after the\n"
+        "                     download, 10%% of transfers cut, 20%% of devices 3x slower\n"
         "  --rounds R  --epochs E  --clients N  --model M   change the setup\n"
         "  --target-acc A     accuracy for \"rounds to\" (default 0.85)\n"
         "  --deadline S       report deadline in seconds (default: 1800; quick 600)\n"
@@ -125,6 +132,15 @@ static int parse_double(const char *text, double lo, double hi, double *out)
     return 0;
 }
 
+/* 1 when @word names one of the coordinator's aggregators. */
+static int is_aggregator(const char *word)
+{
+    for (int a = SL_AGG_FEDAVG; a <= SL_AGG_MEDIAN; a++)
+        if (strcmp(word, sl_aggregator_name((sl_aggregator)a)) == 0)
+            return 1;
+    return 0;
+}
+
 /* One name of --settings into @st; -1 when unknown. */
 static int parse_setting(const char *name, fl_setting *st)
 {
@@ -164,6 +180,11 @@ static int parse_setting(const char *name, fl_setting *st)
         else if (st->decay == 0 && strncmp(word, "decay", 5) == 0 && word[5] != '\0' &&
                  parse_double(word + 5, 1e-9, 1.0, &st->decay) == 0)
             ; /* residual_decay */
+        else if (st->aggregator[0] == '\0' && is_aggregator(word))
+            snprintf(st->aggregator, sizeof st->aggregator, "%s", word);
+        else if (st->server_lr == 0 && strncmp(word, "slr", 3) == 0 && word[3] != '\0' &&
+                 parse_double(word + 3, 1e-6, 100.0, &st->server_lr) == 0)
+            ; /* server_lr */
         else
             return -1; /* unknown, or given twice */
         opt = next;
@@ -294,7 +315,7 @@ int sl_bench_fl(int argc, char **argv)
     static fl_result res[MAX_SETTINGS];
     fl_setting settings[MAX_SETTINGS];
     const char *list = NULL, *plot_path = NULL, *md_path = NULL, *dir = NULL;
-    const char *data = NULL, *v = NULL;
+    const char *data = NULL, *v = NULL, *fleet = "full";
     uint32_t rounds = 0, epochs = 0, clients = 0, deadline_s = 0;
     const char *model = NULL;
     int quick = 0, smoke = 0, json = 0, status = 0, tmpdir = 0;
@@ -342,6 +363,11 @@ int sl_bench_fl(int argc, char **argv)
                 return 2;
             if (data[0] == '\0' || strlen(data) >= FL_PATH_MAX)
                 return bad("--data: bad directory \"%s\"", data);
+        } else if ((o = opt(argc, argv, &i, "--fleet", &fleet)) != 0) {
+            if (o < 0)
+                return 2;
+            if (strcmp(fleet, "full") != 0 && strcmp(fleet, "partial") != 0)
+                return bad("--fleet: \"%s\" is not full or partial", fleet);
         } else if ((o = opt(argc, argv, &i, "--model", &model)) != 0) {
             if (o < 0)
                 return 2;
@@ -382,16 +408,33 @@ int sl_bench_fl(int argc, char **argv)
     su.window_ms = 1000;
     su.deadline_ms = 1800000;
     su.seed = 1;
+    su.fleet = fleet;
+    su.over_selection = 1;
+    su.straggle_factor = 1;
+    if (strcmp(fleet, "partial") == 0) {
+        /* the demo's fleet (deploy/demo.sh): each device in about one round in 2.5 */
+        su.clients = 50; /* 20 reports close a round, quorum 12: below */
+        su.over_selection = 1.5;
+        su.epochs = 4;
+        su.batch = 32;
+        su.deadline_ms = 15000;
+        su.dropout = 0.2;
+        su.cut = 0.1;
+        su.straggle = 0.2;
+        su.straggle_factor = 3;
+    }
     if (quick) {
         su.epochs = 1;
         su.rounds = 10;
-        su.deadline_ms = 600000;
+        if (strcmp(fleet, "full") == 0)
+            su.deadline_ms = 600000;
     }
     if (smoke) {
         su.model = "logreg";
         su.epochs = 1;
         su.rounds = 2;
-        su.deadline_ms = 300000;
+        if (strcmp(fleet, "full") == 0)
+            su.deadline_ms = 300000;
     }
     if (model != NULL)
         su.model = model;
@@ -401,6 +444,14 @@ int sl_bench_fl(int argc, char **argv)
         su.epochs = epochs;
     if (clients)
         su.clients = clients;
+    if (strcmp(fleet, "full") == 0) {
+        su.target = su.quorum = su.clients; /* every client every round */
+    } else {
+        /* 40% of the fleet's reports close a round, 60% of those by the deadline */
+        su.target = (uint32_t)lround(0.4 * su.clients);
+        su.target = su.target < 1 ? 1 : su.target;
+        su.quorum = (uint32_t)ceil(0.6 * su.target);
+    }
     if (deadline_s)
         su.deadline_ms = (int64_t)deadline_s * 1000;
     if (list == NULL)
@@ -469,7 +520,9 @@ int sl_bench_fl(int argc, char **argv)
                 settings[j].density == settings[i].density &&
                 strcmp(settings[j].scope, settings[i].scope) == 0 &&
                 strcmp(settings[j].feedback, settings[i].feedback) == 0 &&
-                settings[j].decay == settings[i].decay)
+                settings[j].decay == settings[i].decay &&
+                strcmp(settings[j].aggregator, settings[i].aggregator) == 0 &&
+                settings[j].server_lr == settings[i].server_lr)
                 res[i].alias_of = (int)j;
 
     memset(&sa, 0, sizeof sa);

@@ -19,21 +19,29 @@
 
 /** One compression setting: the values and density handed to the devices. */
 typedef struct fl_setting {
-    char name[48];     /* "dense", "k1-int8", "default", "fp16@0.05" ... */
-    char values[16];   /* sl_value_mode_name(); for "default" the resolved default */
-    double density;    /* (0, 1] */
-    int is_default;    /* the task sets neither values nor density */
-    char scope[8];     /* topk_scope given to the task ("model", "tensor"); "" = its default */
-    char feedback[12]; /* error_feedback given to the task ("tracking", "residual"); "" = its
-                          default */
-    double decay;      /* residual_decay given to the task; 0 = its default */
+    char name[48];       /* "dense", "k1-int8", "default", "fp16@0.05" ... */
+    char values[16];     /* sl_value_mode_name(); for "default" the resolved default */
+    double density;      /* (0, 1] */
+    int is_default;      /* the task sets neither values nor density */
+    char scope[8];       /* topk_scope given to the task ("model", "tensor"); "" = its default */
+    char feedback[12];   /* error_feedback given to the task ("tracking", "residual"); "" = its
+                            default */
+    double decay;        /* residual_decay given to the task; 0 = its default */
+    char aggregator[16]; /* the task's aggregator ("fedavgm", ...); "" = its default (fedavg) */
+    double server_lr;    /* the task's server_lr; 0 = its default */
 } fl_setting;
 
 /** What every setting shares. */
 typedef struct fl_setup {
+    const char *fleet;     /* "full" (every client every round) or "partial" (the demo's) */
     const char *model;     /* registry model of the task: lenet5, logreg, ... */
-    uint32_t clients;      /* devices in the fleet; every one in every round */
-    const char *partition; /* "dirichlet:0.5" */
+    uint32_t clients;      /* devices in the fleet */
+    uint32_t target;       /* reports that close a round (full: clients) */
+    double over_selection; /* selected = ceil(target x this) (full: 1) */
+    uint32_t quorum;       /* reports a round needs by its deadline (full: clients) */
+    double dropout, cut;   /* fleet faults: drop out after the download, cut a transfer */
+    double straggle, straggle_factor; /* this share of devices trains this many times slower */
+    const char *partition;            /* "dirichlet:0.5" */
     uint32_t epochs, batch, rounds;
     double lr, momentum;
     int64_t window_ms, deadline_ms; /* selection window, report deadline */

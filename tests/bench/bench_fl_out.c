@@ -37,21 +37,31 @@ static void pct(double v, char *out, size_t cap)
 void sl__bench_fl_describe(const fl_setup *su, double dense_bytes, uint64_t params, FILE *f,
                            const char *prefix)
 {
-    char dense[24];
+    char dense[24], fleet[256];
     sl_fl_human_bytes(dense_bytes, dense, sizeof dense);
+    if (strcmp(su->fleet, "full") == 0)
+        snprintf(fleet, sizeof fleet, "every client every round");
+    else
+        snprintf(fleet, sizeof fleet,
+                 "%s participation: %u reports close a round, %.0f selected, quorum %u; "
+                 "%.0f%% of the selected drop out after the download, %.0f%% of transfers cut, "
+                 "%.0f%% of devices %gx slower",
+                 su->fleet, su->target, ceil(su->target * su->over_selection), su->quorum,
+                 100 * su->dropout, 100 * su->cut, 100 * su->straggle, su->straggle_factor);
     fprintf(f,
             "%sFashion-MNIST, %s (%llu parameters: a dense fp32 update is %s), %u clients "
-            "%s, every client every round; %u local epoch%s, batch %u, lr %g, momentum %g; "
+            "%s, %s; %u local epoch%s, batch %u, lr %g, momentum %g; "
             "%u rounds; FedAvg; top-k settings with error feedback on the devices, over the whole "
             "model "
             "(per tensor where a setting says @tensor)\n",
-            prefix, su->model, (unsigned long long)params, dense, su->clients, su->partition,
+            prefix, su->model, (unsigned long long)params, dense, su->clients, su->partition, fleet,
             su->epochs, su->epochs == 1 ? "" : "s", su->batch, su->lr, su->momentum, su->rounds);
 }
 
 /* One row's cells (shared by the table and the markdown). */
 typedef struct row {
-    char label[112], values[16], density[24], final_acc[16], best_acc[16], rounds_to[24];
+    char label[112], values[16], density[24], final_acc[16], best_acc[16], mean_acc[16];
+    char rounds_to[24];
     char up[24], down[24], ratio[24], down_frac[16], wall[16];
 } row;
 
@@ -65,6 +75,7 @@ static void make_row(const fl_result *res, size_t i, row *w)
     if (!r->ok) {
         snprintf(w->final_acc, sizeof w->final_acc, "failed");
         snprintf(w->best_acc, sizeof w->best_acc, "-");
+        snprintf(w->mean_acc, sizeof w->mean_acc, "-");
         snprintf(w->rounds_to, sizeof w->rounds_to, "-");
         snprintf(w->up, sizeof w->up, "-");
         snprintf(w->down, sizeof w->down, "-");
@@ -75,6 +86,7 @@ static void make_row(const fl_result *res, size_t i, row *w)
     }
     pct(t->final_accuracy, w->final_acc, sizeof w->final_acc);
     pct(t->best_accuracy, w->best_acc, sizeof w->best_acc);
+    pct(t->mean_accuracy, w->mean_acc, sizeof w->mean_acc);
     if (t->rounds_to_target > 0)
         snprintf(w->rounds_to, sizeof w->rounds_to, "%lld", (long long)t->rounds_to_target);
     else
@@ -93,22 +105,23 @@ void sl__bench_fl_table(const fl_setup *su, const fl_result *res, size_t n, FILE
 {
     char target[16];
     snprintf(target, sizeof target, "to %.0f%%", 100.0 * su->acc_target);
-    fprintf(f, "\n%-24s %-8s %-8s %8s %8s %6s %10s %10s %11s %10s %8s\n", "setting", "values",
-            "density", "final", "best", target, "bytes up", "bytes down", "up vs dense",
+    fprintf(f, "\n%-24s %-8s %-8s %8s %8s %8s %6s %10s %10s %11s %10s %8s\n", "setting", "values",
+            "density", "final", "best", "mean", target, "bytes up", "bytes down", "up vs dense",
             "down/dev/r", "wall");
     for (size_t i = 0; i < n; i++) {
         row w;
         make_row(res, i, &w);
-        fprintf(f, "%-24s %-8s %-8s %8s %8s %6s %10s %10s %11s %10s %8s\n", w.label, w.values,
-                w.density, w.final_acc, w.best_acc, w.rounds_to, w.up, w.down, w.ratio, w.down_frac,
-                w.wall);
+        fprintf(f, "%-24s %-8s %-8s %8s %8s %8s %6s %10s %10s %11s %10s %8s\n", w.label, w.values,
+                w.density, w.final_acc, w.best_acc, w.mean_acc, w.rounds_to, w.up, w.down, w.ratio,
+                w.down_frac, w.wall);
     }
     fprintf(f,
             "final/best: the evaluator's test accuracy (10,000 images) of the round's model; "
-            "%s: first round whose model reached it;\nup vs dense: dense fp32 update bytes / "
+            "mean: over the last %d rounds (30-50 of 50); %s: first round whose model reached "
+            "it;\nup vs dense: dense fp32 update bytes / "
             "bytes up; down/dev/r: bytes down per participating device and round / dense "
             "model bytes\n",
-            target);
+            SL_FL_MEAN_ROUNDS, target);
     for (size_t i = 0; i < n; i++)
         if (res[i].alias_of < 0 && !res[i].ok)
             fprintf(f, "%s failed: %s\n", res[i].setting.name, res[i].error);
@@ -124,17 +137,19 @@ int sl__bench_fl_md(const fl_setup *su, const fl_result *res, size_t n, const ch
     }
     fputs("<!-- written by `starling bench fl` -->\n", f);
     sl__bench_fl_describe(su, dense_bytes, params, f, "");
-    fprintf(f,
-            "\n| setting | values | density | final acc. | best acc. | rounds to %.0f%% | "
-            "bytes up | bytes down | up vs dense | down per device-round | wall |\n",
-            100.0 * su->acc_target);
-    fputs("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", f);
+    fprintf(
+        f,
+        "\n| setting | values | density | final acc. | best acc. | mean of the last %d rounds | "
+        "rounds to %.0f%% | bytes up | bytes down | up vs dense | down per device-round | "
+        "wall |\n",
+        SL_FL_MEAN_ROUNDS, 100.0 * su->acc_target);
+    fputs("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", f);
     for (size_t i = 0; i < n; i++) {
         row w;
         make_row(res, i, &w);
-        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", w.label, w.values,
-                w.density, w.final_acc, w.best_acc, w.rounds_to, w.up, w.down, w.ratio, w.down_frac,
-                w.wall);
+        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", w.label,
+                w.values, w.density, w.final_acc, w.best_acc, w.mean_acc, w.rounds_to, w.up, w.down,
+                w.ratio, w.down_frac, w.wall);
     }
     fputs("\nAccuracy: the evaluator's, on the 10,000 test images, of the model each round "
           "made. Down per device-round: bytes down / (selected devices x dense model bytes).\n",
@@ -162,7 +177,15 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
     cJSON_AddStringToObject(setup, "model", su->model);
     cJSON_AddNumberToObject(setup, "params", (double)params);
     cJSON_AddNumberToObject(setup, "dense_model_bytes", dense_bytes);
+    cJSON_AddStringToObject(setup, "fleet", su->fleet);
     cJSON_AddNumberToObject(setup, "clients", su->clients);
+    cJSON_AddNumberToObject(setup, "target_reports", su->target);
+    cJSON_AddNumberToObject(setup, "over_selection", su->over_selection);
+    cJSON_AddNumberToObject(setup, "quorum", su->quorum);
+    cJSON_AddNumberToObject(setup, "dropout", su->dropout);
+    cJSON_AddNumberToObject(setup, "cut", su->cut);
+    cJSON_AddNumberToObject(setup, "straggle", su->straggle);
+    cJSON_AddNumberToObject(setup, "straggle_factor", su->straggle_factor);
     cJSON_AddStringToObject(setup, "partition", su->partition);
     cJSON_AddNumberToObject(setup, "local_epochs", su->epochs);
     cJSON_AddNumberToObject(setup, "batch", su->batch);
@@ -187,6 +210,10 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
         cJSON_AddStringToObject(o, "error_feedback",
                                 r->setting.feedback[0] ? r->setting.feedback : "tracking");
         cJSON_AddNumberToObject(o, "residual_decay", r->setting.decay > 0 ? r->setting.decay : 1);
+        cJSON_AddStringToObject(o, "aggregator",
+                                r->setting.aggregator[0] ? r->setting.aggregator : "fedavg");
+        if (r->setting.server_lr > 0)
+            cJSON_AddNumberToObject(o, "server_lr", r->setting.server_lr);
         cJSON_AddBoolToObject(o, "ok", r->ok);
         if (!r->ok) {
             cJSON_AddStringToObject(o, "error", r->error);
@@ -196,6 +223,9 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
         cJSON_AddNumberToObject(o, "rounds_closed", t->closed);
         cJSON_AddItemToObject(o, "final_accuracy", json_num_or_null(t->final_accuracy));
         cJSON_AddItemToObject(o, "best_accuracy", json_num_or_null(t->best_accuracy));
+        cJSON_AddItemToObject(o, "mean_accuracy", json_num_or_null(t->mean_accuracy));
+        cJSON_AddNumberToObject(o, "mean_from_round", (double)t->mean_from);
+        cJSON_AddNumberToObject(o, "mean_to_round", (double)t->mean_to);
         if (t->rounds_to_target > 0)
             cJSON_AddNumberToObject(o, "rounds_to_target", (double)t->rounds_to_target);
         else

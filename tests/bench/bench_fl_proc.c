@@ -156,9 +156,13 @@ static int wait_port(const char *log, pid_t coordinator, unsigned *port, char *e
 
 static int write_task(const fl_setup *su, const fl_setting *st, const char *path)
 {
-    char text[2048], vd[256] = "", decay[64] = "";
+    char text[2048], vd[256] = "", decay[64] = "", agg[64] = "fedavg", slr[64] = "";
     if (st->decay > 0)
         snprintf(decay, sizeof decay, "\"residual_decay\": %.17g, ", st->decay);
+    if (st->aggregator[0] != '\0')
+        snprintf(agg, sizeof agg, "%s", st->aggregator);
+    if (st->server_lr > 0)
+        snprintf(slr, sizeof slr, "\"server_lr\": %.17g, ", st->server_lr);
     if (!st->is_default)
         snprintf(vd, sizeof vd, "\"values\": \"%s\", \"density\": %.17g, %s%s%s%s%s%s%s",
                  st->values, st->density, st->scope[0] ? "\"topk_scope\": \"" : "", st->scope,
@@ -166,13 +170,13 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
                  st->feedback, st->feedback[0] ? "\", " : "", decay);
     snprintf(text, sizeof text,
              "{\"config\": {\"name\": \"bench-fl-%s\", \"rounds\": %u, \"target\": %u, "
-             "\"over_selection\": 1, \"quorum\": %u, \"selection_window_ms\": %lld, "
+             "\"over_selection\": %.17g, \"quorum\": %u, \"selection_window_ms\": %lld, "
              "\"report_deadline_ms\": %lld, %s\"local_epochs\": %u, \"batch\": %u, "
-             "\"local_lr\": %.17g, \"local_momentum\": %.17g, \"aggregator\": \"fedavg\", "
+             "\"local_lr\": %.17g, \"local_momentum\": %.17g, %s\"aggregator\": \"%s\", "
              "\"seed\": %llu},\n \"init\": {\"model\": \"%s\", \"seed\": 1}}\n",
-             st->name, su->rounds, su->clients, su->clients, (long long)su->window_ms,
-             (long long)su->deadline_ms, vd, su->epochs, su->batch, su->lr, su->momentum,
-             (unsigned long long)su->seed, su->model);
+             st->name, su->rounds, su->target, su->over_selection, su->quorum,
+             (long long)su->window_ms, (long long)su->deadline_ms, vd, su->epochs, su->batch,
+             su->lr, su->momentum, slr, agg, (unsigned long long)su->seed, su->model);
     return write_text(path, text);
 }
 
@@ -206,6 +210,7 @@ static int start_agents(const fl_setup *su, const char *dir, const char *url, in
                         fl_procs *p, char *err, size_t cap)
 {
     char tid[32], of[32], seed[32], ev_state[FL_FILE_MAX], fl_state[FL_FILE_MAX];
+    char dropout[32], cut[32], straggle[64];
     char admin[FL_FILE_MAX], enrol[FL_FILE_MAX], log1[FL_FILE_MAX];
     char out2[FL_FILE_MAX], log2[FL_FILE_MAX];
     snprintf(tid, sizeof tid, "%lld", (long long)task);
@@ -218,6 +223,10 @@ static int start_agents(const fl_setup *su, const char *dir, const char *url, in
     snprintf(log1, sizeof log1, "%s/evaluator.log", dir);
     snprintf(out2, sizeof out2, "%s/fleet.out", dir);
     snprintf(log2, sizeof log2, "%s/fleet.log", dir);
+    snprintf(dropout, sizeof dropout, "%.17g", su->dropout);
+    snprintf(cut, sizeof cut, "%.17g", su->cut);
+    snprintf(straggle, sizeof straggle, "%.17g:%.17g", su->straggle,
+             su->straggle_factor < 1 ? 1.0 : su->straggle_factor);
     {
         char *argv[] = {(char *)su->agent,
                         "--coordinator",
@@ -263,6 +272,12 @@ static int start_agents(const fl_setup *su, const char *dir, const char *url, in
                         "1",
                         "--max-wait",
                         "2s",
+                        "--dropout",
+                        dropout,
+                        "--cut",
+                        cut,
+                        "--straggle",
+                        straggle,
                         "--enrolment-token-file",
                         enrol,
                         "--state-dir",

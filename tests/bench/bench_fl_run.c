@@ -301,6 +301,24 @@ void sl_fl_run_totals(const sl_fl_run *r, double acc_target, sl_fl_totals *t)
                 t->rounds_to_target = x->round_no;
         }
     }
+    /* single rounds move by a few tenths: the mean of the last rounds says more */
+    t->mean_accuracy = NAN;
+    if (!isnan(t->final_accuracy)) {
+        double sum = 0;
+        size_t k = 0;
+        int64_t last_no = 0;
+        for (size_t i = 0; i < r->nrounds; i++)
+            if (!isnan(r->rounds[i].accuracy) && r->rounds[i].round_no > last_no)
+                last_no = r->rounds[i].round_no;
+        t->mean_to = last_no;
+        t->mean_from = last_no > SL_FL_MEAN_ROUNDS ? last_no - SL_FL_MEAN_ROUNDS + 1 : 1;
+        for (size_t i = 0; i < r->nrounds; i++) {
+            const sl_fl_round *x = &r->rounds[i];
+            if (!isnan(x->accuracy) && x->round_no >= t->mean_from && x->round_no <= last_no)
+                sum += x->accuracy, k++;
+        }
+        t->mean_accuracy = k ? sum / (double)k : NAN;
+    }
     t->dense_up = (double)t->reported * r->dense_bytes;
     t->dense_down = (double)t->selected * r->dense_bytes;
     if (t->bytes_up > 0)

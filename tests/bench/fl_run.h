@@ -43,6 +43,9 @@ typedef struct sl_fl_run {
     size_t nrounds;
 } sl_fl_run;
 
+/** Rounds in the "mean of the last rounds" figure: rounds 30-50 of a 50-round run. */
+#define SL_FL_MEAN_ROUNDS 21
+
 /** Totals of a run, with dense FedAvg equivalents for the same rounds. */
 typedef struct sl_fl_totals {
     uint32_t rounds, closed, abandoned;
@@ -56,9 +59,11 @@ typedef struct sl_fl_totals {
     double final_accuracy; /* of the last closed round with metrics (NaN: none) */
     double final_loss;
     int64_t final_version;
-    double best_accuracy;     /* NaN when no round has metrics */
-    int64_t rounds_to_target; /* first round_no whose version reached the target; 0: never */
-    double wall_s;            /* first round opened to last round closed */
+    double best_accuracy;       /* NaN when no round has metrics */
+    double mean_accuracy;       /* mean over rounds mean_from..mean_to (NaN: none) */
+    int64_t mean_from, mean_to; /* the last SL_FL_MEAN_ROUNDS rounds with metrics: 30..50 of 50 */
+    int64_t rounds_to_target;   /* first round_no whose version reached the target; 0: never */
+    double wall_s;              /* first round opened to last round closed */
 } sl_fl_totals;
 
 /**

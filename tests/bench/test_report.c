@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include "../support/sl_test.h"
+#include "fl_run.h"
 #include "starling/common.h"
 #include "starling/round.h"
 #include "starling/store.h"
@@ -396,6 +397,8 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--target-acc", "1.5"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--model", "resnet"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--quick", "--smoke"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--fleet", "some"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--fleet"), 2);
     /* a missing gnuplot is found before anything runs */
     assert_int_equal(RUN("STARLING_GNUPLOT=/nonexistent/gnuplot", &out, "bench", "fl", "--smoke",
                          "--plot", "x.png"),
@@ -407,8 +410,11 @@ static void test_bench_fl_options(void **state)
 static void test_bench_fl_smoke(void **state)
 {
     char runs[600], png[600], md[600], data[700], report[600], *out = NULL, *text = NULL;
+    char err[256];
     size_t len = 0;
     struct stat st;
+    sl_fl_run fl;
+    sl_fl_totals tot;
     (void)state;
     if (stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", &st) != 0) {
         print_message("Fashion-MNIST is not installed (dataset-fashion-mnist): skipped\n");
@@ -456,6 +462,31 @@ static void test_bench_fl_smoke(void **state)
     assert_non_null(strstr(text, "| 2 | closed | 10 | 10 | 0 | 0 | 0 | "));
     assert_non_null(strstr(text, "| updates accepted | 20 of 20 selected |"));
     free(text);
+
+    /* the partial fleet: 8 of 20 reports close a round (12 selected, quorum 5), with faults */
+    snprintf(runs, sizeof runs, "%s/runs-partial", g_dir);
+    snprintf(md, sizeof md, "%s/fl-partial.md", g_dir);
+    if (RUN(NULL, &out, "bench", "fl", "--smoke", "--fleet", "partial", "--clients", "20",
+            "--settings", "k1-ternary", "--dir", runs, "--md", md) != 0)
+        fail_msg("starling bench fl --smoke --fleet partial failed:\n%s", out);
+    assert_non_null(strstr(out, "round   2/2  closed"));
+    free(out);
+    assert_int_equal(sl_fs_read_file(md, 1 << 20, (void **)&text, &len), SL_OK);
+    assert_non_null(strstr(text, "partial participation: 8 reports close a round, 12 selected, "
+                                 "quorum 5; 20% of the selected drop out"));
+    assert_non_null(strstr(text, "| k1-ternary | ternary | 0.01 | "));
+    free(text);
+    snprintf(data, sizeof data, "%s/k1-ternary/task.json", runs);
+    assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
+    assert_non_null(strstr(text, "\"target\": 8, \"over_selection\": 1.5, \"quorum\": 5"));
+    assert_non_null(strstr(text, "\"report_deadline_ms\": 15000"));
+    free(text);
+    snprintf(data, sizeof data, "%s/k1-ternary/data", runs);
+    assert_int_equal(sl_fl_run_load(data, 0, &fl, err, sizeof err), 0);
+    sl_fl_run_totals(&fl, 0.85, &tot);
+    assert_int_equal(tot.rounds, 2);
+    assert_true(tot.selected == 24 && tot.reported <= 16 && tot.reported >= 10);
+    sl_fl_run_free(&fl);
 }
 
 static int setup(void **state)

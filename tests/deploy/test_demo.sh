@@ -2,7 +2,8 @@
 # test_demo.sh ROOT BUILD - deploy/demo.sh (the README's `make demo`) at a small
 # scale: 8 devices, 3 rounds of 4 reports, with the demo's faults.
 #   1. A run to the end: exit status 0, one line per round in order, the
-#      summary (accuracy, bytes against dense FedAvg, faults survived), and
+#      summary (accuracy, the product's default compression, bytes against
+#      dense FedAvg, faults survived), and
 #      the accuracy target check (here 20%: three small rounds).
 #   2. The same target at 100%: the demo says it is not met and exits 1.
 #   3. Ctrl-C (SIGINT to the demo's process group) mid-run: exit status 130
@@ -41,6 +42,9 @@ grep -Eq "^summary of 3 rounds \($closed closed, $((3 - closed)) abandoned\)" "$
 grep -Eq "^  final accuracy +[0-9.]+% \\(loss [0-9.]+, model version $((closed + 1));" "$out" ||
     { cat "$out"; fail "final accuracy line"; }
 grep -Eq '^  bytes up .*dense FedAvg: .*\([0-9]+x fewer\)' "$out" || { cat "$out"; fail "bytes up"; }
+# the demo runs the product's default compression (its task sets none of it)
+grep -Eq '^  compression +ternary values, top-k 1% over the whole model, tracking error feedback$' \
+    "$out" || { cat "$out"; fail "compression line (the coordinator's defaults)"; }
 grep -Eq '^  bytes down .*dense FedAvg: ' "$out" || { cat "$out"; fail "bytes down"; }
 grep -Eq '^  faults survived +[0-9]+ drop-outs, [0-9]+ transfers cut mid-way' "$out" ||
     { cat "$out"; fail "faults line"; }

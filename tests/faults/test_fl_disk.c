@@ -169,6 +169,27 @@ static void expect_problem(ag_coord *c, const char *method, const char *path, co
 }
 
 /* Whether the file @path holds @needle (a missing file holds nothing). */
+/* Wait (at most 30 s, scaled) until @task has an open round with a device training in it:
+ * an upload is then on its way, so a disk failed from now on meets a device's request
+ * (armed between rounds, the failure can pass with the devices only checking in). */
+static void wait_training(ag_coord *c, int64_t task)
+{
+    double end = fl_now() + 30.0 * sl_test_time_scale();
+    while (fl_now() < end) {
+        sl_task_status *st = malloc(sizeof *st);
+        sl_round_stats rs;
+        int busy = 0;
+        assert_non_null(st);
+        if (sl_engine_task_status(c->engine, task, st) == SL_OK && st->round_open &&
+            sl_engine_round_stats(c->engine, st->round.id, &rs) == SL_OK)
+            busy = rs.training > 0;
+        free(st);
+        if (busy)
+            return;
+        fl_sleep_ms(20);
+    }
+}
+
 static int log_has(const char *path, const char *needle)
 {
     void *text = NULL;
@@ -276,6 +297,7 @@ static void test_disk_faults(void **state)
         int64_t v0;
         long ready;
         fprintf(stderr, "cycle %d: %s from call %ld on\n", i, k->name, nth);
+        wait_training(&c, task);
         sl_faultvfs_arm(k->what, nth, k->err);
         end = fl_now() + 30.0 * sl_test_time_scale();
         while (sl_faultvfs_injected() == 0 && fl_now() < end)

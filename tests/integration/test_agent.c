@@ -401,10 +401,16 @@ static float *stored_model(ag_coord *c, int64_t task, int64_t version, const sl_
  * device: a fold leaves the residual as it was (the delta is learnt again);
  * an acknowledged update subtracts exactly what the coordinator decodes; the
  * next model brings its round's move into the residual before training.
- * @kill_mid_absorb: a process absorbs the next model's move, saves the
+ * @mode KILL_MID_ABSORB: a process absorbs the next model's move, saves the
  * residual and dies before it replaces its model: the move is then in the
- * residual once, not absorbed again by the next process's download. */
-static void check_tracking(int kill_mid_absorb)
+ * residual once, not absorbed again by the next process's download.
+ * @mode MISSED: another device takes part in two rounds while this one is
+ * away; the residual still takes the exact move of the version its update
+ * went into (the agent fetches that version first), not the average move
+ * over the three versions it missed. */
+enum { TRACK_PLAIN, TRACK_KILL_MID_ABSORB, TRACK_MISSED };
+
+static void check_tracking(int mode)
 {
     char dir[512], data_dir[600], err[256], agent_dir[600];
     ag_coord c;
@@ -442,7 +448,17 @@ static void check_tracking(int kill_mid_absorb)
     sl_agent_free(t.f.agent);
     assert_int_equal(t.f.folded, 1);
     assert_int_equal(t.f.accepted, 1);
-    if (kill_mid_absorb) {
+    if (mode == TRACK_MISSED) {
+        sl_agent *other = NULL;
+        char other_dir[640];
+        snprintf(other_dir, sizeof other_dir, "%s/other", dir);
+        ag_base_options(&o, &c, task, other_dir, data);
+        o.rounds = 2;
+        assert_int_equal(sl_agent_create(&o, &other, err, sizeof err), SL_OK);
+        assert_int_equal(sl_agent_run(other), SL_OK);
+        sl_agent_free(other);
+    }
+    if (mode == TRACK_KILL_MID_ABSORB) {
         sl_agent *k = NULL;
         int64_t next = t.version[1] + 1;
         float *w;
@@ -473,6 +489,8 @@ static void check_tracking(int kill_mid_absorb)
     /* the aborted round made no model: the first two trained from one version */
     assert_int_equal(t.version[0], t.version[1]);
     assert_true(t.version[2] > t.version[1]);
+    /* with the other device's two rounds, three versions on */
+    assert_int_equal(t.version[2], t.version[1] + (mode == TRACK_MISSED ? 3 : 1));
     sent.layout = sl_model_layout(m);
     sent.device = st.device_id;
     sent.dense = calloc(t.f.n, sizeof(float));
@@ -481,7 +499,8 @@ static void check_tracking(int kill_mid_absorb)
     assert_int_equal(sl_store_foreach_update(c.store, t.f.round[1], add_sent, &sent), 0);
     assert_int_equal(sent.found, 1);
     w1 = stored_model(&c, task, t.version[1], sent.layout);
-    w2 = stored_model(&c, task, t.version[2], sent.layout);
+    /* the version the acknowledged update went into: the next one */
+    w2 = stored_model(&c, task, t.version[1] + 1, sent.layout);
     for (size_t i = 0; i < t.f.n; i++) {
         float want;
         /* fold: nothing kept */
@@ -492,15 +511,16 @@ static void check_tracking(int kill_mid_absorb)
         /* commit: the residual minus what the coordinator decodes */
         assert_true(t.f.after[1][i] == t.f.before[1][i] - sent.dense[i]);
         sent_n += sent.dense[i] != 0.0f;
-        /* absorb: plus the round's move (one version on) */
-        want = t.f.after[1][i] +
-               (float)(((double)w2[i] - (double)w1[i]) / (double)(t.version[2] - t.version[1]));
+        /* absorb: plus the move of the round the update went into, exactly */
+        want = t.f.after[1][i] + (float)(((double)w2[i] - (double)w1[i]) / 1.0);
         assert_true(t.before2[i] == want);
         moved += w2[i] != w1[i];
     }
     fprintf(stderr, "tracking%s: %zu values sent, %zu parameters moved, versions %lld -> %lld\n",
-            kill_mid_absorb ? " (killed mid-absorb)" : "", sent_n, moved, (long long)t.version[1],
-            (long long)t.version[2]);
+            mode == TRACK_KILL_MID_ABSORB ? " (killed mid-absorb)"
+            : mode == TRACK_MISSED        ? " (versions missed)"
+                                          : "",
+            sent_n, moved, (long long)t.version[1], (long long)t.version[2]);
     assert_true(sent_n > 0 && moved > 0);
     free(w1);
     free(w2);
@@ -522,8 +542,9 @@ static void check_tracking(int kill_mid_absorb)
 static void test_tracking_feedback(void **state)
 {
     (void)state;
-    check_tracking(0);
-    check_tracking(1);
+    check_tracking(TRACK_PLAIN);
+    check_tracking(TRACK_KILL_MID_ABSORB);
+    check_tracking(TRACK_MISSED);
 }
 
 /* ---- the check-in answer ------------------------------------------------------------------- */

@@ -476,8 +476,10 @@ int sl_compressor_fold(sl_compressor *c);
  * sl_compressor_absorb - TRACKING: add one round's move of the global model
  * to the committed residual, residual += (@to - @from) / @rounds, where @from
  * is the model an acknowledged update was trained from and @to a later model
- * @rounds versions on (> 0; more than 1 when the device missed models
- * between: the average move of a round stands for the move of its round).
+ * @rounds versions on (> 0). The exact move is that of the round the update
+ * went into (@rounds 1; the agent fetches that version first when it missed
+ * some); more than 1 takes the average move of a round for it, which
+ * misses the device's own part of its round's move.
  * The pending state is untouched. SL_EINVAL for bad arguments, SL_ESTATE
  * under RESIDUAL, SL_ENONFINITE (nothing changed) when a result would not be
  * finite.

@@ -128,7 +128,11 @@ static void test_enums(void **state)
         assert_roundtrip(&c);
     }
     for (int i = 0; i < 7; i++) {
+        /* tracking error feedback (the default) takes FedAvg only */
         snprintf(json, sizeof json, "{\"target\":3,\"aggregator\":\"%s\"}", aggs[i]);
+        assert_int_equal(parse(json, &c, err, sizeof err), i == 0 ? SL_OK : SL_ECONFIG_VALUE);
+        snprintf(json, sizeof json,
+                 "{\"target\":3,\"aggregator\":\"%s\",\"error_feedback\":\"residual\"}", aggs[i]);
         assert_int_equal(parse(json, &c, err, sizeof err), SL_OK);
         assert_int_equal(c.aggregator, i);
         assert_string_equal(sl_aggregator_name((sl_aggregator)i), aggs[i]);
@@ -182,6 +186,7 @@ static void test_seed_and_strings(void **state)
 
     /* doubles come back bit for bit, including ones %.15g does not hold */
     c.local_lr = 0.1 + 0.2;
+    c.error_feedback = SL_EF_RESIDUAL; /* a server_lr above 1 needs it */
     c.server_lr = nextafter(1.0, 2.0);
     c.tau = 1.2345678901234567e-7;
     c.over_selection = 1.0000000000000002;
@@ -236,6 +241,14 @@ static void test_rejections(void **state)
          "trim_fraction: 0.5 is not below 0.5"},
         {"{\"target\":10,\"density\":0}", SL_ECONFIG_VALUE, "density: 0 is not above 0"},
         {"{\"target\":10,\"aggregator\":\"krum\"}", SL_ECONFIG_VALUE, "aggregator: unknown"},
+        {"{\"target\":10,\"aggregator\":\"fedavgm\"}", SL_ECONFIG_VALUE,
+         "error_feedback: tracking (the default) needs aggregator \"fedavg\" with server_lr <= 1 "
+         "(it counts the model's move as the mean of the updates sent); set \"error_feedback\": "
+         "\"residual\" for aggregator fedavgm"},
+        {"{\"target\":10,\"aggregator\":\"median\",\"error_feedback\":\"tracking\"}",
+         SL_ECONFIG_VALUE, "for aggregator median"},
+        {"{\"target\":10,\"server_lr\":2}", SL_ECONFIG_VALUE,
+         "for aggregator fedavg and a server_lr above 1"},
         {"{\"target\":10,\"aggregator\":3}", SL_ECONFIG_VALUE, "aggregator: expected a string"},
         {"{\"target\":10,\"values\":\"fp64\"}", SL_ECONFIG_VALUE, "values: unknown value mode"},
         {"{\"target\":10,\"topk_scope\":\"global\"}", SL_ECONFIG_VALUE,

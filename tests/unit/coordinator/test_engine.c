@@ -516,7 +516,8 @@ static void run_deterministic(const char *name, uint64_t order_seed, int restart
     sim s;
     sim_init(&s, name, 16,
              "{\"name\":\"det\",\"target\":12,\"quorum\":8,\"selection_window_ms\":2000,"
-             "\"report_deadline_ms\":10000,\"aggregator\":\"fedadam\"}");
+             "\"report_deadline_ms\":10000,\"aggregator\":\"fedadam\","
+             "\"error_feedback\":\"residual\"}");
     for (int round = 0; round < 3; round++) {
         size_t chosen[64], n = select_round(&s, chosen), k = 0;
         uint64_t rng = order_seed + (uint64_t)round;
@@ -593,7 +594,8 @@ static void drive(sim *s, int64_t last)
 
 #define KILL_CONFIG                                                               \
     "{\"name\":\"kill\",\"target\":12,\"quorum\":8,\"selection_window_ms\":2000," \
-    "\"report_deadline_ms\":10000,\"rounds\":3,\"aggregator\":\"fedavgm\"}"
+    "\"report_deadline_ms\":10000,\"rounds\":3,\"aggregator\":\"fedavgm\","       \
+    "\"error_feedback\":\"residual\"}"
 
 static long kill_at, commits_seen;
 
