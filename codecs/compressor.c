@@ -31,8 +31,8 @@ void sl_compress_params_default(sl_compress_params *p)
     p->warmup_rounds = 0;
     p->warmup_density = 0.25;
     p->momentum = 0.0;
-    p->feedback = SL_EF_TRACKING;
-    p->residual_decay = 1.0;
+    p->feedback = SL_EF_RESIDUAL;
+    p->residual_decay = SL_RESIDUAL_DECAY_DEFAULT;
 }
 
 const char *sl_error_feedback_name(sl_error_feedback f)

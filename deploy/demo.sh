@@ -65,8 +65,8 @@ head -c 24 /dev/urandom | base64 >"$DIR/enrol.token"
 # over-selection covers the drop-outs), 60% quorum by the deadline; 4 local
 # epochs; FedAvg. It sets nothing about compression: the devices use the
 # coordinator's defaults (ternary values, top-k 1% over the whole model,
-# tracking error feedback), which the summary prints as the coordinator
-# reports them.
+# the classic residual decayed by 0.9), which the summary prints as the
+# coordinator reports them.
 cat >"$DIR/task.json" <<EOF
 {"config": {"name": "fashion-mnist-demo", "rounds": $ROUNDS, "target": $REPORTS,
             "over_selection": 1.5, "quorum": 0.6,

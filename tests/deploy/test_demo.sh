@@ -43,7 +43,7 @@ grep -Eq "^  final accuracy +[0-9.]+% \\(loss [0-9.]+, model version $((closed +
     { cat "$out"; fail "final accuracy line"; }
 grep -Eq '^  bytes up .*dense FedAvg: .*\([0-9]+x fewer\)' "$out" || { cat "$out"; fail "bytes up"; }
 # the demo runs the product's default compression (its task sets none of it)
-grep -Eq '^  compression +ternary values, top-k 1% over the whole model, tracking error feedback$' \
+grep -Eq '^  compression +ternary values, top-k 1% over the whole model, residual error feedback \(decay 0\.9\)$' \
     "$out" || { cat "$out"; fail "compression line (the coordinator's defaults)"; }
 grep -Eq '^  bytes down .*dense FedAvg: ' "$out" || { cat "$out"; fail "bytes down"; }
 grep -Eq '^  faults survived +[0-9]+ drop-outs, [0-9]+ transfers cut mid-way' "$out" ||

@@ -430,6 +430,7 @@ static void check_tracking(int mode)
     ag_coord_open(&c, dir, NULL, NULL, NULL);
     task = ag_create_task(&c, "mlp",
                           "{\"name\":\"track\",\"target\":1,\"quorum\":1,\"over_selection\":1,"
+                          "\"error_feedback\":\"tracking\","
                           "\"selection_window_ms\":200,\"report_deadline_ms\":10000,"
                           "\"values\":\"ternary\",\"density\":0.05,\"local_epochs\":1,"
                           "\"batch\":32,\"local_lr\":0.05}");

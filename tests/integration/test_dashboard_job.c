@@ -32,7 +32,8 @@ char *td_get(td_job *j, const char *path)
     return body;
 }
 
-/* Devices 0..2 join the pool, and are selected once the window closed. */
+/* Devices 0..2 join the pool, and are selected once the window closed (500 ms: three
+ * signed check-ins fit in it on a loaded machine; 150 ms did not always). */
 static int64_t select_three(td_job *j, int64_t *version)
 {
     ah_resp r;
@@ -41,7 +42,7 @@ static int64_t select_three(td_job *j, int64_t *version)
         ah_checkin(&j->f, &j->dev[i], j->task, &r);
         ah_resp_free(&r);
     }
-    usleep((useconds_t)(260000 * sl_test_time_scale()));
+    usleep((useconds_t)(800000 * sl_test_time_scale()));
     for (int i = 0; i < 3; i++) {
         ah_checkin(&j->f, &j->dev[i], j->task, &r);
         if (ah_json_int(r.body, "selected") != 1)
@@ -91,7 +92,7 @@ void td_job_run(td_job *j, const char *name, int public_status)
     assert_int_equal(sl_layout_parse(AH_LAYOUT, strlen(AH_LAYOUT), &layout), SL_OK);
     {
         char fmt[512];
-        snprintf(fmt, sizeof fmt, TD_TASK, 150 * sl_test_time_scale());
+        snprintf(fmt, sizeof fmt, TD_TASK, 500 * sl_test_time_scale());
         j->task = ah_create_task(&j->f, fmt);
     }
     for (int i = 0; i < TD_DEVICES; i++)

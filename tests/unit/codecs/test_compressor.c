@@ -37,6 +37,7 @@ static void check_mode(sl_value_mode vm, sl_select_mode sm, sl_topk_scope scope,
     p.select = sm;
     p.scope = scope;
     p.feedback = fb;
+    p.residual_decay = 1; /* undecayed arithmetic here; test_residual_decay has the decay */
     p.density = 0.02;
     assert_int_equal(sl_compressor_create(l, &p, &c), SL_OK);
     for (uint32_t round = 0; round < 3; round++) {
@@ -144,6 +145,7 @@ static void test_fold_keeps_everything(void **state)
     (void)state;
     sl_compress_params_default(&p);
     p.feedback = SL_EF_RESIDUAL;
+    p.residual_decay = 1;
     assert_int_equal(sl_compressor_create(l, &p, &c), SL_OK);
     sl_test_gauss(delta, d, 5, 1.0f);
     u = prepare(c, l, delta, 0, &acc);
@@ -193,11 +195,14 @@ static void test_tracking(void **state)
     assert_int_equal(sl_error_feedback_parse("none", &f), SL_EINVAL);
     assert_int_equal(f, SL_EF_TRACKING); /* unchanged */
     sl_compress_params_default(&p);
-    assert_int_equal(p.feedback, SL_EF_TRACKING);
+    assert_int_equal(p.feedback, SL_EF_RESIDUAL);
+    assert_true(p.residual_decay == SL_RESIDUAL_DECAY_DEFAULT && p.residual_decay == 0.9);
     p.feedback = (sl_error_feedback)2;
     assert_int_equal(sl_compressor_create(l, &p, &c), SL_EINVAL);
     p.feedback = SL_EF_TRACKING;
     p.encode.values = SL_VALUE_TERNARY;
+    assert_int_equal(sl_compressor_create(l, &p, &c), SL_EINVAL); /* the default decay */
+    p.residual_decay = 1;
     assert_int_equal(sl_compressor_create(l, &p, &c), SL_OK);
 
     /* absorb: residual += (to - from) / rounds */

@@ -42,9 +42,19 @@ static void test_defaults(void **state)
     assert_true(c.beta1 == 0.9 && c.beta2 == 0.99 && c.tau == 1e-3);
     assert_true(c.density == 0.01);
     assert_int_equal(c.topk_scope, SL_TOPK_MODEL);
+    assert_int_equal(c.error_feedback, SL_EF_RESIDUAL);
+    assert_true(c.residual_decay == 0.9);
+    assert_int_equal(c.values, SL_VALUE_TERNARY);
+    /* the decay is the classic residual's: tracking without one gets 1 */
+    assert_int_equal(
+        parse("{\"target\": 10, \"error_feedback\": \"tracking\"}", &c, err, sizeof err), SL_OK);
     assert_int_equal(c.error_feedback, SL_EF_TRACKING);
     assert_true(c.residual_decay == 1.0);
-    assert_int_equal(c.values, SL_VALUE_TERNARY);
+    assert_roundtrip(&c);
+    assert_int_equal(parse("{\"target\": 10, \"residual_decay\": 1}", &c, err, sizeof err), SL_OK);
+    assert_int_equal(c.error_feedback, SL_EF_RESIDUAL);
+    assert_true(c.residual_decay == 1.0);
+    assert_int_equal(parse("{\"target\": 10}", &c, err, sizeof err), SL_OK);
     assert_int_equal(c.selection_window_ms, 10000);
     assert_int_equal(c.report_deadline_ms, 60000);
     assert_int_equal(c.local_epochs, 1);
@@ -128,11 +138,11 @@ static void test_enums(void **state)
         assert_roundtrip(&c);
     }
     for (int i = 0; i < 7; i++) {
-        /* tracking error feedback (the default) takes FedAvg only */
-        snprintf(json, sizeof json, "{\"target\":3,\"aggregator\":\"%s\"}", aggs[i]);
-        assert_int_equal(parse(json, &c, err, sizeof err), i == 0 ? SL_OK : SL_ECONFIG_VALUE);
+        /* tracking error feedback takes FedAvg only; the default residual takes any */
         snprintf(json, sizeof json,
-                 "{\"target\":3,\"aggregator\":\"%s\",\"error_feedback\":\"residual\"}", aggs[i]);
+                 "{\"target\":3,\"aggregator\":\"%s\",\"error_feedback\":\"tracking\"}", aggs[i]);
+        assert_int_equal(parse(json, &c, err, sizeof err), i == 0 ? SL_OK : SL_ECONFIG_VALUE);
+        snprintf(json, sizeof json, "{\"target\":3,\"aggregator\":\"%s\"}", aggs[i]);
         assert_int_equal(parse(json, &c, err, sizeof err), SL_OK);
         assert_int_equal(c.aggregator, i);
         assert_string_equal(sl_aggregator_name((sl_aggregator)i), aggs[i]);
@@ -241,13 +251,14 @@ static void test_rejections(void **state)
          "trim_fraction: 0.5 is not below 0.5"},
         {"{\"target\":10,\"density\":0}", SL_ECONFIG_VALUE, "density: 0 is not above 0"},
         {"{\"target\":10,\"aggregator\":\"krum\"}", SL_ECONFIG_VALUE, "aggregator: unknown"},
-        {"{\"target\":10,\"aggregator\":\"fedavgm\"}", SL_ECONFIG_VALUE,
-         "error_feedback: tracking (the default) needs aggregator \"fedavg\" with server_lr <= 1 "
+        {"{\"target\":10,\"aggregator\":\"fedavgm\",\"error_feedback\":\"tracking\"}",
+         SL_ECONFIG_VALUE,
+         "error_feedback: tracking needs aggregator \"fedavg\" with server_lr <= 1 "
          "(it counts the model's move as the mean of the updates sent); set \"error_feedback\": "
          "\"residual\" for aggregator fedavgm"},
         {"{\"target\":10,\"aggregator\":\"median\",\"error_feedback\":\"tracking\"}",
          SL_ECONFIG_VALUE, "for aggregator median"},
-        {"{\"target\":10,\"server_lr\":2}", SL_ECONFIG_VALUE,
+        {"{\"target\":10,\"server_lr\":2,\"error_feedback\":\"tracking\"}", SL_ECONFIG_VALUE,
          "for aggregator fedavg and a server_lr above 1"},
         {"{\"target\":10,\"aggregator\":3}", SL_ECONFIG_VALUE, "aggregator: expected a string"},
         {"{\"target\":10,\"values\":\"fp64\"}", SL_ECONFIG_VALUE, "values: unknown value mode"},
@@ -262,7 +273,7 @@ static void test_rejections(void **state)
          "residual_decay"},
         {"{\"target\":10,\"error_feedback\":\"residual\",\"residual_decay\":1.5}", SL_ECONFIG_VALUE,
          "residual_decay"},
-        {"{\"target\":10,\"residual_decay\":0.9}", SL_ECONFIG_VALUE,
+        {"{\"target\":10,\"error_feedback\":\"tracking\",\"residual_decay\":0.9}", SL_ECONFIG_VALUE,
          "residual_decay: below 1 needs error_feedback \"residual\""},
         {"{\"target\":10,\"dp_noise\":1}", SL_ECONFIG_VALUE, "dp_noise: needs clip_norm"},
         {"{\"target\":10,\"fedbuff\":1}", SL_ECONFIG_VALUE, "fedbuff: expected true or false"},
