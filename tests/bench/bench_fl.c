@@ -36,14 +36,14 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0},
-    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0},
-    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0},
-    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0},
-    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0},
-    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0},
-    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0},
-    {"default", "", 0, 1, "", "", 0, "", 0},
+    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0},
+    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0},
+    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0},
+    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0},
+    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0},
+    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0},
+    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0},
+    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -72,7 +72,8 @@ static int usage(FILE *out)
         "                     classic error feedback instead of tracking, the default;\n"
         "                     ternary@0.001@residual@decay0.9: the residual times 0.9\n"
         "                     each round; @fedavgm, @fedadam ...: the coordinator's\n"
-        "                     aggregator instead of fedavg; @slr2: server_lr 2)\n"
+        "                     aggregator instead of fedavg; @slr2: server_lr 2; @wu3:0.04:\n"
+        "                     density warm-up from 4%% over 3 participations)\n"
         "                     (default: all of them)\n"
         "  --fleet full|partial  full (the default): NIID-Bench's, above. partial: the\n"
         "                     demo's fleet (deploy/demo.sh): 50 clients, 4 local epochs,\n"
@@ -132,6 +133,23 @@ static int parse_double(const char *text, double lo, double hi, double *out)
     return 0;
 }
 
+/* "wuN:D" into @st's warm-up: N participations (1..1000) from density D (0, 1]. */
+static int parse_warmup(const char *word, fl_setting *st)
+{
+    char n[8];
+    const char *colon = strchr(word, ':');
+    uint32_t rounds;
+    double density;
+    if (strncmp(word, "wu", 2) != 0 || colon == NULL || (size_t)(colon - word - 2) >= sizeof n)
+        return -1;
+    snprintf(n, sizeof n, "%.*s", (int)(colon - word - 2), word + 2);
+    if (parse_u32(n, 1, 1000, &rounds) != 0 || parse_double(colon + 1, 1e-9, 1.0, &density) != 0)
+        return -1;
+    st->warmup_rounds = rounds;
+    st->warmup_density = density;
+    return 0;
+}
+
 /* 1 when @word names one of the coordinator's aggregators. */
 static int is_aggregator(const char *word)
 {
@@ -185,6 +203,8 @@ static int parse_setting(const char *name, fl_setting *st)
         else if (st->server_lr == 0 && strncmp(word, "slr", 3) == 0 && word[3] != '\0' &&
                  parse_double(word + 3, 1e-6, 100.0, &st->server_lr) == 0)
             ; /* server_lr */
+        else if (st->warmup_rounds == 0 && parse_warmup(word, st) == 0)
+            ; /* wuN:D: density warm-up over N participations from D */
         else
             return -1; /* unknown, or given twice */
         opt = next;
@@ -522,6 +542,7 @@ int sl_bench_fl(int argc, char **argv)
                 strcmp(settings[j].feedback, settings[i].feedback) == 0 &&
                 settings[j].decay == settings[i].decay &&
                 strcmp(settings[j].aggregator, settings[i].aggregator) == 0 &&
+                settings[j].warmup_rounds == settings[i].warmup_rounds &&
                 settings[j].server_lr == settings[i].server_lr)
                 res[i].alias_of = (int)j;
 

@@ -29,6 +29,8 @@ typedef struct fl_setting {
     double decay;        /* residual_decay given to the task; 0 = its default */
     char aggregator[16]; /* the task's aggregator ("fedavgm", ...); "" = its default (fedavg) */
     double server_lr;    /* the task's server_lr; 0 = its default */
+    uint32_t warmup_rounds; /* the task's density warm-up (participations); 0 = none */
+    double warmup_density;  /* its first participation's density */
 } fl_setting;
 
 /** What every setting shares. */

@@ -214,6 +214,10 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
                                 r->setting.aggregator[0] ? r->setting.aggregator : "fedavg");
         if (r->setting.server_lr > 0)
             cJSON_AddNumberToObject(o, "server_lr", r->setting.server_lr);
+        if (r->setting.warmup_rounds > 0) {
+            cJSON_AddNumberToObject(o, "warmup_rounds", r->setting.warmup_rounds);
+            cJSON_AddNumberToObject(o, "warmup_density", r->setting.warmup_density);
+        }
         cJSON_AddBoolToObject(o, "ok", r->ok);
         if (!r->ok) {
             cJSON_AddStringToObject(o, "error", r->error);

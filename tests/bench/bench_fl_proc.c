@@ -156,13 +156,17 @@ static int wait_port(const char *log, pid_t coordinator, unsigned *port, char *e
 
 static int write_task(const fl_setup *su, const fl_setting *st, const char *path)
 {
-    char text[2048], vd[256] = "", decay[64] = "", agg[64] = "fedavg", slr[64] = "";
+    char text[2048], vd[256] = "", decay[64] = "", agg[64] = "fedavg", slr[160] = "";
     if (st->decay > 0)
         snprintf(decay, sizeof decay, "\"residual_decay\": %.17g, ", st->decay);
     if (st->aggregator[0] != '\0')
         snprintf(agg, sizeof agg, "%s", st->aggregator);
     if (st->server_lr > 0)
         snprintf(slr, sizeof slr, "\"server_lr\": %.17g, ", st->server_lr);
+    if (st->warmup_rounds > 0)
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr),
+                 "\"warmup_rounds\": %u, \"warmup_density\": %.17g, ", st->warmup_rounds,
+                 st->warmup_density);
     if (!st->is_default)
         snprintf(vd, sizeof vd, "\"values\": \"%s\", \"density\": %.17g, %s%s%s%s%s%s%s",
                  st->values, st->density, st->scope[0] ? "\"topk_scope\": \"" : "", st->scope,

@@ -399,6 +399,11 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--quick", "--smoke"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--fleet", "some"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--fleet"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@wu0:0.5"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@wu3"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@wu3:1.5"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@fedsgd"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@slr0"), 2);
     /* a missing gnuplot is found before anything runs */
     assert_int_equal(RUN("STARLING_GNUPLOT=/nonexistent/gnuplot", &out, "bench", "fl", "--smoke",
                          "--plot", "x.png"),
@@ -467,21 +472,26 @@ static void test_bench_fl_smoke(void **state)
     snprintf(runs, sizeof runs, "%s/runs-partial", g_dir);
     snprintf(md, sizeof md, "%s/fl-partial.md", g_dir);
     if (RUN(NULL, &out, "bench", "fl", "--smoke", "--fleet", "partial", "--clients", "20",
-            "--settings", "k1-ternary", "--dir", runs, "--md", md) != 0)
+            "--settings", "ternary@0.01@wu2:0.05@residual@fedavgm@slr0.5", "--dir", runs, "--md",
+            md) != 0)
         fail_msg("starling bench fl --smoke --fleet partial failed:\n%s", out);
     assert_non_null(strstr(out, "round   2/2  closed"));
     free(out);
     assert_int_equal(sl_fs_read_file(md, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "partial participation: 8 reports close a round, 12 selected, "
                                  "quorum 5; 20% of the selected drop out"));
-    assert_non_null(strstr(text, "| k1-ternary | ternary | 0.01 | "));
+    assert_non_null(
+        strstr(text, "| ternary@0.01@wu2:0.05@residual@fedavgm@slr0.5 | ternary | 0.01 | "));
     free(text);
-    snprintf(data, sizeof data, "%s/k1-ternary/task.json", runs);
+    snprintf(data, sizeof data, "%s/ternary@0.01@wu2:0.05@residual@fedavgm@slr0.5/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "\"target\": 8, \"over_selection\": 1.5, \"quorum\": 5"));
     assert_non_null(strstr(text, "\"report_deadline_ms\": 15000"));
+    assert_non_null(strstr(text, "\"warmup_rounds\": 2, \"warmup_density\": 0.050000000000000003"));
+    assert_non_null(strstr(text, "\"server_lr\": 0.5"));
+    assert_non_null(strstr(text, "\"aggregator\": \"fedavgm\""));
     free(text);
-    snprintf(data, sizeof data, "%s/k1-ternary/data", runs);
+    snprintf(data, sizeof data, "%s/ternary@0.01@wu2:0.05@residual@fedavgm@slr0.5/data", runs);
     assert_int_equal(sl_fl_run_load(data, 0, &fl, err, sizeof err), 0);
     sl_fl_run_totals(&fl, 0.85, &tot);
     assert_int_equal(tot.rounds, 2);
