@@ -30,9 +30,17 @@ TOKEN = re.compile(r'(?P<anchor>\$\{(?P<braced>\w+)\}|\$\(dirname "?\$(?:0|\{BAS
 
 
 def tracked_files(root):
-    out = subprocess.run(["git", "-C", root, "ls-files", "-co", "--exclude-standard", "-z"],
-                         capture_output=True, check=True).stdout
-    return [f for f in out.decode().split("\0") if f]
+    """The files git tracks or would (not ignored); every file but build/ outside a checkout."""
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files", "-co", "--exclude-standard", "-z"],
+                             capture_output=True, check=True).stdout
+        return [f for f in out.decode().split("\0") if f]
+    except (OSError, subprocess.CalledProcessError):
+        files = []
+        for top, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if not (top == root and d in ("build", ".git"))]
+            files += [os.path.relpath(os.path.join(top, n), root) for n in names]
+        return files
 
 
 def inside(root, path):

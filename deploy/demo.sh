@@ -20,7 +20,7 @@
 # are exercised by the test suite (tests/integration), and deploy/README.md
 # shows the TLS setup.
 #
-# Knobs (environment): STARLING_DEMO_DEVICES (50), STARLING_DEMO_ROUNDS (40),
+# Knobs (environment): STARLING_DEMO_DEVICES (50), STARLING_DEMO_ROUNDS (45),
 # STARLING_DEMO_REPORTS (20: reports that close a round),
 # STARLING_DEMO_PORT (first free port from 8480), STARLING_DEMO_DIR
 # (BUILD_DIR/demo), STARLING_DEMO_TARGET (0.85: the accuracy the demo must
@@ -41,7 +41,7 @@ DATA=/usr/share/datasets/fashion-mnist
     { echo "demo: Fashion-MNIST is missing: apt-get install dataset-fashion-mnist" >&2; exit 1; }
 
 DEVICES=${STARLING_DEMO_DEVICES:-50}
-ROUNDS=${STARLING_DEMO_ROUNDS:-40}
+ROUNDS=${STARLING_DEMO_ROUNDS:-45}
 REPORTS=${STARLING_DEMO_REPORTS:-20}
 TARGET=${STARLING_DEMO_TARGET:-0.85}
 DIR=${STARLING_DEMO_DIR:-$BUILD/demo}
