@@ -519,7 +519,7 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
     sl_update_put u;
     int64_t base, current_round = 0;
     double norm;
-    int rc, close_now = 0, track = 0;
+    int rc, trc, close_now = 0, track = 0;
 
     if (e == NULL || frame == NULL || sha256 == NULL || out == NULL)
         return SL_EINVAL;
@@ -544,9 +544,25 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
             goto out_gate;
         }
     }
+    if (t->round.state == SL_ROUND_SELECTING) {
+        rc = reject(t, &res, SL_REJECT_NOT_SELECTED);
+        goto out_lock;
+    }
     if (t->round.state != SL_ROUND_TRAINING) {
-        rc = t->round.state == SL_ROUND_SELECTING ? reject(t, &res, SL_REJECT_NOT_SELECTED)
-                                                  : reject(t, &res, SL_REJECT_LATE);
+        /* the round is ending (its target was met; the close has not gone through, e.g.
+         * the disk failed it): a retry of an update it stored gets its receipt, as after
+         * the close, or the device would fold work the model counts. The gate, held
+         * shared, keeps the round from closing meanwhile. */
+        int64_t rid = t->round.id;
+        pthread_mutex_unlock(&e->lock);
+        rc = sl_store_get_receipt(e->store, rid, device_id, sha256, &res.receipt);
+        pthread_mutex_lock(&e->lock);
+        if (rc == SL_OK) {
+            res.accepted = 1;
+            res.reason = SL_REJECT_NONE;
+        } else if (rc == SL_ENOENT || rc == SL_ECONFLICT) {
+            rc = reject(t, &res, SL_REJECT_LATE);
+        }
         goto out_lock;
     }
     if (!t->cfg.fedbuff && !sl__idset_has(&t->selected, device_id)) {
@@ -622,8 +638,14 @@ out_gate:
     }
     if (rc == SL_OK) {
         *out = res;
-        if (close_now) /* the target is met: close without waiting for the next tick */
-            rc = sl_engine_tick(e, NULL);
+        /* the target is met: close without waiting for the next tick. The update is
+         * durable and counted whatever the close does: a failed close is the engine's
+         * to retry (every tick does), not the device's, so the answer stays a receipt */
+        if (close_now && (trc = sl_engine_tick(e, NULL)) != SL_OK)
+            sl_log(SL_LOG_WARN, "engine",
+                   "closing round %lld at its target: %s; the next tick "
+                   "retries",
+                   (long long)current_round, sl_strerror(trc));
     }
     return rc;
 }

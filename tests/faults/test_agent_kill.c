@@ -379,9 +379,10 @@ static void test_kill_agents(void **state)
     ag_make_data(data_dir, AGENTS * 120, 50);
     ag_coord_open(&c, dir, NULL, NULL, NULL);
     task = ag_create_task(&c, "mlp",
-                          /* the classic residual: its mass is what the audit checks */
+                          /* the classic residual, undecayed: its mass is what the audit
+                           * checks (sent + residual = trained) */
                           "{\"name\":\"kill\",\"target\":3,\"quorum\":1,\"over_selection\":1,"
-                          "\"error_feedback\":\"residual\","
+                          "\"error_feedback\":\"residual\",\"residual_decay\":1,"
                           "\"selection_window_ms\":200,\"report_deadline_ms\":3000,"
                           "\"values\":\"fp16\",\"density\":0.05,\"local_epochs\":1,"
                           "\"batch\":32,\"local_lr\":0.05}");

@@ -34,7 +34,8 @@
  * has at least 10x the median honest norm; a stored flip update points
  * against the mean honest update of its round (cosine < 0) while honest
  * ones point with it.
- * The tasks use the classic residual ("error_feedback": "residual"): under
+ * The tasks use the classic residual, undecayed ("error_feedback": "residual",
+ * "residual_decay": 1): under
  * tracking, a flip poisoner's residual (global model minus what the
  * coordinator holds for it) grows along the model's own moves and turns its
  * updates back toward the honest direction within a few rounds (measured:
@@ -95,7 +96,7 @@ static const plan ci_plan = {
     2000,
     "{\"name\":\"%s\",\"rounds\":%u,\"target\":7,\"quorum\":5,\"over_selection\":1.43,"
     "\"selection_window_ms\":1200,\"report_deadline_ms\":4000,\"values\":\"fp16\","
-    "\"error_feedback\":\"residual\","
+    "\"error_feedback\":\"residual\",\"residual_decay\":1,"
     "\"density\":0.1,\"local_epochs\":1,\"batch\":16,\"local_lr\":0.05,\"seed\":5%s}",
     ",\"aggregator\":\"trimmed_mean\",\"trim_fraction\":0.3,\"clip_norm\":3.0",
     0.05,
@@ -111,7 +112,7 @@ static const plan slow_plan = {
     0,
     "{\"name\":\"%s\",\"rounds\":%u,\"target\":7,\"quorum\":5,\"over_selection\":1.43,"
     "\"selection_window_ms\":2000,\"report_deadline_ms\":30000,\"values\":\"fp16\","
-    "\"error_feedback\":\"residual\","
+    "\"error_feedback\":\"residual\",\"residual_decay\":1,"
     "\"density\":0.1,\"warmup_rounds\":2,\"warmup_density\":0.3,\"local_epochs\":1,"
     "\"batch\":32,\"local_lr\":0.05,\"local_momentum\":0.9,\"seed\":5%s}",
     ",\"aggregator\":\"trimmed_mean\",\"trim_fraction\":0.3,\"clip_norm\":5.0",

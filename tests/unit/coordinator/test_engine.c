@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "../../support/sl_faultvfs.h"
 #include "../../support/sl_store_test.h"
 #include "coord_int.h"
 #include "starling/round.h"
@@ -27,13 +28,15 @@ typedef struct sim {
     size_t ndevices;
 } sim;
 
+static const char *sim_vfs; /* the store's SQLite VFS (NULL: the default) */
+
 static void sim_open_engine(sim *s)
 {
     char err[256];
     sl_engine_options o;
     sl_engine_options_default(&o);
     o.clock = &s->clock.clock;
-    s->store = sl_test_store_open(s->dir, NULL, &s->clock.clock);
+    s->store = sl_test_store_open(s->dir, sim_vfs, &s->clock.clock);
     assert_non_null(s->store);
     assert_int_equal(sl_engine_open(s->store, &o, &s->engine, err, sizeof err), SL_OK);
 }
@@ -776,6 +779,81 @@ static void test_fedbuff(void **state)
 }
 
 /* Model bytes sent to devices are counted in the open round and persisted when it closes. */
+/*
+ * The disk fails after the update that meets a round's target was stored and before the
+ * round's close went through. The update counts: its answer is a receipt, not an error
+ * the device would retry into "late" and fold back into its residual (counted twice);
+ * a retry of it while the close is pending gets the same receipt; once the disk is back
+ * the next tick closes the round with the update in it, once. Tried with the fault at
+ * every write from the first on, until one lands between the two.
+ */
+#define CLOSE_CONFIG                                                      \
+    "{\"name\":\"close\",\"target\":2,\"quorum\":1,\"over_selection\":1," \
+    "\"selection_window_ms\":2000,\"report_deadline_ms\":10000,\"rounds\":3}"
+
+static void test_receipt_while_close_fails(void **state)
+{
+    int hit = 0;
+    (void)state;
+    assert_int_equal(sl_faultvfs_register(), 0);
+    sim_vfs = SL_FAULTVFS_NAME;
+    for (long k = 1; k <= 200 && !hit; k++) {
+        sim s;
+        size_t chosen[2];
+        sl_task_status st, mid;
+        sl_accept_result res, again;
+        sl_store_receipt rec;
+        uint8_t sha[32];
+        void *frame;
+        size_t len;
+        int rc, stored;
+        sim_init(&s, "close_fail", 2, CLOSE_CONFIG);
+        assert_int_equal(select_round(&s, chosen), 2);
+        assert_true(upload(&s, chosen[0], 1.0f).accepted);
+        st = status(&s);
+        make_update(&s, chosen[1], st.round.id, st.model_version, 1.0f, &frame, &len, sha);
+        sl_faultvfs_arm(SL_FAULT_WRITE, k, 10 /* SQLITE_IOERR */);
+        rc = sl_engine_accept(s.engine, st.round.id, s.devices[chosen[1]], frame, len, 60, sha,
+                              &res);
+        stored =
+            sl_store_get_receipt(s.store, st.round.id, s.devices[chosen[1]], sha, &rec) == SL_OK;
+        mid = status(&s);
+        if (stored && mid.round_open && mid.round.id == st.round.id) {
+            hit = 1;
+            print_message("write %ld failed: the update stored, the close pending (state %d)\n", k,
+                          (int)mid.round.state);
+            assert_int_equal(rc, SL_OK);
+            assert_true(res.accepted);
+            assert_int_equal(res.receipt.update_id, rec.update_id);
+            /* the device's retry while the close is still failing */
+            assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[1]], frame,
+                                              len, 60, sha, &again),
+                             SL_OK);
+            assert_true(again.accepted);
+            assert_true(again.receipt.duplicate);
+            assert_int_equal(again.receipt.update_id, rec.update_id);
+            sl_faultvfs_disarm();
+            sim_at(&s, st.round.select_deadline_ms + 1);
+            mid = status(&s);
+            assert_int_equal(mid.model_version, st.model_version + 1);
+            {
+                sl_round_record r;
+                uint64_t n = 0;
+                assert_int_equal(sl_store_get_round(s.store, st.round.id, &r), SL_OK);
+                assert_int_equal(r.state, SL_ROUND_CLOSED);
+                assert_int_equal(r.reported, 2);
+                assert_int_equal(sl_store_count_updates(s.store, st.round.id, &n), SL_OK);
+                assert_int_equal(n, 2);
+            }
+        }
+        sl_faultvfs_disarm();
+        free(frame);
+        sim_free(&s);
+    }
+    sim_vfs = NULL;
+    assert_true(hit);
+}
+
 static void test_count_download(void **state)
 {
     sim s;
@@ -835,6 +913,7 @@ int main(void)
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_fedbuff),
         cmocka_unit_test(test_count_download),
+        cmocka_unit_test(test_receipt_while_close_fails),
         cmocka_unit_test(test_abandoned_updates_carried),
         cmocka_unit_test(test_kill_after_every_transition),
         cmocka_unit_test(test_ten_thousand_devices),
