@@ -19,16 +19,16 @@
 
 /** One compression setting: the values and density handed to the devices. */
 typedef struct fl_setting {
-    char name[48];       /* "dense", "k1-int8", "default", "fp16@0.05" ... */
-    char values[16];     /* sl_value_mode_name(); for "default" the resolved default */
-    double density;      /* (0, 1] */
-    int is_default;      /* the task sets neither values nor density */
-    char scope[8];       /* topk_scope given to the task ("model", "tensor"); "" = its default */
-    char feedback[12];   /* error_feedback given to the task ("tracking", "residual"); "" = its
-                            default */
-    double decay;        /* residual_decay given to the task; 0 = its default */
-    char aggregator[16]; /* the task's aggregator ("fedavgm", ...); "" = its default (fedavg) */
-    double server_lr;    /* the task's server_lr; 0 = its default */
+    char name[48];          /* "dense", "k1-int8", "default", "fp16@0.05" ... */
+    char values[16];        /* sl_value_mode_name(); for "default" the resolved default */
+    double density;         /* (0, 1] */
+    int is_default;         /* the task sets neither values nor density */
+    char scope[8];          /* topk_scope given to the task ("model", "tensor"); "" = its default */
+    char feedback[12];      /* error_feedback given to the task ("tracking", "residual"); "" = its
+                               default */
+    double decay;           /* residual_decay given to the task; 0 = its default */
+    char aggregator[16];    /* the task's aggregator ("fedavgm", ...); "" = its default (fedavg) */
+    double server_lr;       /* the task's server_lr; 0 = its default */
     uint32_t warmup_rounds; /* the task's density warm-up (participations); 0 = none */
     double warmup_density;  /* its first participation's density */
 } fl_setting;
