@@ -58,7 +58,8 @@ extern "C" {
     X(ECOUNT, -24, "count is inconsistent with the declared sizes") \
     X(ECOMPRESS, -25, "compression library error")                  \
     X(EPERM, -26, "permission denied")                              \
-    X(ESYNTAX, -27, "syntax error")
+    X(ESYNTAX, -27, "syntax error")                                 \
+    X(ESPEC, -28, "invalid model spec")
 
 /** Project status codes. SL_OK is zero; every error is negative. */
 typedef enum sl_status {

@@ -59,6 +59,69 @@ void sl_nn_set_threads(unsigned threads);
 const char *sl_nn_kernel_variant(void);
 
 /* ------------------------------------------------------------------------ */
+/* Model specs (device/nn/MODEL_SPEC.md)                                    */
+/* ------------------------------------------------------------------------ */
+
+/** A parsed, checked model spec: inputs, parameters, graph, loss. Opaque. */
+typedef struct sl_spec sl_spec;
+
+/** The loss a spec trains with. */
+typedef enum sl_spec_loss {
+    SL_SPEC_CROSS_ENTROPY = 0,   /* logits [C], a class index per sample */
+    SL_SPEC_BCE_WITH_LOGITS = 1, /* logits [C], C targets in [0, 1] per sample */
+    SL_SPEC_MSE = 2,             /* predictions [D], D targets per sample */
+    SL_SPEC_L1 = 3,
+    SL_SPEC_HUBER = 4
+} sl_spec_loss;
+
+/**
+ * sl_spec_parse - parse and check a model spec (JSON, @len bytes; at most
+ * 16 MiB): every key, name, attribute and shape (MODEL_SPEC.md, "What is
+ * checked"). The document is untrusted.
+ * @out: receives the spec; free with sl_spec_free().
+ * @err, @errcap: on failure a one-line reason that starts with the JSON path
+ * of the first problem ("nodes[3] (conv1).attrs: ..."); may be NULL.
+ * Returns SL_OK, SL_ESYNTAX (not JSON), SL_EVERSION (another format
+ * version), SL_ESPEC (not a valid spec), SL_ENOMEM, SL_EINVAL. Nothing is
+ * allocated on failure. Thread-safe.
+ */
+int sl_spec_parse(const char *json, size_t len, sl_spec **out, char *err, size_t errcap);
+
+/** sl_spec_free - NULL is a no-op. */
+void sl_spec_free(sl_spec *spec);
+
+/** sl_spec_name - the spec's "name". */
+const char *sl_spec_name(const sl_spec *spec);
+
+/** sl_spec_layout - its parameters in layout order (owned by the spec). */
+const sl_layout *sl_spec_layout(const sl_spec *spec);
+
+/** sl_spec_text - the document as parsed (owned by the spec); *@len its bytes. */
+const char *sl_spec_text(const sl_spec *spec, size_t *len);
+
+/** sl_spec_inputs - the number of model inputs (1..8). */
+size_t sl_spec_inputs(const sl_spec *spec);
+
+/** sl_spec_input_size - elements per sample of input @i (0 when out of range). */
+size_t sl_spec_input_size(const sl_spec *spec, size_t i);
+
+/** sl_spec_output_size - elements per sample of the output (classes, targets). */
+size_t sl_spec_output_size(const sl_spec *spec);
+
+/** sl_spec_nodes - the number of nodes. */
+size_t sl_spec_nodes(const sl_spec *spec);
+
+/** sl_spec_loss_kind - the spec's loss. */
+sl_spec_loss sl_spec_loss_kind(const sl_spec *spec);
+
+/**
+ * sl_spec_tensor_shape - the inferred per-sample shape of the tensor
+ * @name (an input, a parameter or a node output) into @shape (room for 6)
+ * and *@ndim. Returns SL_OK, SL_ENOENT, SL_EINVAL.
+ */
+int sl_spec_tensor_shape(const sl_spec *spec, const char *name, uint32_t *shape, size_t *ndim);
+
+/* ------------------------------------------------------------------------ */
 /* Models                                                                   */
 /* ------------------------------------------------------------------------ */
 
