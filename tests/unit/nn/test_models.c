@@ -8,6 +8,7 @@
 
 #include "../../support/sl_test.h"
 #include "../../support/sl_fixture.h"
+#include "../../support/sl_nn_ref.h"
 #include "starling/nn.h"
 #include "../../../device/nn/nn_int.h"
 #include "../../../device/nn/gemm_int.h"
@@ -156,78 +157,6 @@ static void test_layouts_match_fixtures(void **state)
 /* Against PyTorch                                                          */
 /* ------------------------------------------------------------------------ */
 
-/*
- * The gradient against make_reference.py's summary of PyTorch's: per tensor,
- * the sampled values (relative difference <= 1e-4), the L2 norm (1e-4
- * relative) and the projections on +-1 vectors (within 5e-4 of the norm:
- * a difference of relative size 1e-4 moves a projection by about 1e-4 of
- * the norm, at most a few times that).
- */
-static void check_grad(const char *name, const sl_layout *l, const float *grad)
-{
-    size_t ns = 0, len, at = 0;
-    char file[64];
-    char *check, *line, *next;
-    float *sample, *ref_sample;
-    double worst = 0.0;
-    const char *which = "";
-
-    for (size_t t = 0; t < sl_layout_tensors(l); t++)
-        ns += (size_t)sl_fixture_sample_count(sl_layout_tensor(l, t)->count);
-    ref_sample = load_f32(name, "grad_sample.f32", ns);
-    sample = malloc(ns * sizeof *sample);
-    assert_non_null(sample);
-    snprintf(file, sizeof file, "%s.grad_check", name);
-    check = load_fixture(file, &len);
-    assert_non_null(check);
-    check = realloc(check, len + 1);
-    assert_non_null(check);
-    check[len] = '\0';
-    line = check;
-    for (size_t t = 0; t < sl_layout_tensors(l); t++) {
-        const sl_tensor_desc *d = sl_layout_tensor(l, t);
-        uint64_t n = sl_fixture_sample_count(d->count);
-        double norm = 0.0, ref_norm, proj[SL_FIXTURE_PROJECTIONS], r;
-        char tname[SL_CODEC_MAX_NAME + 2];
-        int used = 0;
-
-        for (uint64_t j = 0; j < n; j++)
-            sample[at + j] = grad[d->offset + sl_fixture_sample_index(d->count, j)];
-        r = rel_diff(sample + at, ref_sample + at, (size_t)n);
-        if (r >= worst)
-            worst = r, which = d->name;
-        assert_true(r <= 1e-4);
-        at += (size_t)n;
-
-        while (*line == '#') /* comment lines */
-            line = strchr(line, '\n') + 1;
-        next = strchr(line, '\n');
-        assert_non_null(next);
-        *next = '\0';
-        assert_int_equal(sscanf(line, "%65s %lf%n", tname, &ref_norm, &used), 2);
-        assert_string_equal(tname, d->name);
-        for (uint64_t i = 0; i < d->count; i++)
-            norm += (double)grad[d->offset + i] * grad[d->offset + i];
-        norm = sqrt(norm);
-        assert_true(fabs(norm - ref_norm) <= 1e-4 * ref_norm);
-        sl_fixture_project(t, grad + d->offset, d->count, proj);
-        line += used;
-        for (int p = 0; p < SL_FIXTURE_PROJECTIONS; p++) {
-            char *end;
-            double ref = strtod(line, &end);
-            assert_true(end != line);
-            line = end;
-            assert_true(fabs(proj[p] - ref) <= 5e-4 * ref_norm);
-        }
-        line = next + 1;
-    }
-    assert_int_equal(at, ns);
-    printf("  worst sampled grad rel diff %.2e (%s)", worst, which);
-    free(check);
-    free(sample);
-    free(ref_sample);
-}
-
 static void check_model(const char *name)
 {
     sl_model *m;
@@ -257,7 +186,7 @@ static void check_model(const char *name)
     assert_memory_equal(logits, logits2, sizeof logits);
     printf("  loss %.7f (ref %.7f)", loss, ref_loss);
     assert_true(fabs(loss - ref_loss) <= 1e-5 * fabs(ref_loss));
-    check_grad(name, sl_model_layout(m), grad);
+    sl_nn_check_grad(name, sl_model_layout(m), grad);
     printf("\n");
 
     free(grad);
