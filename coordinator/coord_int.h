@@ -69,6 +69,7 @@ typedef struct sl__idset {
 
 int sl__idset_add(sl__idset *s, int64_t id); /* SL_OK, or SL_EEXIST when present */
 int sl__idset_has(const sl__idset *s, int64_t id);
+int sl__idset_del(sl__idset *s, int64_t id); /* SL_OK, or SL_ENOENT when absent */
 void sl__idset_clear(sl__idset *s);
 void sl__idset_free(sl__idset *s);
 
@@ -86,6 +87,8 @@ typedef struct sl__task {
     sl__idset pool;       /* SELECTING: eligible devices that checked in */
     sl__idset selected;   /* TRAINING: the round's participants */
     sl__idset downloaded; /* devices that fetched the model this round */
+    sl__idset refused;    /* devices that refuse the task's model (their agents' limits) */
+    char spec_sha256[65]; /* hex SHA-256 of the task's model spec; "" when it has none */
     sl__idset waiting;    /* TRAINING: eligible devices that checked in, not selected; they
                              join the next round's pool (they would miss a selection window
                              that opens while they wait) */
@@ -111,6 +114,14 @@ struct sl_engine {
 };
 
 int64_t sl__engine_now(const sl_engine *e);
+
+/*
+ * sl__spec_check_layout - the one thing the coordinator checks of a model spec
+ * (JSON text): it is an object of format version 1 whose "params" are the
+ * layout's tensors, in order, with their names and shapes. The rest (ops,
+ * shapes, loss) is the agents' to check. SL_OK, or SL_ESPEC with the reason.
+ */
+int sl__spec_check_layout(const char *spec, const sl_layout *layout, char *err, size_t errcap);
 sl__device *sl__engine_device(sl_engine *e, int64_t id); /* found or inserted; NULL on ENOMEM */
 
 /* lifecycle.c: called with the gate held exclusively and the lock held. */

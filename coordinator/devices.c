@@ -45,6 +45,16 @@ int sl__idset_has(const sl__idset *s, int64_t id)
     return at < s->n && s->ids[at] == id;
 }
 
+int sl__idset_del(sl__idset *s, int64_t id)
+{
+    size_t at = idset_lower(s, id);
+    if (at >= s->n || s->ids[at] != id)
+        return SL_ENOENT;
+    memmove(s->ids + at, s->ids + at + 1, (s->n - at - 1) * sizeof *s->ids);
+    s->n--;
+    return SL_OK;
+}
+
 void sl__idset_clear(sl__idset *s)
 {
     s->n = 0;

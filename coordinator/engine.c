@@ -90,6 +90,26 @@ static int newest_round(void *ctx, const sl_round_record *r)
     return 0;
 }
 
+static void spec_hash(const char *spec, char hex[65])
+{
+    uint8_t sha[32];
+    if (mbedtls_sha256_ret((const unsigned char *)spec, strlen(spec), sha, 0) != 0) {
+        hex[0] = '\0';
+        return;
+    }
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", sha[i]);
+}
+
+static int add_refuser(void *ctx, int64_t task_id, int64_t device_id, const char *reason,
+                       int64_t at_ms)
+{
+    sl__task *t = ctx;
+    int rc = sl__idset_add(&t->refused, device_id);
+    (void)task_id, (void)reason, (void)at_ms;
+    return rc == SL_EEXIST ? SL_OK : rc;
+}
+
 static int load_task(sl_engine *e, int64_t task_id, char *err, size_t errcap)
 {
     sl_task_record rec;
@@ -105,6 +125,8 @@ static int load_task(sl_engine *e, int64_t task_id, char *err, size_t errcap)
         return SL_ENOMEM;
     }
     t->id = task_id;
+    if (rec.model_spec != NULL)
+        spec_hash(rec.model_spec, t->spec_sha256);
     rc = sl_task_config_parse(rec.config_json, strlen(rec.config_json), &t->cfg, err, errcap);
     if (rc == SL_OK)
         rc = sl_layout_parse(rec.layout_text, strlen(rec.layout_text), &t->layout);
@@ -127,6 +149,8 @@ static int load_task(sl_engine *e, int64_t task_id, char *err, size_t errcap)
         rctx.t = t;
         rc = sl_store_unfinished_rounds(e->store, resume_round, &rctx);
     }
+    if (rc == SL_OK) /* who refuses its model, as the devices last said */
+        rc = sl_store_list_refusals(e->store, task_id, 0, add_refuser, t);
     if (rc == SL_OK && !t->round_open) {
         /* between rounds: continue numbering after the newest one */
         rc = sl_store_list_rounds(e->store, task_id, 0, 1, newest_round, t);
@@ -226,6 +250,14 @@ int sl_engine_create_task(sl_engine *e, const char *config_json, const char *lay
                           const void *model_frame, size_t frame_len, int64_t *task_id, char *err,
                           size_t errcap)
 {
+    return sl_engine_create_task_spec(e, config_json, layout_text, NULL, model_frame, frame_len,
+                                      task_id, err, errcap);
+}
+
+int sl_engine_create_task_spec(sl_engine *e, const char *config_json, const char *layout_text,
+                               const char *model_spec, const void *model_frame, size_t frame_len,
+                               int64_t *task_id, char *err, size_t errcap)
+{
     char dummy[8], *canonical = NULL;
     sl_task_config cfg;
     sl_layout *layout = NULL;
@@ -251,6 +283,9 @@ int sl_engine_create_task(sl_engine *e, const char *config_json, const char *lay
         snprintf(err, errcap, "layout: %s", sl_strerror(rc));
         return rc;
     }
+    if (model_spec != NULL &&
+        (rc = sl__spec_check_layout(model_spec, layout, err, errcap)) != SL_OK)
+        goto done;
     params = malloc((size_t)sl_layout_params(layout) * sizeof *params);
     rc =
         params ? sl_frame_decode_model(layout, model_frame, frame_len, NULL, 0, params) : SL_ENOMEM;
@@ -264,7 +299,7 @@ int sl_engine_create_task(sl_engine *e, const char *config_json, const char *lay
     }
     rc = sl_task_config_to_json(&cfg, &canonical);
     if (rc == SL_OK)
-        rc = sl_store_create_task(e->store, cfg.name, canonical, layout_text, &id);
+        rc = sl_store_create_task_spec(e->store, cfg.name, canonical, layout_text, model_spec, &id);
     if (rc == SL_OK) {
         memset(&m, 0, sizeof m);
         m.task_id = id;
@@ -385,6 +420,19 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
     }
     r.task_id = t->id;
     r.participation = d->participations;
+    memcpy(r.model_spec_sha256, t->spec_sha256, sizeof r.model_spec_sha256);
+    if (info->refusal[0] != '\0') {
+        /* the device cannot train this model: never selected until it says otherwise; it
+         * checks in rarely (its limits or the model would have to change) */
+        r.refusal_changed = sl__idset_add(&t->refused, device_id) == SL_OK;
+        (void)sl__idset_del(&t->pool, device_id);
+        (void)sl__idset_del(&t->waiting, device_id);
+        r.retry_after_ms = e->opt.retry_after_max_ms;
+        pthread_mutex_unlock(&e->lock);
+        *out = r;
+        return SL_OK;
+    }
+    r.refusal_changed = sl__idset_del(&t->refused, device_id) == SL_OK;
     if (!t->round_open) {
         r.retry_after_ms = e->opt.retry_after_max_ms;
     } else if (t->cfg.fedbuff) {

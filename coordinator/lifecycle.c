@@ -398,5 +398,6 @@ void sl__task_free(sl__task *t)
     sl__idset_free(&t->selected);
     sl__idset_free(&t->downloaded);
     sl__idset_free(&t->waiting);
+    sl__idset_free(&t->refused);
     free(t);
 }

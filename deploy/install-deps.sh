@@ -17,13 +17,16 @@ set -euo pipefail
 # The one list: build tools, libraries (-dev), test framework, data set.
 TOOLS="build-essential cmake pkg-config clang-format curl openssl python3-yaml chromium iproute2 nftables gnuplot-nox"
 LIBS="libcurl4-openssl-dev libmicrohttpd-dev libmbedtls-dev libzstd-dev libsqlite3-dev libcjson-dev zlib1g-dev libcmocka-dev"
+# The operator's side only (ONNX import and export in the `starling` CLI, its tests): native
+# builds, never the agents' sysroots.
+OPERATOR="protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-onnx"
 DATA="dataset-fashion-mnist"
 # Only for `starling bench gemm` / `bench train` (compared side by side with these).
 BENCH="libopenblas0 python3-torch"
 
 [ "${1:-}" = "--list-libs" ] && { echo "$LIBS"; exit 0; }
 
-want="$TOOLS $LIBS $DATA"
+want="$TOOLS $LIBS $OPERATOR $DATA"
 arches=()
 for arch in "$@"; do
     [ "$arch" = "--bench" ] && { want="$want $BENCH"; continue; }

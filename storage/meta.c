@@ -137,15 +137,20 @@ int sl_store_touch_device(sl_store *s, int64_t device_id)
 /* ---- tasks --------------------------------------------------------------- */
 
 typedef struct task_args {
-    const char *name, *config, *layout;
+    const char *name, *config, *layout, *spec;
     int64_t id;
 } task_args;
+
+static int same_text(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
 
 static int task_exec(sl_store *s, sl__conn *c, void *arg)
 {
     task_args *a = arg;
     sqlite3_stmt *st;
-    int rc = sl__stmt(c, "SELECT id, config, layout FROM tasks WHERE name = ?1", &st);
+    int rc = sl__stmt(c, "SELECT id, config, layout, model_spec FROM tasks WHERE name = ?1", &st);
     if (rc != SL_OK)
         return rc;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
@@ -153,7 +158,9 @@ static int task_exec(sl_store *s, sl__conn *c, void *arg)
     if (rc == SQLITE_ROW) {
         const char *cfg = (const char *)sqlite3_column_text(st, 1);
         const char *lay = (const char *)sqlite3_column_text(st, 2);
-        int same = cfg && lay && strcmp(cfg, a->config) == 0 && strcmp(lay, a->layout) == 0;
+        const char *spec = (const char *)sqlite3_column_text(st, 3);
+        int same = cfg && lay && strcmp(cfg, a->config) == 0 && strcmp(lay, a->layout) == 0 &&
+                   same_text(spec, a->spec);
         a->id = sqlite3_column_int64(st, 0);
         sqlite3_reset(st);
         return same ? SL_OK : SL_ECONFLICT;
@@ -161,7 +168,9 @@ static int task_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
         return sl__status_from_sqlite(rc);
-    rc = sl__stmt(c, "INSERT INTO tasks (name, config, layout, created_at) VALUES (?1, ?2, ?3, ?4)",
+    rc = sl__stmt(c,
+                  "INSERT INTO tasks (name, config, layout, created_at, model_spec) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5)",
                   &st);
     if (rc != SL_OK)
         return rc;
@@ -169,6 +178,10 @@ static int task_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_bind_text(st, 2, a->config, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, a->layout, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, sl__now_ms(s));
+    if (a->spec != NULL)
+        sqlite3_bind_text(st, 5, a->spec, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 5);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
@@ -180,10 +193,16 @@ static int task_exec(sl_store *s, sl__conn *c, void *arg)
 int sl_store_create_task(sl_store *s, const char *name, const char *config_json,
                          const char *layout_text, int64_t *task_id)
 {
-    task_args a = {name, config_json, layout_text, 0};
+    return sl_store_create_task_spec(s, name, config_json, layout_text, NULL, task_id);
+}
+
+int sl_store_create_task_spec(sl_store *s, const char *name, const char *config_json,
+                              const char *layout_text, const char *model_spec, int64_t *task_id)
+{
+    task_args a = {name, config_json, layout_text, model_spec, 0};
     int rc;
     if (s == NULL || name == NULL || name[0] == '\0' || strlen(name) > 256 || config_json == NULL ||
-        layout_text == NULL || task_id == NULL)
+        layout_text == NULL || task_id == NULL || (model_spec != NULL && model_spec[0] == '\0'))
         return SL_EINVAL;
     rc = sl__write(s, task_exec, &a, SL__WRITE_TIMEOUT_MS);
     if (rc == SL_OK)
@@ -201,7 +220,8 @@ int sl_store_get_task(sl_store *s, int64_t task_id, sl_task_record *out)
         return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
-    rc = sl__stmt(c, "SELECT name, config, layout, created_at FROM tasks WHERE id = ?1", &st);
+    rc = sl__stmt(c, "SELECT name, config, layout, created_at, model_spec FROM tasks WHERE id = ?1",
+                  &st);
     if (rc == SL_OK) {
         sqlite3_bind_int64(st, 1, task_id);
         rc = sqlite3_step(st);
@@ -213,6 +233,8 @@ int sl_store_get_task(sl_store *s, int64_t task_id, sl_task_record *out)
                 rc = sl__dup_text(st, 1, &t.config_json);
             if (rc == SL_OK)
                 rc = sl__dup_text(st, 2, &t.layout_text);
+            if (rc == SL_OK && sqlite3_column_type(st, 4) != SQLITE_NULL)
+                rc = sl__dup_text(st, 4, &t.model_spec);
         } else {
             rc = rc == SQLITE_DONE ? SL_ENOENT : sl__status_from_sqlite(rc);
         }
@@ -259,7 +281,85 @@ void sl_store_task_free(sl_task_record *t)
     free(t->name);
     free(t->config_json);
     free(t->layout_text);
-    t->name = t->config_json = t->layout_text = NULL;
+    free(t->model_spec);
+    t->name = t->config_json = t->layout_text = t->model_spec = NULL;
+}
+
+/* ---- refusals ------------------------------------------------------------ */
+
+typedef struct refusal_args {
+    int64_t task, device;
+    const char *reason;
+} refusal_args;
+
+static int refusal_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    refusal_args *a = arg;
+    sqlite3_stmt *st;
+    int rc;
+    if (a->reason[0] == '\0')
+        rc = sl__stmt(c, "DELETE FROM device_refusals WHERE task_id = ?1 AND device_id = ?2", &st);
+    else
+        rc = sl__stmt(c,
+                      "INSERT INTO device_refusals (task_id, device_id, reason, at) "
+                      "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (task_id, device_id) DO UPDATE SET "
+                      "reason = excluded.reason, at = excluded.at",
+                      &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, a->task);
+    sqlite3_bind_int64(st, 2, a->device);
+    if (a->reason[0] != '\0') {
+        sqlite3_bind_text(st, 3, a->reason, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, sl__now_ms(s));
+    }
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+}
+
+int sl_store_set_refusal(sl_store *s, int64_t task_id, int64_t device_id, const char *reason)
+{
+    refusal_args a = {task_id, device_id, reason};
+    if (s == NULL || reason == NULL || strlen(reason) >= SL_STORE_MAX_TEXT)
+        return SL_EINVAL;
+    return sl__write(s, refusal_exec, &a, SL__WRITE_TIMEOUT_MS);
+}
+
+int sl_store_list_refusals(sl_store *s, int64_t task_id, int64_t device_id,
+                           int (*fn)(void *ctx, int64_t task_id, int64_t device_id,
+                                     const char *reason, int64_t at_ms),
+                           void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if (s == NULL || fn == NULL || task_id < 0 || device_id < 0)
+        return SL_EINVAL;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c,
+                  "SELECT task_id, device_id, reason, at FROM device_refusals "
+                  "WHERE (?1 = 0 OR task_id = ?1) AND (?2 = 0 OR device_id = ?2) "
+                  "ORDER BY task_id, device_id",
+                  &st);
+    if (rc == SL_OK) {
+        int step;
+        sqlite3_bind_int64(st, 1, task_id);
+        sqlite3_bind_int64(st, 2, device_id);
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            const char *reason = (const char *)sqlite3_column_text(st, 2);
+            rc = fn(ctx, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                    reason ? reason : "", sqlite3_column_int64(st, 3));
+            if (rc != 0)
+                break;
+        }
+        if (rc == 0 && step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
 }
 
 /* ---- audit --------------------------------------------------------------- */

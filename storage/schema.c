@@ -88,6 +88,15 @@ static const char *const migrations[] = {
     /* 2 -> 3: a device's participations and updates (the device list, GET /v1/devices) */
     ("CREATE INDEX round_participants_device ON round_participants(device_id, state);"
      "CREATE INDEX updates_device ON updates(device_id);"),
+    /* 3 -> 4: a task's model spec (device/nn/MODEL_SPEC.md; NULL for a task without one) and
+     * the reasons devices gave for refusing a task's model (one per device and task) */
+    ("ALTER TABLE tasks ADD COLUMN model_spec TEXT;"
+     "CREATE TABLE device_refusals ("
+     "  task_id INTEGER NOT NULL REFERENCES tasks(id),"
+     "  device_id INTEGER NOT NULL REFERENCES devices(id),"
+     "  reason TEXT NOT NULL,"
+     "  at INTEGER NOT NULL,"
+     "  PRIMARY KEY (task_id, device_id));"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -13,15 +13,29 @@
  *   "model"        string: the initial full-model frame (codecs), base64, or
  *   "model_file"   string: a file holding the frame's bytes, or
  *   "init"         object {"model": "lenet5", "seed": 1}: a fresh model of the
- *                  registry (device/nn: logreg, mlp, lenet5, cnn) initialised
- *                  as PyTorch does, deterministically by seed (default 1);
- *                  gives both the layout and the initial model
- * Exactly one of layout / layout_file and one of model / model_file, or init
- * alone.
+ *                  registry (device/nn: logreg, mlp, lenet5, cnn), or
+ *                  {"spec_file": "model.json", "seed": 1}: of a model spec
+ *                  (device/nn/MODEL_SPEC.md), initialised as its spec says
+ *                  (PyTorch's defaults), deterministically by seed (default
+ *                  1); gives the layout, the initial model and the task's
+ *                  model spec
+ *   "onnx_file"    string: an ONNX file exported from PyTorch (opsets 13-17):
+ *                  its graph becomes the task's model spec and its
+ *                  initializers the initial model (as `starling model
+ *                  import`); "loss" (optional) names the spec's loss
+ *                  (cross_entropy, the default for a vector output;
+ *                  bce_with_logits, mse, l1, huber)
+ *   "model_spec"   object, or "model_spec_file": the task's model spec beside
+ *                  layout and model (its params must be the layout's)
+ * Exactly one of layout / layout_file and one of model / model_file (with an
+ * optional model spec), or init alone, or onnx_file alone. Agents train the
+ * task's model spec; a task without one trains the registry model its layout
+ * names.
  * Relative file names are taken from the task file's directory. The
  * coordinator answers with the task id (the same id again when a task with
  * this name and configuration exists; 409 when the name has another one).
  */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +44,9 @@
 #include "starling/codec.h"
 #include "starling/common.h"
 #include "starling/nn.h"
+#ifdef SL_HAVE_ONNX
+#include "starling/onnx.h"
+#endif
 
 #define TASK_FILE_MAX  (1u << 20)
 #define LAYOUT_MAX     (4u << 20)
@@ -46,9 +63,14 @@ static int task_usage(FILE *out)
             "   \"layout_file\": \"model.layout\",   a file with it\n"
             "   \"model\": \"<base64>\",             the initial model frame in base64, or\n"
             "   \"model_file\": \"model.frame\"}     a file with the frame's bytes\n"
+            "   \"model_spec\": {...}               optional: the model spec agents train\n"
+            "                                    (device/nn/MODEL_SPEC.md), or model_spec_file\n"
             "or, instead of layout and model, a fresh registry model (logreg, mlp, lenet5,\n"
-            "cnn) initialised as PyTorch does, deterministically by seed:\n"
+            "cnn) or model spec, initialised as PyTorch does, deterministically by seed:\n"
             "   \"init\": {\"model\": \"lenet5\", \"seed\": 1}\n"
+            "   \"init\": {\"spec_file\": \"model.json\", \"seed\": 1}\n"
+            "or an ONNX file exported from PyTorch (its graph and initial weights):\n"
+            "   \"onnx_file\": \"model.onnx\", \"loss\": \"cross_entropy\"\n"
             "Relative file names are from TASK.json's directory. Prints the task id.\n"
             "  --json           print the API's answer (TaskCreated) as is\n" SL__CLI_CONN_HELP
             "  --help           this text\n"
@@ -103,22 +125,221 @@ static int which(sl__cli *c, const cJSON *doc, const char *inline_key, const cha
 }
 
 /* "init": {"model", "seed"}: the layout and the base64 initial frame of a fresh model. */
-static int add_init(sl__cli *c, const cJSON *init, cJSON *req)
+/* The layout, the base64 frame of @params and the model spec of @spec into @req. */
+static int add_model(sl__cli *c, const sl_spec *spec, const float *params, cJSON *req)
+{
+    const sl_layout *lay = sl_spec_layout(spec);
+    void *frame = NULL;
+    size_t len = 0, need, cap, tlen;
+    char *layout = NULL, *b64 = NULL;
+    const char *text = sl_spec_text(spec, &tlen);
+    cJSON *doc = cJSON_ParseWithLength(text, tlen);
+    int rc = SL__CLI_ERROR, st = sl_frame_encode_model(lay, params, 1, 3, &frame, &len);
+    if (st != SL_OK) {
+        sl__cli_error(c, "model %s: %s", sl_spec_name(spec), sl_strerror(st));
+        goto done;
+    }
+    need = sl_layout_format(lay, NULL, 0);
+    layout = malloc(need + 1);
+    cap = (len + 2) / 3 * 4 + 1;
+    b64 = malloc(cap);
+    if (doc == NULL || layout == NULL || b64 == NULL ||
+        sl_base64_encode(frame, len, b64, cap) != SL_OK)
+        goto oom;
+    sl_layout_format(lay, layout, need + 1);
+    if (cJSON_AddStringToObject(req, "layout", layout) == NULL ||
+        cJSON_AddStringToObject(req, "model", b64) == NULL ||
+        !cJSON_AddItemToObject(req, "model_spec", doc))
+        goto oom;
+    doc = NULL;
+    rc = 0;
+    goto done;
+oom:
+    sl__cli_error(c, "out of memory");
+done:
+    cJSON_Delete(doc);
+    free(b64);
+    free(layout);
+    free(frame);
+    return rc;
+}
+
+/* "model_spec" / "model_spec_file" beside layout and model: checked here (the coordinator
+ * checks only its params against the layout), sent as an object. */
+static int add_spec(sl__cli *c, const char *task_file, const cJSON *doc, cJSON *req)
+{
+    const cJSON *inl = cJSON_GetObjectItemCaseSensitive(doc, "model_spec");
+    const cJSON *file = cJSON_GetObjectItemCaseSensitive(doc, "model_spec_file");
+    void *bytes = NULL;
+    size_t len = 0;
+    char *text = NULL, err[256];
+    sl_spec *spec = NULL;
+    cJSON *obj;
+    int st;
+    if (inl == NULL && file == NULL)
+        return 0;
+    if (inl != NULL && file != NULL)
+        return sl__cli_error(c, "the task file has \"model_spec\" and \"model_spec_file\": "
+                                "keep one");
+    if (inl != NULL && !cJSON_IsObject(inl))
+        return sl__cli_error(c, "\"model_spec\" must be an object");
+    if (file != NULL && !cJSON_IsString(file))
+        return sl__cli_error(c, "\"model_spec_file\" must be a string");
+    if (file != NULL) {
+        if (read_beside(c, task_file, file->valuestring, 16u << 20, &bytes, &len) != 0)
+            return SL__CLI_ERROR;
+        text = bytes;
+    } else {
+        text = cJSON_PrintUnformatted(inl);
+        if (text == NULL)
+            return sl__cli_error(c, "out of memory");
+        len = strlen(text);
+    }
+    st = sl_spec_parse(text, len, &spec, err, sizeof err);
+    if (st != SL_OK) {
+        sl__cli_error(c, "the model spec: %s", err[0] ? err : sl_strerror(st));
+        free(text);
+        return SL__CLI_ERROR;
+    }
+    sl_spec_free(spec);
+    obj = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (obj == NULL || !cJSON_AddItemToObject(req, "model_spec", obj)) {
+        cJSON_Delete(obj);
+        return sl__cli_error(c, "out of memory");
+    }
+    return 0;
+}
+
+/* "onnx_file" (and "loss"): the spec and initial model of a PyTorch export. */
+static int add_onnx(sl__cli *c, const char *task_file, const cJSON *doc, cJSON *req)
+{
+#ifdef SL_HAVE_ONNX
+    const cJSON *file = cJSON_GetObjectItemCaseSensitive(doc, "onnx_file");
+    const cJSON *loss = cJSON_GetObjectItemCaseSensitive(doc, "loss");
+    void *bytes = NULL;
+    size_t len = 0, slen = 0, np = 0;
+    char *text = NULL, err[1024], *path, name[64];
+    float *params = NULL;
+    sl_spec *spec = NULL;
+    sl_onnx_report rep;
+    int rc = SL__CLI_ERROR, st;
+    if (!cJSON_IsString(file))
+        return sl__cli_error(c, "\"onnx_file\" must be a string");
+    if (loss != NULL && !cJSON_IsString(loss))
+        return sl__cli_error(c, "\"loss\" must be a string");
+    if (read_beside(c, task_file, file->valuestring, 1u << 30, &bytes, &len) != 0)
+        return SL__CLI_ERROR;
+    path = beside(task_file, file->valuestring);
+    {
+        /* the spec's name: the file's, without directory and extension */
+        const char *base = strrchr(file->valuestring, '/');
+        size_t k = 0;
+        base = base ? base + 1 : file->valuestring;
+        for (; base[k] != '\0' && k < sizeof name - 1 && strcmp(base + k, ".onnx") != 0; k++)
+            name[k] = (isalnum((unsigned char)base[k]) || base[k] == '-' || base[k] == '.')
+                          ? base[k]
+                          : '_';
+        name[k] = '\0';
+    }
+    st = sl_onnx_import(bytes, len, name, &text, &slen, &params, &np, &rep, err, sizeof err);
+    if (st != SL_OK) {
+        sl__cli_error(c, "%s: %s", path ? path : file->valuestring, err[0] ? err : sl_strerror(st));
+        goto done;
+    }
+    if (loss != NULL) {
+        /* the importer's default loss replaced: the spec is re-read and checked */
+        cJSON *sd = cJSON_ParseWithLength(text, slen), *lo = cJSON_CreateObject();
+        char *again;
+        if (sd == NULL || lo == NULL ||
+            cJSON_AddStringToObject(lo, "op", loss->valuestring) == NULL ||
+            !cJSON_ReplaceItemInObjectCaseSensitive(sd, "loss", lo)) {
+            cJSON_Delete(sd);
+            cJSON_Delete(lo);
+            sl__cli_error(c, "out of memory");
+            goto done;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(sd, "metrics");
+        {
+            const char *m = strcmp(loss->valuestring, "cross_entropy") == 0 ||
+                                    strcmp(loss->valuestring, "bce_with_logits") == 0
+                                ? "accuracy"
+                                : "mae";
+            cJSON *ms = cJSON_AddArrayToObject(sd, "metrics");
+            if (ms != NULL)
+                cJSON_AddItemToArray(ms, cJSON_CreateString(m));
+        }
+        again = cJSON_PrintUnformatted(sd);
+        cJSON_Delete(sd);
+        if (again == NULL) {
+            sl__cli_error(c, "out of memory");
+            goto done;
+        }
+        free(text);
+        text = again;
+        slen = strlen(text);
+    }
+    st = sl_spec_parse(text, slen, &spec, err, sizeof err);
+    if (st != SL_OK) {
+        sl__cli_error(c, "%s: the imported model spec: %s", path ? path : file->valuestring, err);
+        goto done;
+    }
+    if (np != (size_t)sl_layout_params(sl_spec_layout(spec))) {
+        sl__cli_error(c, "%s: %zu initial values for %llu parameters", file->valuestring, np,
+                      (unsigned long long)sl_layout_params(sl_spec_layout(spec)));
+        goto done;
+    }
+    fprintf(stderr, "imported %s: %s, %zu parameters in %zu tensors, %zu nodes\n",
+            path ? path : file->valuestring, rep.ops, (size_t)rep.param_floats, rep.params,
+            rep.nodes_out);
+    rc = add_model(c, spec, params, req);
+done:
+    sl_spec_free(spec);
+    free(path);
+    free(params);
+    free(text);
+    free(bytes);
+    return rc;
+#else
+    (void)task_file, (void)doc, (void)req;
+    return sl__cli_error(c, "this build of starling has no ONNX import (protobuf-c)");
+#endif
+}
+
+static int add_init(sl__cli *c, const char *task_file, const cJSON *init, cJSON *req)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(init, "model");
+    const cJSON *file = cJSON_GetObjectItemCaseSensitive(init, "spec_file");
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(init, "seed");
     sl_model *m = NULL;
+    sl_spec *spec = NULL;
     float *params = NULL;
-    void *frame = NULL;
-    size_t len = 0, need, cap;
-    char *layout = NULL, *b64 = NULL;
     int rc = SL__CLI_ERROR, st;
-    if (!cJSON_IsObject(init) || !cJSON_IsString(name))
-        return sl__cli_error(c, "\"init\" must be an object with a \"model\" name");
+    if (!cJSON_IsObject(init) || (cJSON_IsString(name) == cJSON_IsString(file)) ||
+        (name != NULL && !cJSON_IsString(name)) || (file != NULL && !cJSON_IsString(file)))
+        return sl__cli_error(c, "\"init\" must be an object with a registry \"model\" name or "
+                                "a \"spec_file\"");
     if (seed != NULL &&
         (!cJSON_IsNumber(seed) || seed->valuedouble < 0 || seed->valuedouble > 9007199254740991.0 ||
          seed->valuedouble != (double)(int64_t)seed->valuedouble))
         return sl__cli_error(c, "\"init\": \"seed\" must be a non-negative integer");
+    if (file != NULL) {
+        void *text = NULL;
+        size_t len = 0;
+        char err[256];
+        if (read_beside(c, task_file, file->valuestring, 16u << 20, &text, &len) != 0)
+            return SL__CLI_ERROR;
+        st = sl_spec_parse(text, len, &spec, err, sizeof err);
+        free(text);
+        if (st != SL_OK)
+            return sl__cli_error(c, "%s: %s", file->valuestring, err[0] ? err : sl_strerror(st));
+        st = sl_model_create_spec(spec, &m, err, sizeof err);
+        if (st != SL_OK) {
+            sl_spec_free(spec);
+            return sl__cli_error(c, "%s: %s", file->valuestring, err[0] ? err : sl_strerror(st));
+        }
+        goto init;
+    }
     st = sl_model_create(name->valuestring, &m);
     if (st == SL_ENOENT) {
         const char *const *names = sl_model_names();
@@ -131,36 +352,22 @@ static int add_init(sl__cli *c, const cJSON *init, cJSON *req)
     }
     if (st != SL_OK)
         return sl__cli_error(c, "model %s: %s", name->valuestring, sl_strerror(st));
+init:
     params = malloc(sl_model_params(m) * sizeof *params);
-    if (params == NULL)
-        goto oom;
-    st = sl_model_init(m, params, seed ? (uint64_t)seed->valuedouble : 1);
-    if (st == SL_OK)
-        st = sl_frame_encode_model(sl_model_layout(m), params, 1, 3, &frame, &len);
-    if (st != SL_OK) {
-        sl__cli_error(c, "model %s: %s", name->valuestring, sl_strerror(st));
+    if (params == NULL) {
+        sl__cli_error(c, "out of memory");
         goto done;
     }
-    need = sl_layout_format(sl_model_layout(m), NULL, 0);
-    layout = malloc(need + 1);
-    cap = (len + 2) / 3 * 4 + 1;
-    b64 = malloc(cap);
-    if (layout == NULL || b64 == NULL || sl_base64_encode(frame, len, b64, cap) != SL_OK)
-        goto oom;
-    sl_layout_format(sl_model_layout(m), layout, need + 1);
-    if (cJSON_AddStringToObject(req, "layout", layout) == NULL ||
-        cJSON_AddStringToObject(req, "model", b64) == NULL)
-        goto oom;
-    rc = 0;
-    goto done;
-oom:
-    sl__cli_error(c, "out of memory");
+    st = sl_model_init(m, params, seed ? (uint64_t)seed->valuedouble : 1);
+    if (st != SL_OK) {
+        sl__cli_error(c, "model %s: %s", sl_model_name(m), sl_strerror(st));
+        goto done;
+    }
+    rc = add_model(c, sl_model_spec(m), params, req);
 done:
-    free(b64);
-    free(layout);
-    free(frame);
     free(params);
     sl_model_free(m);
+    sl_spec_free(spec);
     return rc;
 }
 
@@ -188,19 +395,32 @@ static int build_request(sl__cli *c, const char *task_file, char **body)
     req = cJSON_CreateObject();
     if (req == NULL || !cJSON_AddItemToObject(req, "config", cJSON_Duplicate(cfg, 1)))
         goto oom;
-    if (cJSON_GetObjectItemCaseSensitive(doc, "init") != NULL) {
-        static const char *const other[] = {"layout", "layout_file", "model", "model_file"};
+    if (cJSON_GetObjectItemCaseSensitive(doc, "init") != NULL ||
+        cJSON_GetObjectItemCaseSensitive(doc, "onnx_file") != NULL) {
+        static const char *const other[] = {"layout",     "layout_file",     "model", "model_file",
+                                            "model_spec", "model_spec_file", "init",  "onnx_file"};
+        const char *src = cJSON_GetObjectItemCaseSensitive(doc, "init") ? "init" : "onnx_file";
         for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
-            if (cJSON_GetObjectItemCaseSensitive(doc, other[i]) != NULL) {
-                sl__cli_error(c, "%s: \"init\" gives the layout and the model; drop \"%s\"",
-                              task_file, other[i]);
+            if (strcmp(other[i], src) != 0 &&
+                cJSON_GetObjectItemCaseSensitive(doc, other[i]) != NULL) {
+                sl__cli_error(c, "%s: \"%s\" gives the layout, the model and its spec; drop \"%s\"",
+                              task_file, src, other[i]);
                 goto done;
             }
         }
-        if (add_init(c, cJSON_GetObjectItemCaseSensitive(doc, "init"), req) != 0)
+        if (strcmp(src, "init") == 0 && cJSON_GetObjectItemCaseSensitive(doc, "loss") != NULL) {
+            sl__cli_error(c, "%s: \"loss\" goes with \"onnx_file\" (a spec file names its own)",
+                          task_file);
+            goto done;
+        }
+        if (strcmp(src, "init") == 0
+                ? add_init(c, task_file, cJSON_GetObjectItemCaseSensitive(doc, "init"), req) != 0
+                : add_onnx(c, task_file, doc, req) != 0)
             goto done;
         goto print;
     }
+    if (add_spec(c, task_file, doc, req) != 0)
+        goto done;
     if ((w = which(c, doc, "layout", "layout_file")) == 0)
         goto done;
     if (w == 1) {

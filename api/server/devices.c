@@ -158,6 +158,17 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
         goto done;
     }
     info.num_samples = (uint32_t)samples;
+    {
+        const cJSON *why = cJSON_GetObjectItemCaseSensitive(doc, "refusal");
+        if (why != NULL &&
+            (!cJSON_IsString(why) || strlen(why->valuestring) >= sizeof info.refusal)) {
+            sl__problem(rs, rq, 400, "bad-request", NULL,
+                        "refusal must be a string of at most %zu bytes", sizeof info.refusal - 1);
+            goto done;
+        }
+        if (why != NULL)
+            snprintf(info.refusal, sizeof info.refusal, "%s", why->valuestring);
+    }
     st = malloc(sizeof *st);
     if (st == NULL) {
         sl__problem_status(rs, rq, SL_ENOMEM, "check-in");
@@ -178,6 +189,17 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     if (rc != SL_OK)
         sl_log(SL_LOG_DEBUG, "http", "last_seen of device %lld not updated: %s",
                (long long)rq->device_id, sl_strerror(rc));
+    if (res.refusal_changed) {
+        /* a device that cannot train the model (or can again): operators see why */
+        rc = sl_store_set_refusal(s->store, task, rq->device_id, info.refusal);
+        if (rc != SL_OK) {
+            sl__problem_status(rs, rq, rc, "recording the refusal");
+            goto done;
+        }
+        if (info.refusal[0] != '\0')
+            sl_log(SL_LOG_WARN, "http", "device %lld refuses the model of task %lld: %s",
+                   (long long)rq->device_id, (long long)task, info.refusal);
+    }
     out = cJSON_CreateObject();
     comp = sl__compression_json(&st->cfg);
     train = cJSON_CreateObject();
@@ -196,6 +218,8 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(out, "report_deadline_ms", (double)res.report_deadline_ms);
     cJSON_AddNumberToObject(out, "retry_after_ms", (double)res.retry_after_ms);
     cJSON_AddNumberToObject(out, "participation", (double)res.participation);
+    if (res.model_spec_sha256[0] != '\0')
+        cJSON_AddStringToObject(out, "model_spec_sha256", res.model_spec_sha256);
     cJSON_AddItemToObject(out, "compression", comp);
     cJSON_AddNumberToObject(train, "epochs", st->cfg.local_epochs);
     cJSON_AddNumberToObject(train, "batch", st->cfg.batch);
@@ -207,6 +231,20 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 done:
     free(st);
     cJSON_Delete(doc);
+}
+
+static int add_refusal(void *ctx, int64_t task_id, int64_t device_id, const char *reason,
+                       int64_t at_ms)
+{
+    cJSON *one = cJSON_CreateObject();
+    (void)device_id;
+    if (one == NULL || !cJSON_AddItemToArray(ctx, one))
+        return SL_ENOMEM;
+    if (cJSON_AddNumberToObject(one, "task_id", (double)task_id) == NULL ||
+        cJSON_AddStringToObject(one, "reason", reason) == NULL ||
+        cJSON_AddNumberToObject(one, "at_ms", (double)at_ms) == NULL)
+        return SL_ENOMEM;
+    return 0;
 }
 
 void sl__h_device(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
@@ -249,6 +287,17 @@ void sl__h_device(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(out, "enrolled_at_ms", (double)rec->enrolled_at_ms);
     cJSON_AddNumberToObject(out, "last_seen_ms", (double)rec->last_seen_ms);
     cJSON_AddItemToObject(out, "capabilities", caps);
+    {
+        /* the tasks whose model this device refuses, and why (its agent's limits) */
+        cJSON *refusals = cJSON_AddArrayToObject(out, "refusals");
+        rc = refusals ? sl_store_list_refusals(s->store, 0, id, add_refusal, refusals) : SL_ENOMEM;
+        if (rc != SL_OK) {
+            cJSON_Delete(out);
+            out = NULL;
+            sl__problem_status(rs, rq, rc, "reading the device's refusals");
+            goto done;
+        }
+    }
     sl__resp_json(rs, 200, out);
 done:
     free(rec);

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mbedtls/sha256.h>
+
 #include "server_int.h"
 
 #define ZSTD_LEVEL 3
@@ -393,4 +395,47 @@ void sl__h_model(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
         serve(s, rq, rs, b, latest);
         blob_release(s, b);
     }
+}
+
+/* GET /v1/tasks/{id}/model-spec: the task's model spec as stored, with its SHA-256 as a strong
+ * ETag (the agent checks it against the check-in's model_spec_sha256). Devices sign; operators
+ * read with their token. */
+void sl__h_model_spec(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    sl_task_record t;
+    uint8_t sha[32];
+    char hex[65];
+    int64_t task;
+    size_t len;
+    int rc;
+    if (!sl__has_admin(s, rq) && !s->opt.public_status && !sl__auth_device(s, rq, rs))
+        return;
+    if (sl__parse_i64(p->seg[0], 1, INT64_MAX, &task) != SL_OK) {
+        sl__problem(rs, rq, 404, "not-found", NULL, "no task %s", p->seg[0]);
+        return;
+    }
+    memset(&t, 0, sizeof t);
+    rc = sl_store_get_task(s->store, task, &t);
+    if (rc == SL_OK && t.model_spec == NULL)
+        rc = SL_ENOENT;
+    if (rc == SL_ENOENT) {
+        sl_store_task_free(&t);
+        sl__problem(rs, rq, 404, "not-found", NULL, "task %lld has no model spec", (long long)task);
+        return;
+    }
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "reading the model spec");
+        return;
+    }
+    len = strlen(t.model_spec);
+    if (mbedtls_sha256_ret((const unsigned char *)t.model_spec, len, sha, 0) != 0) {
+        sl_store_task_free(&t);
+        sl__problem_status(rs, rq, SL_EIO, "hashing the model spec");
+        return;
+    }
+    sl_hex(sha, 32, hex);
+    sl__resp_header(rs, "ETag", "\"%s\"", hex);
+    sl__resp_bytes(rs, 200, "application/json", t.model_spec, len);
+    t.model_spec = NULL; /* the response owns it */
+    sl_store_task_free(&t);
 }

@@ -284,8 +284,8 @@ static void audit(sl_server *s, const char *action, const char *detail)
 void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 {
     cJSON *doc = sl__json_body(rq, rs), *out;
-    const cJSON *cfg, *layout, *model;
-    char *cfg_text = NULL, err[256] = "", detail[160];
+    const cJSON *cfg, *layout, *model, *spec;
+    char *cfg_text = NULL, *spec_text = NULL, err[320] = "", detail[160];
     uint8_t *frame = NULL;
     size_t cap, len = 0;
     int64_t id;
@@ -296,9 +296,19 @@ void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp 
     cfg = cJSON_GetObjectItemCaseSensitive(doc, "config");
     layout = cJSON_GetObjectItemCaseSensitive(doc, "layout");
     model = cJSON_GetObjectItemCaseSensitive(doc, "model");
+    spec = cJSON_GetObjectItemCaseSensitive(doc, "model_spec");
     if (!cJSON_IsObject(cfg) || !cJSON_IsString(layout) || !cJSON_IsString(model)) {
         sl__problem(rs, rq, 400, "bad-request", NULL,
                     "config (object), layout (text) and model (base64 frame) are required");
+        goto done;
+    }
+    if (spec != NULL && !cJSON_IsObject(spec)) {
+        sl__problem(rs, rq, 400, "bad-request", NULL,
+                    "model_spec, when given, is an object (device/nn/MODEL_SPEC.md)");
+        goto done;
+    }
+    if (spec != NULL && (spec_text = cJSON_PrintUnformatted(spec)) == NULL) {
+        sl__problem_status(rs, rq, SL_ENOMEM, "creating the task");
         goto done;
     }
     cap = strlen(model->valuestring) / 4 * 3 + 3;
@@ -312,8 +322,8 @@ void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp 
         sl__problem(rs, rq, 400, "bad-request", NULL, "model is not valid base64");
         goto done;
     }
-    rc = sl_engine_create_task(s->engine, cfg_text, layout->valuestring, frame, len, &id, err,
-                               sizeof err);
+    rc = sl_engine_create_task_spec(s->engine, cfg_text, layout->valuestring, spec_text, frame, len,
+                                    &id, err, sizeof err);
     if (rc == SL_ECONFLICT) {
         sl__problem(rs, rq, 409, "conflict", NULL, "%s",
                     err[0] ? err : "a task with this name and another configuration exists");
@@ -321,6 +331,10 @@ void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp 
     }
     if (rc == SL_ECONFIG_KEY || rc == SL_ECONFIG_VALUE) {
         sl__problem(rs, rq, 422, "unprocessable", "config", "%s", err);
+        goto done;
+    }
+    if (rc == SL_ESPEC) {
+        sl__problem(rs, rq, 422, "unprocessable", "model_spec", "%s", err);
         goto done;
     }
     if (strncmp(err, "layout", 6) == 0 || strncmp(err, "initial model", 13) == 0) {
@@ -340,6 +354,7 @@ void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp 
 done:
     free(frame);
     free(cfg_text);
+    free(spec_text);
     cJSON_Delete(doc);
 }
 

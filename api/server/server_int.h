@@ -387,6 +387,7 @@ sl__upload_outcome sl__upload_accept(sl_server *s, sl__req *rq, int64_t round_id
 
 /* models.c */
 void sl__h_model(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_model_spec(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__cache_free(sl_server *s);
 
 /* operators.c */

@@ -49,6 +49,9 @@ void sl_agent_options_default(sl_agent_options *o)
     o->request_timeout_ms = 120000;
     o->stall_timeout_ms = 30000;
     o->max_wait_ms = 60000;
+    o->max_nodes = 4096;
+    o->max_params = (uint64_t)1 << 24;
+    o->memory_budget = (uint64_t)512 << 20;
     o->bandwidth_aware = 1;
     o->min_density_fraction = 0.1;
     o->eval_interval_ms = 2000;
@@ -106,55 +109,34 @@ int64_t sl__agent_now_ms(void)
     return sl_clock_wall_ns(NULL) / 1000000;
 }
 
-int sl__agent_model_for_hash(uint64_t hash, char *name, size_t cap)
-{
-    for (const char *const *nm = sl_model_names(); *nm != NULL; nm++) {
-        sl_model *m = NULL;
-        int match;
-        if (sl_model_create(*nm, &m) != SL_OK)
-            continue;
-        match = sl_layout_hash(sl_model_layout(m)) == hash;
-        sl_model_free(m);
-        if (match) {
-            snprintf(name, cap, "%s", *nm);
-            return SL_OK;
-        }
-    }
-    sl_log(SL_LOG_ERROR, "agent", "no registry model has layout %016" PRIx64, hash);
-    return SL_ENOENT;
-}
-
-/* The model is known: allocate the vectors and load what depends on the layout. */
-int sl__agent_set_model(sl_agent *a, const char *name)
+/* At start, without a spec: the registry model named by the options, else the one the cached
+ * model's layout names (none yet: the first model downloaded names it). */
+static int registry_model(sl_agent *a)
 {
     sl_model *m = NULL;
-    int rc = sl_model_create(name, &m);
-    if (rc != SL_OK) {
-        sl_log(SL_LOG_ERROR, "agent", "model %s: %s", name, sl_strerror(rc));
-        return rc == SL_ENOENT ? SL_EINVAL : rc;
+    uint64_t hash;
+    int rc;
+    if (a->o.model != NULL && a->o.model[0] != '\0') {
+        rc = sl_model_create(a->o.model, &m);
+        if (rc != SL_OK) {
+            sl_log(SL_LOG_ERROR, "agent", "model %s: %s", a->o.model, sl_strerror(rc));
+            return rc == SL_ENOENT ? SL_EINVAL : rc;
+        }
+        return sl__agent_set_model(a, m);
     }
-    a->model = m;
-    a->layout = sl_model_layout(m);
-    a->n = sl_model_params(m);
-    a->residual = malloc(a->n * sizeof(float));
-    a->momentum = a->o.dgc_momentum > 0 ? malloc(a->n * sizeof(float)) : NULL;
-    if (a->residual == NULL || (a->o.dgc_momentum > 0 && a->momentum == NULL))
-        return SL_ENOMEM;
-    rc = sl__agent_load_residual(a);
-    if (rc != SL_OK) {
-        sl_log(SL_LOG_ERROR, "agent", "residual in %s: %s", a->dir, sl_strerror(rc));
-        return rc;
-    }
-    rc = sl__agent_load_pending(a);
-    if (rc != SL_OK)
-        return rc;
-    if (a->pending.present && a->resolved.gen == a->pending.gen) {
-        /* killed after the outcome was recorded: finish it (log, counters) */
-        sl_log(SL_LOG_INFO, "agent", "finishing the resolved upload of round %" PRId64,
-               a->pending.round_id);
-        rc = sl__agent_finish_resolved(a);
-    }
-    return rc;
+    if (sl__agent_cached_layout(a, &hash) != SL_OK || sl__agent_registry_model(hash, &m) != SL_OK)
+        return SL_OK;
+    return sl__agent_set_model(a, m);
+}
+
+/* Killed after a pending upload's outcome was recorded: finish it (log, counters). */
+static int finish_resolved(sl_agent *a)
+{
+    if (!a->pending.present || a->resolved.gen != a->pending.gen)
+        return SL_OK;
+    sl_log(SL_LOG_INFO, "agent", "finishing the resolved upload of round %" PRId64,
+           a->pending.round_id);
+    return sl__agent_finish_resolved(a);
 }
 
 double sl__agent_choose_density(const sl_agent *a, const sl__agent_assignment *asg)
@@ -250,15 +232,17 @@ int sl_agent_create(const sl_agent_options *o, sl_agent **out, char *err, size_t
         rc = sl__agent_load_counters(a);
     if (rc == SL_OK)
         sl__agent_read_i64(a, "device.id", &a->device_id);
-    if (rc == SL_OK && o->model != NULL && o->model[0] != '\0')
-        rc = sl__agent_set_model(a, o->model);
-    if (rc == SL_OK) {
-        int mrc = sl__agent_load_model(a); /* may find the model by the cache's layout */
+    if (rc == SL_OK)
+        rc = sl__agent_restore_spec(a); /* the task's model spec, as cached */
+    if (rc == SL_OK && a->model == NULL)
+        rc = registry_model(a);
+    if (rc == SL_OK && a->model != NULL) {
+        int mrc = sl__agent_load_model(a);
         if (mrc == SL_ELAYOUT)
             rc = mrc;
-        else if (mrc == SL_OK && a->residual == NULL)
-            rc = SL_ENOMEM;
     }
+    if (rc == SL_OK)
+        rc = finish_resolved(a);
     if (rc != SL_OK) {
         if (err != NULL && (err[0] == '\0' || rc != SL_EIO))
             snprintf(err, errcap, "state directory %s: %s", a->dir, sl_strerror(rc));
@@ -280,6 +264,7 @@ void sl_agent_free(sl_agent *a)
     sl_client_free(a->client);
     sl_device_key_free(a->key);
     sl_model_free(a->model);
+    sl_spec_free(a->spec);
     free(a->global);
     free(a->residual);
     free(a->momentum);
@@ -401,6 +386,30 @@ int sl_agent_run(sl_agent *a)
             continue;
         }
         failures = 0;
+        if (asg.model_spec_sha256[0] != '\0') {
+            rc = sl__agent_take_spec(a, asg.model_spec_sha256, asg.batch);
+            if (rc != SL_OK) {
+                if (fatal(rc))
+                    return rc;
+                if (backoff(a, &failures))
+                    break;
+                continue;
+            }
+            if (a->spec_refusal[0] != '\0') {
+                int64_t wait = asg.retry_after_ms < 1000 ? 1000 : asg.retry_after_ms;
+                if (!a->spec_refusal_sent)
+                    continue; /* check in again at once, saying why */
+                if (a->o.once || a->o.rounds > 0) {
+                    sl_log(SL_LOG_ERROR, "agent", "task %" PRId64 ": %s", a->o.task_id,
+                           a->spec_refusal);
+                    return SL_EUNSUPPORTED;
+                }
+                /* the coordinator does not select a device that refuses: it asks it back
+                 * rarely (a new configuration of the device takes a restart) */
+                sl__agent_sleep(a, wait < a->o.max_wait_ms ? wait : a->o.max_wait_ms);
+                continue;
+            }
+        }
         ev.round_id = asg.round_id;
         ev.model_version = asg.model_version;
         ev.value = asg.selected;
@@ -430,6 +439,9 @@ int sl_agent_run(sl_agent *a)
                 break;
             continue;
         }
+        rc = finish_resolved(a); /* a pending upload found with the first model */
+        if (rc != SL_OK)
+            return rc;
         {
             sl_agent_event mev = {.kind = SL_AGENT_EV_MODEL,
                                   .round_id = asg.round_id,

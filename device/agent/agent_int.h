@@ -4,6 +4,10 @@
  *   agent.c        options, create/free, the device loop, density choice
  *   state.c        the state directory: files, formats, recovery
  *   ledger.c       key=value text, counters, acks.log
+ *   model.c        the model trained (registry by layout, or the task's spec) and the
+ *                  vectors that depend on its layout
+ *   spec.c         the task's model spec: fetched, cached, checked against the
+ *                  device's limits (or refused, with the reason)
  *   net.c          enrolment, check-in, model download, metrics, problems
  *   participate.c  train, compress, persist, upload, resolve the outcome
  *   data.c         streaming IDX reader and partition (sl_agent_data)
@@ -112,6 +116,7 @@ typedef struct sl__agent_assignment {
     uint32_t warmup_rounds;
     uint32_t epochs, batch;
     double lr, momentum, prox_mu;
+    char model_spec_sha256[65]; /* "" when the task has no model spec */
 } sl__agent_assignment;
 
 struct sl_agent {
@@ -128,7 +133,11 @@ struct sl_agent {
     sl__agent_relay *relay; /* borrowed from the fleet, or NULL */
     int admin;              /* the client uses the admin token, not a key */
     /* the model */
-    sl_model *model; /* NULL until the layout is known */
+    sl_model *model;        /* NULL until the layout is known */
+    sl_spec *spec;          /* the task's model spec (the model runs it); NULL: none or registry */
+    char spec_sha256[65];   /* hex SHA-256 of the spec checked last ("" none) */
+    char spec_refusal[256]; /* why this device cannot train it ("" when it can) */
+    int spec_refusal_sent;  /* a check-in carried spec_refusal */
     const sl_layout *layout;
     size_t n;
     int64_t version;         /* held; 0: none */
@@ -178,6 +187,8 @@ int sl__agent_write_text(const sl_agent *a, const char *name, const char *text);
 int sl__agent_read_i64(const sl_agent *a, const char *name, int64_t *out);
 int sl__agent_save_model(sl_agent *a, const void *frame, size_t len, int64_t version);
 int sl__agent_load_model(sl_agent *a);
+/* The layout hash of the cached model (model.frame), to find its registry model. */
+int sl__agent_cached_layout(const sl_agent *a, uint64_t *hash);
 /* model.partial: start it with the first bytes of @path's body (ETag @etag),
  * append more, or load the bytes kept for @path (SL_ENOENT: none, or of
  * another path; *@data malloc'd). */
@@ -217,8 +228,6 @@ int sl__agent_stopping(const sl_agent *a);
 int sl__agent_sleep(const sl_agent *a, int64_t ms);
 double sl__agent_uniform(sl_agent *a);
 int64_t sl__agent_now_ms(void);
-int sl__agent_set_model(sl_agent *a, const char *name);
-int sl__agent_model_for_hash(uint64_t hash, char *name, size_t cap);
 /* The density for this participation (warm-up, then bandwidth). */
 double sl__agent_choose_density(const sl_agent *a, const sl__agent_assignment *asg);
 /* Fleet hooks: connect through @relay (its port on 127.0.0.1). */
@@ -228,10 +237,32 @@ int sl__agent_use_relay(sl_agent *a, sl__agent_relay *relay);
 void sl__agent_maybe_cut(sl_agent *a, uint64_t expected);
 void sl__agent_disarm(sl_agent *a);
 
+/* model.c (above state.c, below net.c) */
+/* The registry model whose layout hashes to @hash; SL_ENOENT when none. */
+int sl__agent_registry_model(uint64_t hash, sl_model **out);
+/* Train @m (taken over, freed on failure too when a model is held): the first
+ * model allocates the layout's vectors and loads the residual and pending upload
+ * saved for it; a later one must have the held layout (SL_ELAYOUT) and replaces
+ * the held model (a spec arriving for the registry model that served so far). */
+int sl__agent_set_model(sl_agent *a, sl_model *m);
+
+/* spec.c (above net.c) */
+/* The model spec a check-in names (@sha256 hex, "" for none): held, or read from
+ * the state directory's cache, or fetched (GET /v1/tasks/{id}/model-spec, checked
+ * against @sha256) and cached; then checked against the device's limits at
+ * @batch. A spec the device cannot train leaves the reason in a->spec_refusal
+ * (SL_OK); transport errors are returned (retried at the next check-in). */
+int sl__agent_take_spec(sl_agent *a, const char *sha256, uint32_t batch);
+/* At start: the cached spec, when there is one and it still passes the checks,
+ * becomes the model. SL_OK also when there is none. */
+int sl__agent_restore_spec(sl_agent *a);
+
 /* net.c */
 int sl__agent_connect(sl_agent *a);
 int sl__agent_enrol(sl_agent *a);
 int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out);
+/* GET /v1/tasks/{task}/model-spec: the body (malloc'd) into @text, @len. */
+int sl__agent_fetch_spec(sl_agent *a, void **text, size_t *len);
 /* Make version @version the held one (cache, delta from the held one, or
  * full); *@downloaded receives the bytes moved. With a tracking move to
  * absorb and versions missed, the version after the held one comes first

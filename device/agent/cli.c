@@ -6,6 +6,11 @@
  *   the evaluator   sl_agent_evaluate()       (--evaluator)
  * SIGINT/SIGTERM stop the run at its next step; the state directory is
  * always current, so a kill -9 loses nothing either.
+ * Exit status: 0 done, 1 error, 2 usage or configuration, 3 refused by the
+ * coordinator (enrolment), 4 the model named by --model is not the task's,
+ * 5 the device refuses the task's model (its limits or data; the reason is
+ * logged and sent to the coordinator) and was asked for bounded work
+ * (--once, --rounds).
  */
 #include <ctype.h>
 #include <inttypes.h>
@@ -64,6 +69,12 @@ static const sl_config_spec specs[] = {
     {"lr", SL_CONFIG_DOUBLE, "0", 0, 100, "learning rate (0: the coordinator's)"},
     {"threads", SL_CONFIG_INT, "1", 0, 1024, "GEMM threads (0: one per CPU)"},
     {"max_train_seconds", SL_CONFIG_DOUBLE, "0", 0, 1e9, "stop training after this (0: off)"},
+    {"max_nodes", SL_CONFIG_INT, "4096", 1, 1e6, "refuse a task's model with more graph nodes"},
+    {"max_params", SL_CONFIG_INT, "16777216", 1, 4.0e9,
+     "refuse a task's model with more parameters"},
+    {"memory_budget", SL_CONFIG_SIZE, "512M", 1048576, 1.0e12,
+     "refuse a task's model whose training step needs more memory (parameters, optimiser "
+     "state, activations at the task's batch)"},
     {"log_level", SL_CONFIG_STRING, "info", 0, 0, "error, warn, info, debug or trace"},
     {"once", SL_CONFIG_BOOL, "false", 0, 0, "one participation (evaluator: one pass), then exit"},
     {"rounds", SL_CONFIG_INT, "0", 0, 1e9, "participations to complete, then exit (0: forever)"},
@@ -184,6 +195,8 @@ static int exit_code(int rc)
         return 3;
     case SL_ELAYOUT:
         return 4;
+    case SL_EUNSUPPORTED:
+        return 5;
     default:
         return 1;
     }
@@ -345,6 +358,16 @@ int sl_agent_main(int argc, char **argv)
     if (o.threads == 0)
         sl_nn_set_threads(0); /* one per CPU; the agent leaves a 0 as it finds it */
     o.max_train_seconds = dbl(cfg, "max_train_seconds");
+    {
+        int64_t v = 0;
+        uint64_t bytes = 0;
+        sl_config_get_int(cfg, "max_nodes", &v);
+        o.max_nodes = (uint32_t)v;
+        sl_config_get_int(cfg, "max_params", &v);
+        o.max_params = (uint64_t)v;
+        sl_config_get_size(cfg, "memory_budget", &bytes);
+        o.memory_budget = bytes;
+    }
     o.once = flag(cfg, "once");
     o.rounds = (uint32_t)num(cfg, "rounds");
     o.eval_interval_ms = ms(cfg, "eval_interval");

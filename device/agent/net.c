@@ -255,6 +255,13 @@ static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
         json_f64(train, "prox_mu", &s.prox_mu) != SL_OK)
         return SL_ESYNTAX;
     s.selected = cJSON_IsTrue(sel);
+    scope = cJSON_GetObjectItemCaseSensitive(doc, "model_spec_sha256");
+    if (scope != NULL) {
+        size_t n = cJSON_IsString(scope) ? strlen(scope->valuestring) : 0;
+        if (n != 64 || strspn(scope->valuestring, "0123456789abcdef") != 64)
+            return SL_ESYNTAX;
+        memcpy(s.model_spec_sha256, scope->valuestring, 65);
+    }
     /* absent from coordinators that predate it: they meant per tensor */
     scope = cJSON_GetObjectItemCaseSensitive(comp, "topk_scope");
     s.topk_scope = SL_TOPK_TENSOR;
@@ -287,15 +294,26 @@ static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
 
 int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out)
 {
-    char body[256];
     sl_client_response r;
+    char *body;
     int rc;
     size_t samples = sl_agent_data_samples(a->o.data, a->o.client);
-    snprintf(body, sizeof body,
-             "{\"task_id\":%" PRId64 ",\"num_samples\":%zu,\"capabilities\":[\"%s\"]}",
-             a->o.task_id, samples, sl_nn_kernel_variant());
+    cJSON *doc = cJSON_CreateObject(), *caps = cJSON_AddArrayToObject(doc, "capabilities");
+    if (caps == NULL || cJSON_AddNumberToObject(doc, "task_id", (double)a->o.task_id) == NULL ||
+        cJSON_AddNumberToObject(doc, "num_samples", (double)samples) == NULL ||
+        !cJSON_AddItemToArray(caps, cJSON_CreateString(sl_nn_kernel_variant())) ||
+        (a->spec_refusal[0] != '\0' &&
+         cJSON_AddStringToObject(doc, "refusal", a->spec_refusal) == NULL) ||
+        (body = cJSON_PrintUnformatted(doc)) == NULL) {
+        cJSON_Delete(doc);
+        return SL_ENOMEM;
+    }
+    cJSON_Delete(doc);
     rc = sl_client_request(a->client, "POST", "/v1/checkin", body, strlen(body), "application/json",
                            NULL, &r);
+    free(body);
+    if (rc == SL_OK && r.status == 200 && a->spec_refusal[0] != '\0')
+        a->spec_refusal_sent = 1;
     if (rc != SL_OK) {
         sl_log(SL_LOG_WARN, "agent", "check-in: %s", sl_strerror(rc));
         return rc;
@@ -310,6 +328,29 @@ int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out)
     if (rc != SL_OK)
         sl_log(SL_LOG_ERROR, "agent", "check-in: the answer does not parse");
     return rc;
+}
+
+int sl__agent_fetch_spec(sl_agent *a, void **text, size_t *len)
+{
+    char path[96];
+    sl_client_response r;
+    int rc;
+    snprintf(path, sizeof path, "/v1/tasks/%" PRId64 "/model-spec", a->o.task_id);
+    rc = sl_client_request(a->client, "GET", path, NULL, 0, NULL, NULL, &r);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_WARN, "agent", "model spec: %s", sl_strerror(rc));
+        return rc;
+    }
+    if (r.status != 200) {
+        rc = answer_status("model spec", &r);
+        sl_client_response_free(&r);
+        return rc;
+    }
+    *text = r.body;
+    *len = r.body_len;
+    r.body = NULL;
+    sl_client_response_free(&r);
+    return SL_OK;
 }
 
 int sl__agent_parse_assignment(const char *json, size_t len, sl__agent_assignment *out)
@@ -333,10 +374,10 @@ static int take_model(sl_agent *a, const uint8_t *frame, size_t len, int64_t ver
     if (rc != SL_OK)
         return rc;
     if (a->model == NULL) {
-        char name[64];
-        rc = sl__agent_model_for_hash(h.layout_hash, name, sizeof name);
+        sl_model *m = NULL;
+        rc = sl__agent_registry_model(h.layout_hash, &m);
         if (rc == SL_OK)
-            rc = sl__agent_set_model(a, name);
+            rc = sl__agent_set_model(a, m);
         if (rc != SL_OK)
             return rc == SL_ENOENT ? SL_ELAYOUT : rc;
     }

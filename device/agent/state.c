@@ -191,9 +191,24 @@ int sl__agent_save_model(sl_agent *a, const void *frame, size_t len, int64_t ver
     return sl__agent_write_text(a, "model.version", text);
 }
 
+int sl__agent_cached_layout(const sl_agent *a, uint64_t *hash)
+{
+    sl_frame_header h;
+    void *frame = NULL;
+    size_t len = 0;
+    int rc = sl__agent_read_file(a, "model.frame", SL__AGENT_MAX_MODEL, &frame, &len);
+    if (rc != SL_OK)
+        return rc;
+    rc = sl_frame_peek_header(frame, len, &h);
+    free(frame);
+    if (rc == SL_OK)
+        *hash = h.layout_hash;
+    return rc;
+}
+
 /* The cached frame, decoded into a->global; SL_ENOENT when there is none
- * (or it is another task's, or model.version does not vouch for it). The
- * frame's layout still names the model when none was given. */
+ * (or it is another task's, or model.version does not vouch for it, or no
+ * model is held yet), SL_ELAYOUT when it is not the held model's. */
 int sl__agent_load_model(sl_agent *a)
 {
     sl_frame_header h;
@@ -207,12 +222,8 @@ int sl__agent_load_model(sl_agent *a)
     rc = sl_frame_peek_header(frame, len, &h);
     if (rc == SL_OK && h.kind != SL_FRAME_MODEL)
         rc = SL_ECORRUPT;
-    if (rc == SL_OK && a->model == NULL) {
-        char name[64];
-        rc = sl__agent_model_for_hash(h.layout_hash, name, sizeof name);
-        if (rc == SL_OK)
-            rc = sl__agent_set_model(a, name);
-    }
+    if (rc == SL_OK && a->model == NULL)
+        rc = SL_ENOENT; /* no model to decode it for (sl__agent_cached_layout names one) */
     if (rc == SL_OK && h.layout_hash != sl_layout_hash(a->layout))
         rc = SL_ELAYOUT;
     if (rc == SL_OK && (sl__agent_read_file(a, "model.version", 256, &meta, &meta_len) != SL_OK ||

@@ -326,6 +326,12 @@ int sl__nn_conv_backward(const sl__nn_conv *c, size_t batch, const float *x, con
 /* Models (models.c): hooks for tests and benchmarks                        */
 /* ------------------------------------------------------------------------ */
 
+/** sl__nn_builtin_spec - the registry's spec named @name (its JSON text), or NULL. */
+const char *sl__nn_builtin_spec(const char *name);
+
+/** sl__nn_builtin_names - the registry's names, NULL-terminated. */
+const char *const *sl__nn_builtin_names(void);
+
 /** sl__nn_model_convs - number of convolution stages of @m. */
 size_t sl__nn_model_convs(const sl_model *m);
 

@@ -5,6 +5,7 @@
  * step's seed and the element's position, so a step can be replayed).
  */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "graph_int.h"
@@ -55,6 +56,22 @@ static int act_fwd(const sl__op_ctx *c)
     return SL_OK;
 }
 
+/* dx += y > 0 ? dy : 0. The buffers are distinct tensors' (restrict): the compiler makes it
+ * a vector select, where it would otherwise branch on the sign, at random (ten times
+ * slower on ReLU's outputs). */
+static void relu_bwd_add(float *restrict dx, const float *restrict y, const float *restrict dy,
+                         size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits, keep = 0u - (uint32_t)(y[i] > 0.0f);
+        float d;
+        memcpy(&bits, &dy[i], sizeof bits);
+        bits &= keep; /* dy, or +0 */
+        memcpy(&d, &bits, sizeof d);
+        dx[i] += d;
+    }
+}
+
 static int act_bwd(const sl__op_ctx *c)
 {
     const float *x = c->val[c->nd->in[0]], *y = c->val[c->nd->out[0]];
@@ -66,8 +83,7 @@ static int act_bwd(const sl__op_ctx *c)
         return SL_OK;
     switch ((sl__op)c->nd->op) {
     case SL__OP_RELU:
-        for (size_t i = 0; i < n; i++)
-            dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+        relu_bwd_add(dx, y, dy, n);
         break;
     case SL__OP_SIGMOID:
         for (size_t i = 0; i < n; i++)

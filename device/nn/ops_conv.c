@@ -6,6 +6,12 @@
  * A convolution runs per sample and group as im2col + GEMM: cols
  * [C/g * kh * kw, Ho * Wo] from the padded input, Y_g = W_g cols; its
  * backward pass is dW_g += dY_g cols^T and dX += col2im(W_g^T dY_g).
+ * Two shapes skip the columns: a 1x1 convolution of stride 1 without
+ * padding, whose columns are the input itself (and col2im an addition, so
+ * the GEMM accumulates into dX), and a depthwise one (one input and one
+ * output channel per group), where each group's GEMM would be a single row
+ * and runs as a direct loop over the kernel's taps instead: one
+ * multiply-add per tap over each output row, vectorisable.
  */
 #include <float.h>
 #include <math.h>
@@ -91,6 +97,97 @@ static void col2im_add(const geom *g, const float *cols, size_t c0, size_t cg, f
             }
 }
 
+/* 1 when the convolution is depthwise: one input and one output channel per group. */
+static int is_depthwise(const geom *g)
+{
+    return g->groups > 1 && g->groups == g->c && g->groups == g->m;
+}
+
+/* 1 when the columns are the input itself: 1x1, stride 1, no padding. */
+static int is_pointwise(const geom *g)
+{
+    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+}
+
+/* The output columns [*lo, *hi) of tap @b whose input column ow sw + b dw - pw lies in
+ * [0, w); the same for rows with (h, sh, dh, ph). */
+static void tap_range(size_t w, size_t wo, size_t sw, size_t b, size_t dw, size_t pw, size_t *lo,
+                      size_t *hi)
+{
+    long off = (long)(b * dw) - (long)pw, first = 0, last;
+    if (off < 0)
+        first = (-off + (long)sw - 1) / (long)sw;
+    last = (long)w - 1 - off < 0 ? -1 : ((long)w - 1 - off) / (long)sw;
+    *lo = (size_t)first < wo ? (size_t)first : wo;
+    *hi = last + 1 < first ? *lo : ((size_t)(last + 1) < wo ? (size_t)(last + 1) : wo);
+}
+
+/* Depthwise forward of one plane: y (ho x wo) = sum over taps of w[a][b] x shifted. */
+static void dw_plane_fwd(const geom *g, const float *x, const float *w, float bias, float *y)
+{
+    for (size_t i = 0; i < g->ho * g->wo; i++)
+        y[i] = bias;
+    for (size_t a = 0; a < g->kh; a++) {
+        size_t oh0, oh1;
+        tap_range(g->h, g->ho, g->sh, a, g->dh, g->ph, &oh0, &oh1);
+        for (size_t b = 0; b < g->kw; b++) {
+            size_t ow0, ow1;
+            float wv = w[a * g->kw + b];
+            tap_range(g->w, g->wo, g->sw, b, g->dw, g->pw, &ow0, &ow1);
+            for (size_t oh = oh0; oh < oh1; oh++) {
+                const float *xr = x + (oh * g->sh + a * g->dh - g->ph) * g->w + b * g->dw - g->pw;
+                float *yr = y + oh * g->wo;
+                if (g->sw == 1)
+                    for (size_t ow = ow0; ow < ow1; ow++)
+                        yr[ow] += wv * xr[ow];
+                else
+                    for (size_t ow = ow0; ow < ow1; ow++)
+                        yr[ow] += wv * xr[ow * g->sw];
+            }
+        }
+    }
+}
+
+/* Depthwise backward of one plane: dw[a][b] += sum dy x shifted, dx (NULL: skip) += w dy. */
+static void dw_plane_bwd(const geom *g, const float *x, const float *w, const float *dy, float *dwt,
+                         float *dx, float *colsum)
+{
+    for (size_t a = 0; a < g->kh; a++) {
+        size_t oh0, oh1;
+        tap_range(g->h, g->ho, g->sh, a, g->dh, g->ph, &oh0, &oh1);
+        for (size_t b = 0; b < g->kw; b++) {
+            size_t ow0, ow1;
+            float wv = w[a * g->kw + b], acc = 0.0f;
+            tap_range(g->w, g->wo, g->sw, b, g->dw, g->pw, &ow0, &ow1);
+            /* the weight's gradient summed per column first (a vector of sums, not one
+             * long dependency chain), then over the columns */
+            memset(colsum, 0, g->wo * sizeof *colsum);
+            for (size_t oh = oh0; oh < oh1; oh++) {
+                size_t at = (oh * g->sh + a * g->dh - g->ph) * g->w + b * g->dw - g->pw;
+                const float *xr = x + at, *dyr = dy + oh * g->wo;
+                float *dxr = dx != NULL ? dx + at : NULL;
+                if (g->sw == 1) {
+                    for (size_t ow = ow0; ow < ow1; ow++)
+                        colsum[ow] += dyr[ow] * xr[ow];
+                    if (dxr != NULL)
+                        for (size_t ow = ow0; ow < ow1; ow++)
+                            dxr[ow] += wv * dyr[ow];
+                } else {
+                    for (size_t ow = ow0; ow < ow1; ow++)
+                        colsum[ow] += dyr[ow] * xr[ow * g->sw];
+                    if (dxr != NULL)
+                        for (size_t ow = ow0; ow < ow1; ow++)
+                            dxr[ow * g->sw] += wv * dyr[ow];
+                }
+            }
+            for (size_t ow = ow0; ow < ow1; ow++)
+                acc += colsum[ow];
+            if (dwt != NULL)
+                dwt[a * g->kw + b] += acc;
+        }
+    }
+}
+
 static size_t conv_work(const sl_spec *s, const sl__node *nd, size_t batch)
 {
     sl__op_ctx c = {0};
@@ -99,6 +196,10 @@ static size_t conv_work(const sl_spec *s, const sl__node *nd, size_t batch)
     c.s = s;
     c.nd = nd;
     get_geom(&c, &g);
+    if (is_depthwise(&g))
+        return g.wo * sizeof(float); /* a row of column sums */
+    if (is_pointwise(&g))
+        return 0;
     /* the columns of one group of one sample, and their gradient */
     return 2 * (g.c / g.groups) * g.kh * g.kw * g.ho * g.wo * sizeof(float);
 }
@@ -116,12 +217,21 @@ static int conv_fwd(const sl__op_ctx *c)
     mg = g.m / g.groups;
     k = cg * g.kh * g.kw;
     plane = g.ho * g.wo;
+    if (is_depthwise(&g)) {
+        for (size_t pl = 0; pl < c->batch * g.c; pl++)
+            dw_plane_fwd(&g, x + pl * g.h * g.w, w + (pl % g.c) * g.kh * g.kw,
+                         bias != NULL ? bias[pl % g.c] : 0.0f, y + pl * plane);
+        return SL_OK;
+    }
     for (size_t n = 0; n < c->batch; n++) {
         const float *xn = x + n * g.c * g.h * g.w;
         float *yn = y + n * g.m * plane;
         for (size_t gi = 0; gi < g.groups; gi++) {
             int rc;
-            im2col(&g, xn, gi * cg, cg, cols);
+            if (is_pointwise(&g))
+                cols = (float *)(xn + gi * cg * plane); /* read only */
+            else
+                im2col(&g, xn, gi * cg, cg, cols);
             rc = sl_nn_sgemm(SL_NN_NO_TRANS, SL_NN_NO_TRANS, mg, plane, k, 1.0f, w + gi * mg * k, k,
                              cols, plane, 0.0f, yn + gi * mg * plane, plane);
             if (rc != SL_OK)
@@ -151,11 +261,36 @@ static int conv_bwd(const sl__op_ctx *c)
     plane = g.ho * g.wo;
     cols = c->work;
     dcols = cols + k * plane;
+    if (is_depthwise(&g)) {
+        for (size_t pl = 0; pl < c->batch * g.c; pl++)
+            dw_plane_bwd(&g, x + pl * g.h * g.w, w + (pl % g.c) * g.kh * g.kw, dy + pl * plane,
+                         dw != NULL ? dw + (pl % g.c) * g.kh * g.kw : NULL,
+                         dx != NULL ? dx + pl * g.h * g.w : NULL, c->work);
+        for (size_t pl = 0; db != NULL && pl < c->batch * g.c; pl++) {
+            float s = 0.0f;
+            for (size_t p = 0; p < plane; p++)
+                s += dy[pl * plane + p];
+            db[pl % g.c] += s;
+        }
+        return SL_OK;
+    }
     for (size_t n = 0; n < c->batch; n++) {
         const float *xn = x + n * g.c * g.h * g.w, *dyn = dy + n * g.m * plane;
         for (size_t gi = 0; gi < g.groups; gi++) {
             const float *dyg = dyn + gi * mg * plane;
             int rc = SL_OK;
+            if (is_pointwise(&g)) { /* the columns are the input; col2im adds */
+                if (dw != NULL)
+                    rc = sl_nn_sgemm(SL_NN_NO_TRANS, SL_NN_TRANS, mg, k, plane, 1.0f, dyg, plane,
+                                     xn + gi * cg * plane, plane, 1.0f, dw + gi * mg * k, k);
+                if (rc == SL_OK && dx != NULL)
+                    rc = sl_nn_sgemm(SL_NN_TRANS, SL_NN_NO_TRANS, k, plane, mg, 1.0f,
+                                     w + gi * mg * k, k, dyg, plane, 1.0f,
+                                     dx + n * g.c * plane + gi * cg * plane, plane);
+                if (rc != SL_OK)
+                    return rc;
+                continue;
+            }
             if (dw != NULL) {
                 im2col(&g, xn, gi * cg, cg, cols);
                 rc = sl_nn_sgemm(SL_NN_NO_TRANS, SL_NN_TRANS, mg, k, plane, 1.0f, dyg, plane, cols,

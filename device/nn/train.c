@@ -1,12 +1,14 @@
 /*
  * train.c - the training and evaluation loops: shuffled mini-batches
- * gathered into one contiguous batch, sl_model_loss_grad, sl_sgd_step.
+ * gathered into one contiguous batch, sl_model_loss_grad, then sl_sgd_step
+ * (sl_train) or sl_optim_step and sl_model_update_buffers (sl_train_opt).
  * Buffers are allocated once per call, never per step.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn_int.h"
+#include "starling/optim.h"
 
 /* The sample order of one epoch: @indices (or 0..n-1) shuffled by
  * Fisher-Yates with a generator seeded by (seed, epoch). */
@@ -33,9 +35,15 @@ static void gather(const float *x, const int32_t *y, const uint32_t *idx, size_t
     }
 }
 
-int sl_train(sl_model *model, float *params, sl_sgd *sgd, const float *global, const float *x,
-             const int32_t *y, const uint32_t *indices, size_t n, const sl_train_opts *opts,
-             float *mean_loss)
+/* The optimiser of one loop: sl_train's SGD or sl_train_opt's sl_optim. */
+typedef struct stepper {
+    sl_sgd *sgd;
+    sl_optim *opt;
+} stepper;
+
+static int train_loop(sl_model *model, float *params, const stepper *st, const float *global,
+                      const float *x, const int32_t *y, const uint32_t *indices, size_t n,
+                      const sl_train_opts *opts, float *mean_loss)
 {
     size_t dim, batch, np;
     uint32_t *order = NULL;
@@ -44,11 +52,11 @@ int sl_train(sl_model *model, float *params, sl_sgd *sgd, const float *global, c
     double epoch_loss = 0.0;
     int rc = SL_OK;
 
-    if (model == NULL || params == NULL || sgd == NULL || x == NULL || y == NULL || opts == NULL ||
-        n == 0 || opts->batch == 0 || n > UINT32_MAX)
+    if (model == NULL || params == NULL || x == NULL || y == NULL || opts == NULL || n == 0 ||
+        opts->batch == 0 || n > UINT32_MAX)
         return SL_EINVAL;
     np = sl_model_params(model);
-    if (sl__nn_sgd_size(sgd) != np)
+    if ((st->sgd != NULL ? sl__nn_sgd_size(st->sgd) : sl_optim_size(st->opt)) != np)
         return SL_EINVAL;
     dim = sl_model_input_size(model);
     batch = opts->batch < n ? opts->batch : n;
@@ -70,8 +78,15 @@ int sl_train(sl_model *model, float *params, sl_sgd *sgd, const float *global, c
             float loss;
             gather(x, y, order + done, count, dim, xb, yb);
             rc = sl_model_loss_grad(model, params, xb, yb, count, &loss, grad, NULL);
-            if (rc == SL_OK)
-                rc = sl_sgd_step(sgd, params, grad, global, e);
+            if (rc == SL_OK && st->sgd != NULL) {
+                rc = sl_sgd_step(st->sgd, params, grad, global, e);
+            } else if (rc == SL_OK) {
+                /* the running statistics of this batch's forward pass, after the update
+                 * as nn.h asks (sl_train predates buffers and leaves them alone) */
+                rc = sl_optim_step(st->opt, params, grad, global, e);
+                if (rc == SL_OK)
+                    sl_model_update_buffers(model, params);
+            }
             if (rc != SL_OK)
                 goto done;
             epoch_loss += (double)loss * (double)count;
@@ -88,6 +103,26 @@ done:
     free(yb);
     free(grad);
     return rc;
+}
+
+int sl_train(sl_model *model, float *params, sl_sgd *sgd, const float *global, const float *x,
+             const int32_t *y, const uint32_t *indices, size_t n, const sl_train_opts *opts,
+             float *mean_loss)
+{
+    stepper st = {sgd, NULL};
+    if (sgd == NULL)
+        return SL_EINVAL;
+    return train_loop(model, params, &st, global, x, y, indices, n, opts, mean_loss);
+}
+
+int sl_train_opt(sl_model *model, float *params, sl_optim *opt, const float *global, const float *x,
+                 const int32_t *y, const uint32_t *indices, size_t n, const sl_train_opts *opts,
+                 float *mean_loss)
+{
+    stepper st = {NULL, opt};
+    if (opt == NULL)
+        return SL_EINVAL;
+    return train_loop(model, params, &st, global, x, y, indices, n, opts, mean_loss);
 }
 
 int sl_evaluate(sl_model *model, const float *params, const float *x, const int32_t *y,

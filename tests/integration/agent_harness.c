@@ -95,19 +95,23 @@ void ag_admin(ag_coord *c, const char *method, const char *path, const char *bod
         fail_msg("%s %s: %s", method, path, sl_strerror(rc));
 }
 
-int64_t ag_create_task(ag_coord *c, const char *model_name, const char *config_json)
+/* POST /v1/tasks with the layout of @m, @initial as the initial model (NULL: @m's seeded
+ * init) and, when @spec_text is given, the spec as the task's "model_spec". */
+static int64_t create_task(ag_coord *c, sl_model *m, const float *initial, const char *spec_text,
+                           const char *config_json)
 {
-    sl_model *m = NULL;
     float *params;
     void *frame = NULL;
     size_t len = 0, need, b64cap, cap;
     char layout[8192], *b64, *body, *p;
     sl_client_response r;
     int64_t task;
-    assert_int_equal(sl_model_create(model_name, &m), SL_OK);
     params = malloc(sl_model_params(m) * sizeof *params);
     assert_non_null(params);
-    assert_int_equal(sl_model_init(m, params, 42), SL_OK);
+    if (initial != NULL)
+        memcpy(params, initial, sl_model_params(m) * sizeof *params);
+    else
+        assert_int_equal(sl_model_init(m, params, 42), SL_OK);
     assert_int_equal(sl_frame_encode_model(sl_model_layout(m), params, 1, 3, &frame, &len), SL_OK);
     need = sl_layout_format(sl_model_layout(m), layout, sizeof layout);
     assert_true(need < sizeof layout);
@@ -115,7 +119,8 @@ int64_t ag_create_task(ag_coord *c, const char *model_name, const char *config_j
     b64 = malloc(b64cap);
     assert_non_null(b64);
     assert_int_equal(sl_base64_encode(frame, len, b64, b64cap), SL_OK);
-    cap = b64cap + 2 * sizeof layout + strlen(config_json) + 64;
+    cap =
+        b64cap + 2 * sizeof layout + strlen(config_json) + (spec_text ? strlen(spec_text) : 0) + 80;
     body = malloc(cap);
     assert_non_null(body);
     p = body;
@@ -128,7 +133,10 @@ int64_t ag_create_task(ag_coord *c, const char *model_name, const char *config_j
             *p++ = *s;
         }
     }
-    snprintf(p, cap - (size_t)(p - body), "\",\"model\":\"%s\"}", b64);
+    p += snprintf(p, cap - (size_t)(p - body), "\",\"model\":\"%s\"", b64);
+    if (spec_text != NULL)
+        p += snprintf(p, cap - (size_t)(p - body), ",\"model_spec\":%s", spec_text);
+    snprintf(p, cap - (size_t)(p - body), "}");
     ag_admin(c, "POST", "/v1/tasks", body, &r);
     if (r.status != 201)
         fail_msg("POST /v1/tasks: %ld %s", r.status, r.body ? (char *)r.body : "");
@@ -141,8 +149,39 @@ int64_t ag_create_task(ag_coord *c, const char *model_name, const char *config_j
     free(b64);
     free(frame);
     free(params);
+    return task;
+}
+
+int64_t ag_create_task(ag_coord *c, const char *model_name, const char *config_json)
+{
+    sl_model *m = NULL;
+    int64_t task;
+    assert_int_equal(sl_model_create(model_name, &m), SL_OK);
+    task = create_task(c, m, NULL, NULL, config_json);
     sl_model_free(m);
     return task;
+}
+
+int64_t ag_create_task_params(ag_coord *c, const char *spec_text, const float *params,
+                              const char *config_json)
+{
+    sl_spec *spec = NULL;
+    sl_model *m = NULL;
+    char err[256];
+    int64_t task;
+    if (sl_spec_parse(spec_text, strlen(spec_text), &spec, err, sizeof err) != SL_OK)
+        fail_msg("the spec does not parse: %s", err);
+    if (sl_model_create_spec(spec, &m, err, sizeof err) != SL_OK)
+        fail_msg("the spec does not build: %s", err);
+    task = create_task(c, m, params, spec_text, config_json);
+    sl_model_free(m);
+    sl_spec_free(spec);
+    return task;
+}
+
+int64_t ag_create_task_spec(ag_coord *c, const char *spec_text, const char *config_json)
+{
+    return ag_create_task_params(c, spec_text, NULL, config_json);
 }
 
 int64_t ag_model_version(ag_coord *c, int64_t task)

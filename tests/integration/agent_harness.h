@@ -42,6 +42,13 @@ void ag_coord_close(ag_coord *c);
 /* POST /v1/tasks: @config_json (an object), the layout and an initial
  * model of registry model @model (seeded init). Returns the task id. */
 int64_t ag_create_task(ag_coord *c, const char *model, const char *config_json);
+/* The same with a model spec (JSON text): the task carries it ("model_spec"), its layout
+ * and a seeded initial model come from it. */
+int64_t ag_create_task_spec(ag_coord *c, const char *spec_text, const char *config_json);
+/* The same with @params (the spec's layout order, sl_layout_params() floats) as the initial
+ * model instead of the seeded init (NULL: the seeded init). */
+int64_t ag_create_task_params(ag_coord *c, const char *spec_text, const float *params,
+                              const char *config_json);
 /* An operator request; the answer in @r (free it). Asserts an HTTP answer. */
 void ag_admin(ag_coord *c, const char *method, const char *path, const char *body,
               sl_client_response *r);

@@ -170,6 +170,7 @@ void test_enrol_and_signatures(void **state);
 void test_rate_limit_in_process(void **state);
 void test_complete_round(void **state);
 void test_create_with_body(void **state);
+void test_model_spec_api(void **state);
 void test_413_before_body(void **state);
 void test_curl_cli(void **state);
 void test_tls_and_sigterm(void **state);

@@ -572,3 +572,110 @@ void test_create_with_body(void **state)
     sl_layout_free(layout);
     ah_fx_close(&f);
 }
+
+/*
+ * A task's model spec over REST: created with the task (422 with field model_spec when its
+ * params are not the layout's, nothing stored), served as stored with its SHA-256 as ETag (to
+ * operators and signed devices; 404 for a task without one), named in check-ins; a device's
+ * refusal is recorded, shown in GET /v1/devices/{id}, and cleared by a check-in without one.
+ */
+void test_model_spec_api(void **state)
+{
+#define SPEC_PARAMS "\"params\":[{\"name\":\"w\",\"shape\":[4,8]},{\"name\":\"b\",\"shape\":[4]}]"
+#define SPEC_TASK(name, params)                                                       \
+    "{\"config\":{\"name\":\"" name "\",\"target\":2},\"layout\":\"w 4 8\\nb 4\\n\"," \
+    "\"model\":\"%s\",\"model_spec\":{\"starling_model\":1,\"name\":\"lin\"," params "}}"
+    ah_fx f;
+    ah_dev dev;
+    ah_resp r;
+    void *frame;
+    size_t len;
+    char *b64, body[2048], path[96], value[128], hex[65], etag[70];
+    uint8_t sha[32];
+    int64_t task, plain;
+    (void)state;
+    ah_fx_open(&f, "api_model_spec", NULL);
+    ah_initial_model(&frame, &len, &b64);
+    /* params that are not the layout's: 422, nothing stored */
+    snprintf(body, sizeof body,
+             SPEC_TASK("bad", "\"params\":[{\"name\":\"w\",\"shape\":[8,4]},"
+                              "{\"name\":\"b\",\"shape\":[4]}]"),
+             b64);
+    ah_admin(&f, "POST", "/v1/tasks", body, strlen(body), &r);
+    ah_expect_reason(&r, 422, "unprocessable", "model_spec");
+    assert_non_null(strstr(r.body, "another shape than the layout"));
+    ah_resp_free(&r);
+    snprintf(body, sizeof body,
+             "{\"config\":{\"name\":\"bad2\"},\"layout\":\"w 4 8\\nb 4\\n\","
+             "\"model\":\"%s\",\"model_spec\":[1]}",
+             b64);
+    ah_admin(&f, "POST", "/v1/tasks", body, strlen(body), &r);
+    ah_expect_problem(&r, 400, "bad-request");
+    ah_resp_free(&r);
+    snprintf(body, sizeof body, SPEC_TASK("spec", SPEC_PARAMS), b64);
+    free(b64);
+    free(frame);
+    task = ah_create_task(&f, body);
+    assert_int_equal(task, 1); /* the refused ones left nothing */
+    plain = ah_create_task(
+        &f, "{\"config\":{\"name\":\"plain\",\"target\":2},\"layout\":\"w 4 8\\nb 4\\n\","
+            "\"model\":\"%s\"}");
+    /* served as stored, ETag its SHA-256 */
+    snprintf(path, sizeof path, "/v1/tasks/%lld/model-spec", (long long)task);
+    ah_admin(&f, "GET", path, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "{\"starling_model\":1,\"name\":\"lin\"," SPEC_PARAMS "}");
+    sl_sha256(r.body, strlen(r.body), sha);
+    sl_hex(sha, 32, hex);
+    snprintf(etag, sizeof etag, "\"%s\"", hex);
+    assert_true(ah_header(&r, "ETag", value, sizeof value));
+    assert_string_equal(value, etag);
+    ah_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/tasks/%lld/model-spec", (long long)plain);
+    ah_admin(&f, "GET", path, NULL, 0, &r);
+    ah_expect_problem(&r, 404, "not-found");
+    ah_resp_free(&r);
+    /* a device: unsigned is refused, signed reads it; check-ins name its hash */
+    ah_dev_enrol(&f, &dev);
+    snprintf(path, sizeof path, "/v1/tasks/%lld/model-spec", (long long)task);
+    ah_get(&f, path, NULL, 0, &r);
+    assert_int_equal(r.status, 401);
+    ah_resp_free(&r);
+    ah_dev_call(&f, &dev, "GET", path, NULL, 0, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    ah_resp_free(&r);
+    ah_checkin(&f, &dev, task, &r);
+    assert_true(ah_json_str(r.body, "model_spec_sha256", value, sizeof value));
+    assert_string_equal(value, hex);
+    ah_resp_free(&r);
+    ah_checkin(&f, &dev, plain, &r);
+    assert_false(ah_json_str(r.body, "model_spec_sha256", value, sizeof value));
+    ah_resp_free(&r);
+    /* a refusal: recorded and shown; a bad one is 400 and changes nothing */
+    snprintf(body, sizeof body, "{\"task_id\":%lld,\"refusal\":7}", (long long)task);
+    ah_dev_call(&f, &dev, "POST", "/v1/checkin", body, strlen(body), NULL, 0, &r);
+    ah_expect_problem(&r, 400, "bad-request");
+    ah_resp_free(&r);
+    snprintf(body, sizeof body,
+             "{\"task_id\":%lld,\"num_samples\":100,\"refusal\":\"needs 300 MB of activations at "
+             "batch 32; the device allows 64 MB\"}",
+             (long long)task);
+    ah_dev_call(&f, &dev, "POST", "/v1/checkin", body, strlen(body), NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(ah_json_int(r.body, "selected"), 0);
+    ah_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/devices/%lld", (long long)dev.id);
+    ah_admin(&f, "GET", path, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"refusals\":[{\"task_id\":1,\"reason\":\"needs 300 MB"));
+    ah_resp_free(&r);
+    ah_checkin(&f, &dev, task, &r); /* it can again */
+    ah_resp_free(&r);
+    ah_admin(&f, "GET", path, NULL, 0, &r);
+    assert_non_null(strstr(r.body, "\"refusals\":[]"));
+    ah_resp_free(&r);
+    ah_dev_free(&dev);
+    ah_fx_close(&f);
+#undef SPEC_TASK
+#undef SPEC_PARAMS
+}

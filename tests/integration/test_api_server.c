@@ -334,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_rate_limit_in_process),
         cmocka_unit_test(test_complete_round),
         cmocka_unit_test(test_create_with_body),
+        cmocka_unit_test(test_model_spec_api),
         cmocka_unit_test(test_413_before_body),
         cmocka_unit_test(test_curl_cli),
         cmocka_unit_test(test_tls_and_sigterm),

@@ -350,6 +350,75 @@ static void test_task_create(void **state)
     ah_write_file(task_file, "{\"config\":{\"name\":\"bad\"},\"init\":\"lenet5\"}");
     assert_int_equal(CLI("task", "create", "--url", job.f.base, task_file), 1);
     assert_non_null(strstr(err, "must be an object"));
+    /* a model spec: "init" from a spec file, or beside layout and model; the task carries it */
+    {
+#define LIN_SPEC                                                                                  \
+    "{\"starling_model\": 1, \"name\": \"lin\", \"inputs\": [{\"name\": \"x\", \"shape\": [8]}]," \
+    " \"params\": [{\"name\": \"w\", \"shape\": [4, 8]}, {\"name\": \"b\", \"shape\": [4]}],"     \
+    " \"nodes\": [{\"op\": \"Gemm\", \"inputs\": [\"x\", \"w\", \"b\"], \"outputs\": [\"y\"]}],"  \
+    " \"output\": \"y\", \"loss\": {\"op\": \"cross_entropy\"}, \"metrics\": [\"accuracy\"]}"
+        ah_resp r;
+        snprintf(path, sizeof path, "%s/lin.json", dir);
+        ah_write_file(path, LIN_SPEC);
+        ah_write_file(task_file, "{\"config\":{\"name\":\"spec\",\"target\":2},"
+                                 "\"init\":{\"spec_file\":\"lin.json\",\"seed\":3}}");
+        assert_int_equal(
+            CLI("task", "create", "--url", job.f.base, "--token-file", token_file, task_file), 0);
+        assert_string_equal(out, "task 4\n");
+        ah_admin(&job.f, "GET", "/v1/tasks/4/model-spec", NULL, 0, &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, "\"name\":\"lin\""));
+        ah_resp_free(&r);
+        snprintf(text, sizeof text,
+                 "{\"config\":{\"name\":\"spec2\",\"target\":2},\"layout\":\"w 4 8\\nb 4\\n\","
+                 "\"model\":\"%s\",\"model_spec_file\":\"lin.json\"}",
+                 b64);
+        ah_write_file(task_file, text);
+        assert_int_equal(
+            CLI("task", "create", "--url", job.f.base, "--token-file", token_file, task_file), 0);
+        assert_string_equal(out, "task 5\n");
+        ah_admin(&job.f, "GET", "/v1/tasks/5/model-spec", NULL, 0, &r);
+        assert_int_equal(r.status, 200);
+        ah_resp_free(&r);
+        /* a spec that does not parse is refused before any request, with its JSON path */
+        ah_write_file(path, "{\"starling_model\": 1, \"name\": \"lin\"}");
+        assert_int_equal(CLI("task", "create", "--url", job.f.base, task_file), 1);
+        assert_non_null(strstr(err, "the model spec: "));
+        ah_write_file(task_file, "{\"config\":{\"name\":\"bad\"},\"init\":{\"spec_file\":"
+                                 "\"lin.json\"},\"loss\":\"mse\"}");
+        assert_int_equal(CLI("task", "create", "--url", job.f.base, task_file), 1);
+        assert_non_null(strstr(err, "\"loss\" goes with \"onnx_file\""));
+#undef LIN_SPEC
+    }
+#ifdef SL_TEST_ONNX
+    {
+        /* an ONNX file exported from PyTorch: its graph is the task's spec, its initializers
+         * the initial model; a file that is not ONNX is refused before any request */
+        ah_resp r;
+        snprintf(text, sizeof text,
+                 "{\"config\":{\"name\":\"onnx\",\"target\":2},\"onnx_file\":\"%s/tests/"
+                 "fixtures/onnx/lenet_train_op17.onnx\"}",
+                 SL_SOURCE_DIR);
+        ah_write_file(task_file, text);
+        assert_int_equal(
+            CLI("task", "create", "--url", job.f.base, "--token-file", token_file, task_file), 0);
+        assert_string_equal(out, "task 6\n");
+        assert_non_null(strstr(err, "imported "));
+        ah_admin(&job.f, "GET", "/v1/tasks/6/model-spec", NULL, 0, &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, "\"name\":\"lenet_train_op17\""));
+        assert_non_null(strstr(r.body, "\"op\":\"Conv\""));
+        ah_resp_free(&r);
+        ah_write_file(task_file, "{\"config\":{\"name\":\"bad\"},\"onnx_file\":\"task.json\"}");
+        assert_int_equal(CLI("task", "create", "--url", job.f.base, task_file), 1);
+        assert_non_null(strstr(err, "task.json"));
+        snprintf(text, sizeof text,
+                 "{\"config\":{\"name\":\"bad\"},\"onnx_file\":\"x.onnx\",\"layout\":\"w 2\"}");
+        ah_write_file(task_file, text);
+        assert_int_equal(CLI("task", "create", "--url", job.f.base, task_file), 1);
+        assert_non_null(strstr(err, "drop \"layout\""));
+    }
+#endif
     /* with several tasks, the commands that need one ask which */
     assert_int_equal(CLI("rounds", "--url", job.f.base, "--token-file", token_file), 2);
     assert_non_null(strstr(err, "pick one with --task"));

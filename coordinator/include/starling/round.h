@@ -181,10 +181,22 @@ int sl_engine_create_task(sl_engine *e, const char *config_json, const char *lay
                           const void *model_frame, size_t frame_len, int64_t *task_id, char *err,
                           size_t errcap);
 
+/**
+ * sl_engine_create_task_spec - sl_engine_create_task() with the task's model
+ * spec (JSON text, device/nn/MODEL_SPEC.md; NULL for none). The engine checks
+ * only the layout it implies: format version 1, "params" naming the layout's
+ * tensors in order with their shapes (SL_ESPEC, @err starting "model_spec:");
+ * agents check the rest. Stored as given; check-ins carry its SHA-256.
+ */
+int sl_engine_create_task_spec(sl_engine *e, const char *config_json, const char *layout_text,
+                               const char *model_spec, const void *model_frame, size_t frame_len,
+                               int64_t *task_id, char *err, size_t errcap);
+
 /** What a device reports about itself when it checks in. */
 typedef struct sl_checkin_info {
     uint32_t num_samples;
     char capabilities[256]; /* comma-separated names */
+    char refusal[256];      /* why it cannot train the task's model (its limits); "" when it can */
 } sl_checkin_info;
 
 /** The answer to a check-in. */
@@ -195,6 +207,9 @@ typedef struct sl_checkin_result {
     int64_t report_deadline_ms; /* wall-clock ms */
     int64_t retry_after_ms;     /* when not selected: come back after this long */
     uint32_t participation;     /* how many rounds this device took part in (for warm-up) */
+    char model_spec_sha256[65]; /* hex SHA-256 of the task's model spec; "" when it has none */
+    int refusal_changed;        /* the device began or stopped refusing: record it (the store's
+                                   sl_store_set_refusal(); the engine keeps only who refuses) */
 } sl_checkin_result;
 
 /**
@@ -202,7 +217,9 @@ typedef struct sl_checkin_result {
  * the open round gets the same assignment again (idempotent). Others are
  * selected at random (seeded) while the round is SELECTING and has room,
  * if eligible and not cooling down; otherwise they get a retry_after that
- * spreads the next check-ins over the next selection window.
+ * spreads the next check-ins over the next selection window. A device that
+ * gives a refusal is never selected (and leaves the pool) until a check-in
+ * without one.
  */
 int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl_checkin_info *info,
                       sl_checkin_result *out);

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 3
+#define SL_STORE_SCHEMA_VERSION 4
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
@@ -156,12 +156,22 @@ int sl_store_list_reporters(sl_store *s, int64_t round_id, int (*fn)(void *ctx, 
 int sl_store_create_task(sl_store *s, const char *name, const char *config_json,
                          const char *layout_text, int64_t *task_id);
 
+/**
+ * sl_store_create_task_spec - sl_store_create_task() with the task's model
+ * spec (JSON text, device/nn/MODEL_SPEC.md; NULL for none, never ""): stored
+ * as given and part of the idempotency check (the same name with another
+ * spec is SL_ECONFLICT). The store does not read it.
+ */
+int sl_store_create_task_spec(sl_store *s, const char *name, const char *config_json,
+                              const char *layout_text, const char *model_spec, int64_t *task_id);
+
 /** A task (strings owned by the record; free with sl_store_task_free()). */
 typedef struct sl_task_record {
     int64_t id;
     char *name;
     char *config_json;
     char *layout_text;
+    char *model_spec; /* NULL when the task has none */
     int64_t created_at_ms;
 } sl_task_record;
 
@@ -176,6 +186,25 @@ int sl_store_list_tasks(sl_store *s, int (*fn)(void *ctx, int64_t task_id), void
 
 /** sl_store_task_free - release the strings of a record filled by sl_store_get_task(). */
 void sl_store_task_free(sl_task_record *t);
+
+/**
+ * sl_store_set_refusal - record why @device_id refuses the model of
+ * @task_id (its agent's limits: "the model needs 300 MB of activations ...";
+ * at most SL_STORE_MAX_TEXT - 1 bytes), replacing an earlier reason; an
+ * empty @reason clears it (the device takes part again). Durable on SL_OK.
+ */
+int sl_store_set_refusal(sl_store *s, int64_t task_id, int64_t device_id, const char *reason);
+
+/**
+ * sl_store_list_refusals - call @fn with every refusal of task @task_id (0:
+ * any task) by device @device_id (0: any device), in task then device order,
+ * with the reason and the time it was given; stops at the first non-zero
+ * return of @fn and returns it. Reads only.
+ */
+int sl_store_list_refusals(sl_store *s, int64_t task_id, int64_t device_id,
+                           int (*fn)(void *ctx, int64_t task_id, int64_t device_id,
+                                     const char *reason, int64_t at_ms),
+                           void *ctx);
 
 /** A model version to store. */
 typedef struct sl_model_put {

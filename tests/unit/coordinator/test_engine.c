@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <mbedtls/sha256.h>
+
 #include "../../support/sl_faultvfs.h"
 #include "../../support/sl_store_test.h"
 #include "coord_int.h"
@@ -137,7 +139,7 @@ static void make_update(const sim *s, size_t i, int64_t round_id, int64_t versio
         sha[b] = ((const uint8_t *)*frame)[(size_t)b * 7 % *len] ^ (uint8_t)(i * 31 + (size_t)b);
 }
 
-static sl_checkin_info info = {100, "avx2"};
+static sl_checkin_info info = {100, "avx2", ""};
 
 static sl_task_status status(sim *s)
 {
@@ -904,10 +906,104 @@ static void test_count_download(void **state)
     sim_free(&s);
 }
 
+/* A task's model spec: the engine checks only the layout it implies, check-ins carry its
+ * SHA-256, and a device that refuses the model is never selected until it stops refusing (which
+ * survives a restart). */
+static void test_model_spec_and_refusals(void **state)
+{
+    static const char spec[] = "{\"starling_model\": 1, \"name\": \"t\", \"params\": ["
+                               "{\"name\": \"w\", \"shape\": [40, 50]}, "
+                               "{\"name\": \"b\", \"shape\": [40]}], \"nodes\": []}";
+    static const char *const bad[] = {
+        "{\"starling_model\": 2, \"params\": []}",
+        "{\"starling_model\": 1}",
+        "{\"starling_model\": 1, \"params\": [{\"name\": \"w\", \"shape\": [40, 50]}]}",
+        "{\"starling_model\": 1, \"params\": [{\"name\": \"w\", \"shape\": [50, 40]}, "
+        "{\"name\": \"b\", \"shape\": [40]}]}",
+        "{\"starling_model\": 1, \"params\": [{\"name\": \"b\", \"shape\": [40]}, "
+        "{\"name\": \"w\", \"shape\": [40, 50]}]}",
+        "[1, 2]",
+        "not json"};
+    sim s;
+    char err[320], hex[65];
+    uint8_t sha[32];
+    void *frame;
+    size_t len;
+    float *w;
+    int64_t task, again;
+    sl_checkin_result r;
+    sl_checkin_info refusing = info;
+    sl_task_record rec;
+    sl_task_status st;
+    (void)state;
+    sim_init(&s, "engine_spec", 3, CONFIG(""));
+    w = calloc((size_t)sl_layout_params(s.layout), sizeof *w);
+    assert_int_equal(sl_frame_encode_model(s.layout, w, 1, 3, &frame, &len), SL_OK);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal(sl_engine_create_task_spec(s.engine, "{\"name\":\"bad\",\"target\":2}",
+                                                    LAYOUT, bad[i], frame, len, &task, err,
+                                                    sizeof err),
+                         SL_ESPEC);
+        assert_true(strncmp(err, "model_spec: ", 12) == 0);
+    }
+    /* nothing of the refused tasks was stored */
+    assert_int_equal(sl_store_get_task(s.store, s.task + 1, &rec), SL_ENOENT);
+    assert_int_equal(sl_engine_create_task_spec(s.engine, "{\"name\":\"spec\",\"target\":2}",
+                                                LAYOUT, spec, frame, len, &task, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(sl_engine_create_task_spec(s.engine, "{\"name\":\"spec\",\"target\":2}",
+                                                LAYOUT, spec, frame, len, &again, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(task, again);
+    free(frame);
+    free(w);
+    assert_int_equal(sl_store_get_task(s.store, task, &rec), SL_OK);
+    assert_string_equal(rec.model_spec, spec);
+    sl_store_task_free(&rec);
+    mbedtls_sha256_ret((const unsigned char *)spec, strlen(spec), sha, 0);
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", sha[i]);
+    sim_at(&s, T0 + 1);
+    /* the task without a spec has no hash */
+    assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[0], &info, &r), SL_OK);
+    assert_string_equal(r.model_spec_sha256, "");
+    /* device 0 refuses: recorded once, never pooled */
+    snprintf(refusing.refusal, sizeof refusing.refusal, "needs 300 MB of activations");
+    assert_int_equal(sl_engine_checkin(s.engine, task, s.devices[0], &refusing, &r), SL_OK);
+    assert_string_equal(r.model_spec_sha256, hex);
+    assert_false(r.selected);
+    assert_true(r.refusal_changed);
+    assert_int_equal(sl_store_set_refusal(s.store, task, s.devices[0], refusing.refusal), SL_OK);
+    assert_int_equal(sl_engine_checkin(s.engine, task, s.devices[0], &refusing, &r), SL_OK);
+    assert_false(r.refusal_changed);
+    /* the others are selected (target 2 of 3 devices, over-selection): device 0 never */
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 1; i < 3; i++)
+            assert_int_equal(sl_engine_checkin(s.engine, task, s.devices[i], &info, &r), SL_OK);
+    assert_int_equal(sl_engine_task_status(s.engine, task, &st), SL_OK);
+    assert_int_equal(st.round.state, SL_ROUND_SELECTING);
+    sim_at(&s, st.round.select_deadline_ms); /* the selection window closes */
+    for (size_t i = 1; i < 3; i++) {
+        assert_int_equal(sl_engine_checkin(s.engine, task, s.devices[i], &info, &r), SL_OK);
+        assert_true(r.selected);
+    }
+    assert_int_equal(sl_engine_checkin(s.engine, task, s.devices[0], &refusing, &r), SL_OK);
+    assert_false(r.selected);
+    /* the refusal survives a restart: a check-in without one clears it (once) */
+    sim_restart(&s);
+    assert_int_equal(sl_engine_checkin(s.engine, task, s.devices[0], &info, &r), SL_OK);
+    assert_true(r.refusal_changed);
+    assert_int_equal(sl_engine_checkin(s.engine, task, s.devices[0], &info, &r), SL_OK);
+    assert_false(r.refusal_changed);
+    sim_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_lifecycle),
+        cmocka_unit_test(test_model_spec_and_refusals),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_dropout_matrix),
         cmocka_unit_test(test_determinism),

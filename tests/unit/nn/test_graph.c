@@ -274,6 +274,24 @@ static void test_fd_core(void **state)
     check_fd_file("fd_specs.json");
 }
 
+static void test_fd_shape(void **state)
+{
+    (void)state;
+    check_fd_file("fd_specs_shape.json");
+}
+
+static void test_fd_norm(void **state)
+{
+    (void)state;
+    check_fd_file("fd_specs_norm.json");
+}
+
+static void test_fd_seq(void **state)
+{
+    (void)state;
+    check_fd_file("fd_specs_seq.json");
+}
+
 /* ---- memory plan, losses' refusals ------------------------------------------------------- */
 
 static void test_plan_and_refusals(void **state)
@@ -334,9 +352,11 @@ int main(int argc, char **argv)
         return 0;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reference_logreg), cmocka_unit_test(test_reference_mlp),
-        cmocka_unit_test(test_reference_lenet5), cmocka_unit_test(test_reference_cnn),
-        cmocka_unit_test(test_fd_core),          cmocka_unit_test(test_plan_and_refusals),
+        cmocka_unit_test(test_reference_logreg),  cmocka_unit_test(test_reference_mlp),
+        cmocka_unit_test(test_reference_lenet5),  cmocka_unit_test(test_reference_cnn),
+        cmocka_unit_test(test_fd_core),           cmocka_unit_test(test_fd_shape),
+        cmocka_unit_test(test_fd_norm),           cmocka_unit_test(test_fd_seq),
+        cmocka_unit_test(test_plan_and_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

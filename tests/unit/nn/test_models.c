@@ -389,6 +389,61 @@ static void test_variants_agree(void **state)
     }
 }
 
+/* Every registry spec lowers to fused stages, and the general executor (SL_NN_GENERAL)
+ * gives the same logits, loss and gradient within rounding. */
+static void test_fused_equals_general(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_MODELS; i++) {
+        sl_model *fused, *general;
+        size_t np;
+        float *w, *g1, *g2, z1[BATCH * 10], z2[BATCH * 10], l1, l2;
+        const char *which = "";
+        double d;
+        assert_int_equal(sl_model_create(models[i], &fused), SL_OK);
+        assert_int_equal(sl_model_fused(fused), 1);
+        assert_int_equal(setenv("SL_NN_GENERAL", "1", 1), 0);
+        assert_int_equal(sl_model_create_spec(sl_model_spec(fused), &general, NULL, 0), SL_OK);
+        assert_int_equal(unsetenv("SL_NN_GENERAL"), 0);
+        assert_int_equal(sl_model_fused(general), 0);
+        np = sl_model_params(fused);
+        w = ref_weights(fused);
+        g1 = malloc(np * sizeof *g1), g2 = malloc(np * sizeof *g2);
+        assert_non_null(g1), assert_non_null(g2);
+        assert_int_equal(sl_model_loss_grad(fused, w, input, labels, BATCH, &l1, g1, z1), SL_OK);
+        assert_int_equal(sl_model_loss_grad(general, w, input, labels, BATCH, &l2, g2, z2), SL_OK);
+        d = worst_tensor_diff(sl_model_layout(fused), g2, g1, &which);
+        printf("  %-7s fused vs general: logits %.1e, loss %.1e, grad %.1e (%s)\n", models[i],
+               rel_diff(z2, z1, BATCH * 10), fabs(l1 - l2), d, which);
+        assert_true(rel_diff(z2, z1, BATCH * 10) <= 1e-5);
+        assert_true(fabs(l1 - l2) <= 1e-5 * l1);
+        assert_true(d <= 1e-4);
+        assert_int_equal(sl_model_forward(general, w, input, BATCH, z2), SL_OK);
+        assert_true(rel_diff(z2, z1, BATCH * 10) <= 1e-5);
+        {
+            /* the memory of a step, known before it: at least the logits, more for a larger
+             * batch (not in proportion: convolution workspaces depend on the algorithm the
+             * batch size picks); asking does not disturb a model that already ran a step */
+            size_t fa = sl_model_activation_bytes(fused, BATCH);
+            size_t ga = sl_model_activation_bytes(general, BATCH);
+            size_t f2 = sl_model_activation_bytes(fused, 16 * BATCH);
+            size_t g2b = sl_model_activation_bytes(general, 16 * BATCH);
+            printf("  %-7s activation bytes at %d: fused %zu, general %zu; x16: %zu, %zu\n",
+                   models[i], BATCH, fa, ga, f2, g2b);
+            assert_true(fa >= BATCH * 10 * sizeof(float) && ga >= BATCH * 10 * sizeof(float));
+            assert_true(f2 > fa && g2b > ga);
+            assert_int_equal(sl_model_activation_bytes(fused, 0), 0);
+            assert_int_equal(sl_model_activation_bytes(fused, SIZE_MAX / 4), 0);
+            assert_int_equal(sl_model_loss_grad(fused, w, input, labels, BATCH, &l2, g2, z2),
+                             SL_OK);
+            assert_memory_equal(g2, g1, np * sizeof *g1);
+        }
+        free(w), free(g1), free(g2);
+        sl_model_free(general);
+        sl_model_free(fused);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -403,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_init),
         cmocka_unit_test(test_variants_agree),
+        cmocka_unit_test(test_fused_equals_general),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -73,6 +73,61 @@ static void test_devices(void **state)
     assert_int_equal(sl_store_enrol_device(f->s, key, SL_STORE_MAX_KEY + 1, "{}", &id), SL_EINVAL);
 }
 
+typedef struct refusals_seen {
+    int n;
+    int64_t task[4];
+    char reason[4][64];
+} refusals_seen;
+
+static int collect_refusal(void *ctx, int64_t task_id, int64_t device_id, const char *reason,
+                           int64_t at_ms)
+{
+    refusals_seen *r = ctx;
+    assert_true(at_ms > 0 && device_id > 0);
+    r->task[r->n] = task_id;
+    snprintf(r->reason[r->n], sizeof r->reason[0], "%s", reason);
+    r->n++;
+    return 0;
+}
+
+static void test_refusals(void **state)
+{
+    fixture *f = *state;
+    uint8_t key[65] = {4, 9, 9};
+    int64_t dev, t1, t2;
+    refusals_seen seen;
+    char big[SL_STORE_MAX_TEXT + 1];
+    assert_int_equal(sl_store_enrol_device(f->s, key, sizeof key, "{}", &dev), SL_OK);
+    assert_int_equal(sl_store_create_task(f->s, "a", "{}", "w 1\n", &t1), SL_OK);
+    assert_int_equal(sl_store_create_task(f->s, "b", "{}", "w 1\n", &t2), SL_OK);
+    assert_int_equal(sl_store_set_refusal(f->s, t2, dev, "too big"), SL_OK);
+    assert_int_equal(sl_store_set_refusal(f->s, t1, dev, "first"), SL_OK);
+    assert_int_equal(sl_store_set_refusal(f->s, t1, dev, "replaced"), SL_OK);
+    memset(&seen, 0, sizeof seen);
+    assert_int_equal(sl_store_list_refusals(f->s, 0, dev, collect_refusal, &seen), SL_OK);
+    assert_int_equal(seen.n, 2);
+    assert_int_equal(seen.task[0], t1);
+    assert_string_equal(seen.reason[0], "replaced");
+    assert_int_equal(seen.task[1], t2);
+    assert_string_equal(seen.reason[1], "too big");
+    /* an empty reason clears; bad input changes nothing */
+    assert_int_equal(sl_store_set_refusal(f->s, t2, dev, ""), SL_OK);
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    assert_int_equal(sl_store_set_refusal(f->s, t1, dev, big), SL_EINVAL);
+    assert_int_equal(sl_store_set_refusal(f->s, t1, dev, NULL), SL_EINVAL);
+    memset(&seen, 0, sizeof seen);
+    assert_int_equal(sl_store_list_refusals(f->s, 0, dev, collect_refusal, &seen), SL_OK);
+    assert_int_equal(seen.n, 1);
+    assert_string_equal(seen.reason[0], "replaced");
+    memset(&seen, 0, sizeof seen);
+    assert_int_equal(sl_store_list_refusals(f->s, t2, 0, collect_refusal, &seen), SL_OK);
+    assert_int_equal(seen.n, 0);
+    assert_int_equal(sl_store_list_refusals(f->s, t1, 0, collect_refusal, &seen), SL_OK);
+    assert_int_equal(seen.n, 1);
+    assert_int_equal(sl_store_list_refusals(f->s, -1, 0, collect_refusal, &seen), SL_EINVAL);
+}
+
 static int collect_task(void *ctx, int64_t task_id)
 {
     int64_t *ids = ctx;
@@ -107,7 +162,25 @@ static void test_tasks_and_models(void **state)
         assert_int_equal(listed[2], second);
     }
     assert_string_equal(t.layout_text, "w 10\n");
+    assert_null(t.model_spec); /* a task without a spec */
     sl_store_task_free(&t);
+    {
+        /* a model spec is stored as given and is part of the task's identity */
+        int64_t with, same;
+        const char *spec = "{\"starling_model\": 1}";
+        assert_int_equal(sl_store_create_task_spec(f->s, "spec", "{}", "w 1\n", spec, &with),
+                         SL_OK);
+        assert_int_equal(sl_store_create_task_spec(f->s, "spec", "{}", "w 1\n", spec, &same),
+                         SL_OK);
+        assert_int_equal(with, same);
+        assert_int_equal(sl_store_create_task_spec(f->s, "spec", "{}", "w 1\n", "{}", &same),
+                         SL_ECONFLICT);
+        assert_int_equal(sl_store_create_task(f->s, "spec", "{}", "w 1\n", &same), SL_ECONFLICT);
+        assert_int_equal(sl_store_create_task_spec(f->s, "x", "{}", "w 1\n", "", &same), SL_EINVAL);
+        assert_int_equal(sl_store_get_task(f->s, with, &t), SL_OK);
+        assert_string_equal(t.model_spec, spec);
+        sl_store_task_free(&t);
+    }
     m.task_id = task;
     m.version = 1;
     m.frame = frame;
@@ -769,6 +842,7 @@ int main(void)
         T(test_retention),
         T(test_backup_while_writing),
         T(test_migration_from_v1),
+        T(test_refusals),
         T(test_corrupt_file),
         T(test_audit),
         T(test_locked_database),

@@ -236,8 +236,14 @@ typedef struct sl_agent_options {
     uint32_t batch;
     double lr;
     double max_train_seconds; /* stop after the epoch that crosses it; 0: no limit */
-    unsigned threads;         /* GEMM threads, process-wide (0: leave the process's
-                                 setting; fleets run 1) */
+    /* limits a task's model spec is checked against before anything is trained (a model
+     * over them is refused with the reason, which the coordinator records) */
+    uint32_t max_nodes;     /* graph nodes (default 4096) */
+    uint64_t max_params;    /* parameters (default 16,777,216) */
+    uint64_t memory_budget; /* bytes a training step may use: parameters, optimiser state,
+                               activations at the task's batch (default 512 MiB) */
+    unsigned threads;       /* GEMM threads, process-wide (0: leave the process's
+                               setting; fleets run 1) */
     /* how long to run: sl_agent_run() returns after @rounds resolved
      * participations (accepted, folded, discarded or dropped); 0: until
      * stopped. */

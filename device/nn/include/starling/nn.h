@@ -125,19 +125,31 @@ int sl_spec_tensor_shape(const sl_spec *spec, const char *name, uint32_t *shape,
 /* Models                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/** A model of the registry with its scratch space. Opaque. */
+/** A model built from a spec, with its scratch space. Opaque. */
 typedef struct sl_model sl_model;
 
 /**
- * sl_model_create - instantiate a registry model:
+ * sl_model_create_spec - a model that runs @spec (which must outlive it):
+ * lowered to fused stages when its graph has their shape ([Conv -> Relu ->
+ * MaxPool 2x2]* -> Flatten -> [Gemm -> Relu]* -> Gemm, cross-entropy,
+ * one input channel), else the general executor; both give the same values
+ * within rounding. SL_NN_GENERAL set in the environment forces the general
+ * executor (for tests and comparisons). Returns SL_OK, SL_EUNSUPPORTED (an op this build has no
+ * kernels for; the reason in @err, which may be NULL), SL_ENOMEM, SL_EINVAL.
+ */
+int sl_model_create_spec(const sl_spec *spec, sl_model **out, char *err, size_t errcap);
+
+/**
+ * sl_model_create - a model of the registry: the spec files of
+ * device/nn/models, compiled in:
  *   "logreg"  784 -> 10                                            (7,850)
  *   "mlp"     784-200-200-10, ReLU                                 (199,210)
  *   "lenet5"  conv 6@5x5 valid, pool, conv 16@5x5 valid, pool,
  *             FC 120, 84, 10, ReLU                                 (44,426)
  *   "cnn"     conv 32@5x5 same, pool, conv 64@5x5 same, pool,
  *             FC 512, 10, ReLU                                     (1,663,370)
- * Inputs are 1x28x28 images (784 floats), 10 classes.
- * Returns SL_OK, SL_ENOENT (unknown name), SL_ENOMEM.
+ * (each takes a 1x28x28 image and gives 10 logits: Fashion-MNIST's). The
+ * model owns its spec. Returns SL_OK, SL_ENOENT (unknown name), SL_ENOMEM.
  */
 int sl_model_create(const char *name, sl_model **out);
 
@@ -147,46 +159,80 @@ void sl_model_free(sl_model *model);
 /** sl_model_names - NULL-terminated list of the registry's names. */
 const char *const *sl_model_names(void);
 
-/** sl_model_name - the registry name. */
+/** sl_model_spec - the spec the model runs. */
+const sl_spec *sl_model_spec(const sl_model *model);
+
+/** sl_model_name - the spec's name. */
 const char *sl_model_name(const sl_model *model);
 
-/** sl_model_layout - the parameter layout (owned by the model). */
+/** sl_model_layout - the parameter layout (owned by the spec). */
 const sl_layout *sl_model_layout(const sl_model *model);
 
 /** sl_model_params - number of fp32 parameters. */
 size_t sl_model_params(const sl_model *model);
 
-/** sl_model_input_size - floats per sample (784). */
+/** sl_model_input_size - floats per sample of the (first) input. */
 size_t sl_model_input_size(const sl_model *model);
 
-/** sl_model_classes - number of output classes (10). */
+/** sl_model_classes - outputs per sample (classes, or regression targets). */
 size_t sl_model_classes(const sl_model *model);
 
+/** sl_model_fused - 1 when the spec runs as fused stages, 0 on the general executor. */
+int sl_model_fused(const sl_model *model);
+
 /**
- * sl_model_init - PyTorch's default initialisation, deterministic by @seed:
- * every weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform
- * with a = sqrt(5) for weights, as nn.Linear / nn.Conv2d reset_parameters).
+ * sl_model_activation_bytes - the scratch memory a training step of @batch
+ * samples needs (activations, their gradients, workspaces: the one arena
+ * planned before the first step), not counting the parameters, the gradient
+ * vector and the optimiser's state. 0 when it cannot be sized (overflow).
+ * Does not allocate.
+ */
+size_t sl_model_activation_bytes(sl_model *model, size_t batch);
+
+/**
+ * sl_model_init - each parameter as its spec's "init" says, deterministic by
+ * @seed; the default is PyTorch's: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+ * (kaiming_uniform with a = sqrt(5) for weights, as nn.Linear / nn.Conv2d
+ * reset_parameters), a bias sharing its weight's fan-in.
  */
 int sl_model_init(const sl_model *model, float *params, uint64_t seed);
 
 /**
- * sl_model_forward - logits for a batch. @x: @batch x 784 floats;
- * @logits: @batch x 10. A batch of 0 does nothing. Returns SL_OK, SL_EINVAL,
- * SL_ENOMEM.
+ * sl_model_forward - outputs (logits) for a batch, inference mode (Dropout
+ * off, BatchNormalization on its running statistics). @x: @batch x
+ * sl_model_input_size() floats; @logits: @batch x sl_model_classes(). A
+ * batch of 0 does nothing. Returns SL_OK, SL_EINVAL, SL_ENOMEM.
  */
 int sl_model_forward(sl_model *model, const float *params, const float *x, size_t batch,
                      float *logits);
 
 /**
- * sl_model_loss_grad - forward and backward pass: the mean softmax
- * cross-entropy over the batch and its gradient with respect to every
- * parameter. @labels: @batch ints in [0, 10) (SL_EINVAL otherwise; a batch
- * of 0 is SL_EINVAL too).
- * @grad: sl_model_params() floats, overwritten. @loss: may be NULL.
- * @logits: optional (@batch x 10), the forward result.
+ * sl_model_loss_grad - a training step's forward and backward pass for a
+ * spec with the cross-entropy loss: the mean loss over the batch and its
+ * gradient with respect to every parameter (a buffer's is 0). @labels:
+ * @batch ints in [0, classes) (SL_EINVAL otherwise, and for a batch of 0 or
+ * another loss). @grad: sl_model_params() floats, overwritten. @loss: may be
+ * NULL. @logits: optional (@batch x classes), the forward result.
  */
 int sl_model_loss_grad(sl_model *model, const float *params, const float *x, const int32_t *labels,
                        size_t batch, float *loss, float *grad, float *logits);
+
+/**
+ * sl_model_loss_grad_targets - the same for a spec whose loss takes targets
+ * (bce_with_logits, mse, l1, huber): @targets @batch x classes floats
+ * (finite; in [0, 1] for bce_with_logits: SL_EINVAL otherwise).
+ */
+int sl_model_loss_grad_targets(sl_model *model, const float *params, const float *x,
+                               const float *targets, size_t batch, float *loss, float *grad,
+                               float *outputs);
+
+/**
+ * sl_model_update_buffers - after a training step (and the optimiser's
+ * update): fold the step's batch statistics into the buffer parameters of
+ * @params (BatchNormalization's running mean and variance). A no-op for a
+ * spec without buffers.
+ */
+void sl_model_update_buffers(sl_model *model, float *params);
 
 /* ------------------------------------------------------------------------ */
 /* Optimiser                                                                */
@@ -244,7 +290,8 @@ typedef struct sl_train_opts {
 
 /**
  * sl_train - train @params in place on the samples @indices[0..n) of the
- * data set (@x: 784 floats per sample, @y: labels), @opts->epochs epochs of
+ * data set (@x: sl_model_input_size() floats per sample, @y: class labels),
+ * @opts->epochs epochs of
  * shuffled mini-batches with @sgd. @global: the round's global weights for
  * FedProx (NULL when prox_mu is 0). @mean_loss: mean loss of the last epoch
  * (may be NULL). @indices NULL means 0..n-1. Deterministic for a seed.
