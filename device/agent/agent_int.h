@@ -253,6 +253,9 @@ int sl__agent_set_model(sl_agent *a, sl_model *m);
  * @batch. A spec the device cannot train leaves the reason in a->spec_refusal
  * (SL_OK); transport errors are returned (retried at the next check-in). */
 int sl__agent_take_spec(sl_agent *a, const char *sha256, uint32_t batch);
+/* The evaluator (no check-ins): the task's spec straight from GET
+ * /v1/tasks/{id}/model-spec (none: SL_OK, the registry path), checked at @batch. */
+int sl__agent_take_task_spec(sl_agent *a, uint32_t batch);
 /* At start: the cached spec, when there is one and it still passes the checks,
  * becomes the model. SL_OK also when there is none. */
 int sl__agent_restore_spec(sl_agent *a);

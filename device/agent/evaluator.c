@@ -113,6 +113,23 @@ int sl_agent_evaluate(const sl_agent_options *o, char *err, size_t errcap)
     if (o->threads > 0)
         sl_nn_set_threads(o->threads);
     rc = sl__agent_connect(a);
+    while (rc == SL_OK && !sl__agent_stopping(a)) {
+        /* the task's model spec, when it has one: evaluated as devices train it */
+        int step = sl__agent_take_task_spec(a, EVAL_BATCH);
+        if (step == SL_OK && a->spec_refusal[0] != '\0') {
+            sl_log(SL_LOG_ERROR, "evaluator", "task %" PRId64 ": %s", a->o.task_id,
+                   a->spec_refusal);
+            rc = SL_EUNSUPPORTED;
+        } else if (step == SL_EPERM || step == SL_ENOMEM) {
+            rc = step;
+        } else if (step != SL_OK) {
+            if (sl__agent_sleep(a, o->retry_base_ms << (failures < 6 ? failures++ : 6)))
+                break;
+            continue;
+        }
+        break;
+    }
+    failures = 0;
     if (rc == SL_OK && sl__agent_read_i64(a, "evaluated", &done) != SL_OK)
         done = 0;
     while (rc == SL_OK && !sl__agent_stopping(a)) {

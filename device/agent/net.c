@@ -342,7 +342,10 @@ int sl__agent_fetch_spec(sl_agent *a, void **text, size_t *len)
         return rc;
     }
     if (r.status != 200) {
-        rc = answer_status("model spec", &r);
+        /* 404: the task has none (the caller knows whether that is news); 401/403: not ours */
+        rc = r.status == 404                      ? SL_ENOENT
+             : r.status == 401 || r.status == 403 ? SL_EPERM
+                                                  : answer_status("model spec", &r);
         sl_client_response_free(&r);
         return rc;
     }

@@ -230,6 +230,27 @@ int sl__agent_take_spec(sl_agent *a, const char *sha256, uint32_t batch)
     return rc;
 }
 
+int sl__agent_take_task_spec(sl_agent *a, uint32_t batch)
+{
+    void *text = NULL;
+    size_t len = 0;
+    char sha[65];
+    int rc = sl__agent_fetch_spec(a, &text, &len);
+    if (rc == SL_ENOENT)
+        return SL_OK; /* a task without a spec: its layout names a registry model */
+    if (rc != SL_OK)
+        return rc;
+    hex_sha(text, len, sha);
+    if (strcmp(sha, a->spec_sha256) != 0) {
+        rc = sl__agent_write_file(a, SPEC_FILE, text, len);
+        if (rc != SL_OK)
+            sl_log(SL_LOG_WARN, "agent", "model spec not cached: %s", sl_strerror(rc));
+        rc = evaluate(a, text, len, sha, batch);
+    }
+    free(text);
+    return rc;
+}
+
 int sl__agent_restore_spec(sl_agent *a)
 {
     void *text = NULL;

@@ -6,7 +6,7 @@
  * parameters, memory budget) or that does not fit their data, the
  * coordinator records each reason per device (GET /v1/devices/{id}) and never
  * selects them, and a device whose limits allow the model again trains and
- * clears its refusal.
+ * clears its refusal. The evaluator evaluates a spec task's versions.
  */
 #include <sys/stat.h>
 
@@ -107,6 +107,24 @@ static void test_fleet_trains_spec(void **state)
         }
     }
     assert_true(ag_model_version(&c, task) >= 3); /* two rounds closed */
+    {
+        /* the evaluator takes the task's spec too, and reports every version */
+        char eval[600], task_s[32];
+        sl_model_record mr;
+        int64_t v = ag_model_version(&c, task);
+        snprintf(eval, sizeof eval, "%s/eval", dir);
+        snprintf(task_s, sizeof task_s, "%lld", (long long)task);
+        const char *args[] = {"--coordinator", c.url,         "--task",
+                              task_s,          "--data",      data,
+                              "--state-dir",   eval,          "--admin-token-file",
+                              c.admin_file,    "--evaluator", "--once",
+                              "--log-level",   "warn",        NULL};
+        assert_int_equal(ag_wait(ag_spawn_agent(args, log), 60000), 0);
+        assert_int_equal(sl_store_get_model(c.store, task, v, &mr), SL_OK);
+        assert_non_null(mr.metrics);
+        assert_non_null(strstr(mr.metrics, "accuracy"));
+        sl_store_model_free(&mr);
+    }
     /* each device cached the spec the coordinator serves */
     snprintf(path, sizeof path, "/v1/tasks/%lld/model-spec", (long long)task);
     ag_admin(&c, "GET", path, NULL, &r);
