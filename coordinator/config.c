@@ -33,6 +33,15 @@
  *   local_lr             number          (0, 10]                0.01
  *   local_momentum       number          [0, 1)                 0.9
  *   prox_mu              number          0 .. 1000              0
+ *   local_optimizer      string          "sgd", "adam", "adamw" "sgd"
+ *   local_nesterov       boolean         sgd only               false
+ *   local_weight_decay   number          0 .. 100               0 (adamw: 0.01)
+ *   local_betas          [number, number] each [0, 1)          [0.9, 0.999]
+ *   local_eps            number          (0, 1]                 1e-8
+ *   local_clip_norm      number          0 .. 1e9 (0: off)      0
+ *   frozen               array of strings  layout names or      []
+ *                                        module prefixes
+ *   local_norm           boolean                                false
  *   aggregator           string          sl_aggregator_name()   "fedavg"
  *   server_lr            number          (0, 100]               1
  *   server_momentum      number          [0, 1)                 0.9
@@ -47,12 +56,31 @@
  *   buffer_size          integer         1 .. 1e5               10
  *   max_staleness        integer         0 .. 1e5               10
  *
+ * The local_* keys above local_lr's line configure the devices' optimiser
+ * (device/nn/include/starling/optim.h, PyTorch's torch.optim semantics):
+ * local_momentum and local_nesterov are SGD's; local_betas and local_eps are
+ * Adam's and AdamW's; local_weight_decay is L2 in the gradient for sgd and
+ * adam, decoupled for adamw (PyTorch's default 0.01 when the key is absent);
+ * local_clip_norm bounds the global L2 norm of each step's gradient. "frozen"
+ * lists parameters no device trains (their update entries are zero): tensor
+ * names, or module prefixes ("fc1" and "fc1." freeze "fc1.weight" and
+ * "fc1.bias", not "fc10.weight"); sl_task_config_check_layout() checks them
+ * against the task's layout. "local_norm" is FedBN: the parameters of every
+ * BatchNormalization and LayerNormalization node (scale, bias, running
+ * statistics) stay on each device, as the spec's "local" parameters always
+ * do (device/nn/MODEL_SPEC.md); devices send no change of them. The defaults
+ * (sgd, no clipping, nothing frozen, no FedBN) train as before these keys.
+ *
  * Cross-field rules: quorum <= target; residual_decay < 1 needs error_feedback
  * "residual" (tracking keeps no stale mass to decay); dp_noise > 0 needs clip_norm > 0
  * (the noise is calibrated to the clipping bound); warmup_density >= density
  * when warmup_rounds > 0 (warm-up starts denser and decays); error_feedback
  * "tracking" needs aggregator "fedavg" and server_lr <= 1 (it absorbs the
- * model's move, which must be the mean of the updates sent).
+ * model's move, which must be the mean of the updates sent); local_nesterov
+ * needs local_optimizer "sgd" and local_momentum > 0; local_optimizer "adam"
+ * or "adamw" needs local_momentum 0 (0 when absent: the key's default 0.9 is
+ * SGD's); local_betas and local_eps other than their defaults need "adam" or
+ * "adamw".
  *
  * Two representation choices keep parse(to_json(c)) == c exact:
  * - quorum: JSON cannot tell 1 from 1.0, so an integer >= 1 is a count and
@@ -84,9 +112,23 @@ static const char *const aggregator_names[] = {
 };
 #define AGGREGATOR_COUNT (sizeof aggregator_names / sizeof aggregator_names[0])
 
+static const char *const optimizer_names[] = {"sgd", "adam", "adamw"};
+#define OPTIMIZER_COUNT (sizeof optimizer_names / sizeof optimizer_names[0])
+
+#define BETA1_DEFAULT   0.9
+#define BETA2_DEFAULT   0.999
+#define EPS_DEFAULT     1e-8
+#define ADAMW_DECAY     0.01 /* torch.optim.AdamW's default weight decay */
+#define FROZEN_NAME     127  /* a layout name's longest (codecs/FORMAT.md) */
+
 const char *sl_aggregator_name(sl_aggregator a)
 {
     return (unsigned)a < AGGREGATOR_COUNT ? aggregator_names[a] : "?";
+}
+
+const char *sl_local_optimizer_name(sl_local_optimizer o)
+{
+    return (unsigned)o < OPTIMIZER_COUNT ? optimizer_names[o] : "?";
 }
 
 typedef enum key_kind {
@@ -100,6 +142,9 @@ typedef enum key_kind {
     K_SCOPE,  /* sl_topk_scope as its name */
     K_EF,     /* sl_error_feedback as its name */
     K_BOOL,   /* int, JSON true/false */
+    K_OPTIM,  /* sl_local_optimizer as its name */
+    K_BETAS,  /* double[2], each in [min, max) */
+    K_FROZEN, /* char frozen[SL_TASK_FROZEN_MAX], a JSON array of names */
     K_SEED,   /* uint64_t, number <= 2^53 or decimal string */
     K_QUORUM  /* uint32_t, count or fraction of target */
 } key_kind;
@@ -139,6 +184,14 @@ static const key_spec keys[] = {
     {"local_lr", K_F64, F(local_lr), 0, 10, 1, 0, 0.01},
     {"local_momentum", K_F64, F(local_momentum), 0, 1, 0, 1, 0.9},
     {"prox_mu", K_F64, F(prox_mu), 0, 1000, 0, 0, 0},
+    {"local_optimizer", K_OPTIM, F(local_optimizer), 0, 0, 0, 0, 0},
+    {"local_nesterov", K_BOOL, F(local_nesterov), 0, 0, 0, 0, 0},
+    {"local_weight_decay", K_F64, F(local_weight_decay), 0, 100, 0, 0, 0},
+    {"local_betas", K_BETAS, F(local_betas), 0, 1, 0, 1, 0},
+    {"local_eps", K_F64, F(local_eps), 0, 1, 1, 0, EPS_DEFAULT},
+    {"local_clip_norm", K_F64, F(local_clip_norm), 0, 1e9, 0, 0, 0},
+    {"frozen", K_FROZEN, F(frozen), 0, 0, 0, 0, 0},
+    {"local_norm", K_BOOL, F(local_norm), 0, 0, 0, 0, 0},
     {"aggregator", K_AGG, F(aggregator), 0, 0, 0, 0, 0},
     {"server_lr", K_F64, F(server_lr), 0, 100, 1, 0, 1},
     {"server_momentum", K_F64, F(server_momentum), 0, 1, 0, 1, 0.9},
@@ -313,6 +366,116 @@ static int parse_seed_string(const char *s, uint64_t *out)
     return 1;
 }
 
+/* One "frozen" entry (@len bytes at @s; not terminated): a layout name or a
+ * module prefix, so 1..127 bytes of the layout's name characters.
+ * @where names it in messages ("frozen[2]"). */
+static int check_frozen_entry(const char *s, size_t len, const char *where, char *err,
+                              size_t errcap)
+{
+    if (len == 0 || len > FROZEN_NAME) {
+        set_err(err, errcap, "%s: %s", where,
+                len == 0 ? "must not be empty" : "longer than 127 bytes (no layout name is)");
+        return SL_ECONFIG_VALUE;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!isalnum(ch) && strchr("_.:/-", ch) == NULL) {
+            set_err(err, errcap,
+                    "%s: byte 0x%02x at offset %zu is not in a layout name ([A-Za-z0-9_.:/-])",
+                    where, ch, i);
+            return SL_ECONFIG_VALUE;
+        }
+    }
+    return SL_OK;
+}
+
+/* The stored form: entries joined by commas, terminated inside the field. */
+static int check_frozen(const char *frozen, char *err, size_t errcap)
+{
+    size_t n = strnlen(frozen, SL_TASK_FROZEN_MAX), i = 0, k = 0;
+    char where[32];
+    if (n >= SL_TASK_FROZEN_MAX) {
+        set_err(err, errcap, "frozen: longer than %d bytes in all", SL_TASK_FROZEN_MAX - 1);
+        return SL_ECONFIG_VALUE;
+    }
+    while (n > 0 && i <= n) {
+        size_t len = strcspn(frozen + i, ",");
+        int rc;
+        snprintf(where, sizeof where, "frozen[%zu]", k++);
+        if ((rc = check_frozen_entry(frozen + i, len, where, err, errcap)) != SL_OK)
+            return rc;
+        i += len + 1;
+    }
+    return SL_OK;
+}
+
+static int parse_frozen(const cJSON *item, sl_task_config *c, char *err, size_t errcap)
+{
+    const cJSON *e;
+    char joined[SL_TASK_FROZEN_MAX], where[32];
+    size_t used = 0, k = 0;
+    int rc;
+    if (!cJSON_IsArray(item)) {
+        set_err(err, errcap, "frozen: expected an array of parameter names, got %s",
+                json_type_name(item));
+        return SL_ECONFIG_VALUE;
+    }
+    memset(joined, 0, sizeof joined);
+    cJSON_ArrayForEach(e, item)
+    {
+        size_t len;
+        snprintf(where, sizeof where, "frozen[%zu]", k++);
+        if (!cJSON_IsString(e)) {
+            set_err(err, errcap, "%s: expected a string, got %s", where, json_type_name(e));
+            return SL_ECONFIG_VALUE;
+        }
+        len = strlen(e->valuestring);
+        if ((rc = check_frozen_entry(e->valuestring, len, where, err, errcap)) != SL_OK)
+            return rc;
+        if (used + (used > 0) + len >= sizeof joined) {
+            set_err(err, errcap, "frozen: the names take more than %d bytes in all",
+                    SL_TASK_FROZEN_MAX - 1);
+            return SL_ECONFIG_VALUE;
+        }
+        if (used > 0)
+            joined[used++] = ',';
+        memcpy(joined + used, e->valuestring, len);
+        used += len;
+    }
+    memcpy(c->frozen, joined, sizeof joined);
+    return SL_OK;
+}
+
+/* local_betas: an array [beta1, beta2], each in the key's range. */
+static int parse_betas(const key_spec *k, const cJSON *item, sl_task_config *c, char *err,
+                       size_t errcap)
+{
+    double b[2];
+    if (!cJSON_IsArray(item) || cJSON_GetArraySize(item) != 2) {
+        set_err(err, errcap, "%s: expected an array of two numbers [beta1, beta2], got %s", k->key,
+                cJSON_IsArray(item) ? "another length" : json_type_name(item));
+        return SL_ECONFIG_VALUE;
+    }
+    for (int i = 0; i < 2; i++) {
+        const cJSON *e = cJSON_GetArrayItem(item, i);
+        char name[32];
+        key_spec one = *k;
+        int rc;
+        snprintf(name, sizeof name, "%s[%d]", k->key, i);
+        one.key = name;
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble)) {
+            set_err(err, errcap, "%s: expected a finite number, got %s", name,
+                    cJSON_IsNumber(e) ? "infinity" : json_type_name(e));
+            return SL_ECONFIG_VALUE;
+        }
+        if ((rc = check_range(&one, e->valuedouble, err, errcap)) != SL_OK)
+            return rc;
+        b[i] = e->valuedouble;
+    }
+    memcpy(c->local_betas, b, sizeof b);
+    return SL_OK;
+}
+
 /* The JSON value of one key into @c. @quorum_fraction receives a fraction
  * of target, resolved once every key is read. */
 static int parse_key(const key_spec *k, const cJSON *item, sl_task_config *c,
@@ -370,14 +533,31 @@ static int parse_key(const key_spec *k, const cJSON *item, sl_task_config *c,
         memcpy(field, item->valuestring, strlen(item->valuestring));
         return SL_OK;
     }
-    case K_BOOL:
+    case K_BOOL: {
+        int b = cJSON_IsTrue(item) ? 1 : 0;
         if (!cJSON_IsBool(item)) {
             set_err(err, errcap, "%s: expected true or false, got %s", k->key,
                     json_type_name(item));
             return SL_ECONFIG_VALUE;
         }
-        c->fedbuff = cJSON_IsTrue(item) ? 1 : 0;
+        memcpy(field, &b, sizeof b);
         return SL_OK;
+    }
+    case K_OPTIM:
+        if (cJSON_IsString(item)) {
+            for (unsigned i = 0; i < OPTIMIZER_COUNT; i++) {
+                if (strcmp(item->valuestring, optimizer_names[i]) == 0) {
+                    c->local_optimizer = (sl_local_optimizer)i;
+                    return SL_OK;
+                }
+            }
+        }
+        set_err(err, errcap, "%s: expected \"sgd\", \"adam\" or \"adamw\"", k->key);
+        return SL_ECONFIG_VALUE;
+    case K_BETAS:
+        return parse_betas(k, item, c, err, errcap);
+    case K_FROZEN:
+        return parse_frozen(item, c, err, errcap);
     case K_SEED:
         if (cJSON_IsString(item)) {
             if (!parse_seed_string(item->valuestring, &c->seed)) {
@@ -446,9 +626,41 @@ static void set_defaults(sl_task_config *c)
      * part in about one round in 2.5 (86.72% against 85.52%) (README: starling
      * bench fl; codec.h, sl_error_feedback) */
     c->error_feedback = SL_EF_RESIDUAL;
+    c->local_betas[0] = BETA1_DEFAULT; /* torch.optim.Adam's */
+    c->local_betas[1] = BETA2_DEFAULT;
     for (size_t i = 0; i < KEY_COUNT; i++)
         if (is_number_kind(keys[i].kind))
             store_number(c, &keys[i], keys[i].def);
+}
+
+/* The local optimiser's cross-field rules: settings that belong to another
+ * optimiser are mistakes, not no-ops (optim.h refuses them too). */
+static int validate_local(const sl_task_config *c, char *err, size_t errcap)
+{
+    const char *name = sl_local_optimizer_name(c->local_optimizer);
+    if (c->local_nesterov && (c->local_optimizer != SL_LOCAL_SGD || c->local_momentum <= 0)) {
+        set_err(
+            err, errcap, "local_nesterov: needs local_optimizer \"sgd\" and local_momentum > 0%s",
+            c->local_optimizer != SL_LOCAL_SGD ? "" : " (Nesterov without momentum is plain SGD)");
+        return SL_ECONFIG_VALUE;
+    }
+    if (c->local_optimizer != SL_LOCAL_SGD && c->local_momentum != 0) {
+        set_err(err, errcap,
+                "local_momentum: SGD's; local_optimizer \"%s\" takes local_betas (omit "
+                "local_momentum or set it to 0)",
+                name);
+        return SL_ECONFIG_VALUE;
+    }
+    if (c->local_optimizer == SL_LOCAL_SGD &&
+        (c->local_betas[0] != BETA1_DEFAULT || c->local_betas[1] != BETA2_DEFAULT)) {
+        set_err(err, errcap, "local_betas: only for local_optimizer \"adam\" or \"adamw\"");
+        return SL_ECONFIG_VALUE;
+    }
+    if (c->local_optimizer == SL_LOCAL_SGD && c->local_eps != EPS_DEFAULT) {
+        set_err(err, errcap, "local_eps: only for local_optimizer \"adam\" or \"adamw\"");
+        return SL_ECONFIG_VALUE;
+    }
+    return SL_OK;
 }
 
 /* Ranges of every field and the cross-field rules: run on the parsed
@@ -492,11 +704,34 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
                 return SL_ECONFIG_VALUE;
             }
             continue;
-        case K_BOOL:
-            if (c->fedbuff != 0 && c->fedbuff != 1) {
+        case K_BOOL: {
+            int b;
+            memcpy(&b, field, sizeof b);
+            if (b != 0 && b != 1) {
                 set_err(err, errcap, "%s: must be 0 or 1", k->key);
                 return SL_ECONFIG_VALUE;
             }
+            continue;
+        }
+        case K_OPTIM:
+            if ((unsigned)c->local_optimizer >= OPTIMIZER_COUNT) {
+                set_err(err, errcap, "%s: unknown optimiser %d", k->key, (int)c->local_optimizer);
+                return SL_ECONFIG_VALUE;
+            }
+            continue;
+        case K_BETAS:
+            for (int b = 0; b < 2; b++) {
+                if (!isfinite(c->local_betas[b])) {
+                    set_err(err, errcap, "%s: not a finite number", k->key);
+                    return SL_ECONFIG_VALUE;
+                }
+                if ((rc = check_range(k, c->local_betas[b], err, errcap)) != SL_OK)
+                    return rc;
+            }
+            continue;
+        case K_FROZEN:
+            if ((rc = check_frozen(c->frozen, err, errcap)) != SL_OK)
+                return rc;
             continue;
         default: /* K_SEED: every value is valid */
             if (!is_number_kind(k->kind))
@@ -541,6 +776,8 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
         set_err(err, errcap, "dp_noise: needs clip_norm > 0 (noise scales with the bound)");
         return SL_ECONFIG_VALUE;
     }
+    if ((rc = validate_local(c, err, errcap)) != SL_OK)
+        return rc;
     if (c->warmup_rounds > 0 && c->warmup_density < c->density) {
         char a[32], b[32];
         fmt_num(c->warmup_density, a, sizeof a);
@@ -671,6 +908,11 @@ int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char
     /* the decay belongs to the classic residual: tracking keeps no stale mass */
     if (c.error_feedback == SL_EF_TRACKING && !seen[key_index("residual_decay")])
         c.residual_decay = 1;
+    /* local_momentum's default is SGD's; AdamW's decay defaults as in PyTorch */
+    if (c.local_optimizer != SL_LOCAL_SGD && !seen[key_index("local_momentum")])
+        c.local_momentum = 0;
+    if (c.local_optimizer == SL_LOCAL_ADAMW && !seen[key_index("local_weight_decay")])
+        c.local_weight_decay = ADAMW_DECAY;
     if (!seen[key_index("target")]) {
         set_err(err, errcap, "target: required (the number of reports that closes a round)");
         rc = SL_ECONFIG_VALUE;
@@ -721,9 +963,37 @@ int sl_task_config_to_json(const sl_task_config *c, char **out)
         case K_AGG:
             ok = cJSON_AddStringToObject(root, k->key, sl_aggregator_name(c->aggregator)) != NULL;
             break;
-        case K_BOOL:
-            ok = cJSON_AddBoolToObject(root, k->key, c->fedbuff) != NULL;
+        case K_BOOL: {
+            int b;
+            memcpy(&b, field, sizeof b);
+            ok = cJSON_AddBoolToObject(root, k->key, b) != NULL;
             break;
+        }
+        case K_OPTIM:
+            ok = cJSON_AddStringToObject(root, k->key,
+                                         sl_local_optimizer_name(c->local_optimizer)) != NULL;
+            break;
+        case K_BETAS: {
+            char b1[32], b2[32], pair[80];
+            fmt_num(c->local_betas[0], b1, sizeof b1);
+            fmt_num(c->local_betas[1], b2, sizeof b2);
+            snprintf(pair, sizeof pair, "[%s,%s]", b1, b2);
+            ok = cJSON_AddRawToObject(root, k->key, pair) != NULL;
+            break;
+        }
+        case K_FROZEN: {
+            cJSON *list = cJSON_AddArrayToObject(root, k->key);
+            char name[FROZEN_NAME + 1];
+            ok = list != NULL;
+            for (size_t at = 0, n = strlen(c->frozen); ok && n > 0 && at <= n;) {
+                size_t len = strcspn(c->frozen + at, ",");
+                memcpy(name, c->frozen + at, len); /* <= 127 bytes: validate() checked */
+                name[len] = '\0';
+                ok = cJSON_AddItemToArray(list, cJSON_CreateString(name));
+                at += len + 1;
+            }
+            break;
+        }
         case K_SEED:
             /* a number while a double holds it exactly, else a string */
             snprintf(num, sizeof num, c->seed <= (UINT64_C(1) << 53) ? "%llu" : "\"%llu\"",
@@ -752,5 +1022,49 @@ int sl_task_config_to_json(const sl_task_config *c, char **out)
     if (copy == NULL)
         return SL_ENOMEM;
     *out = copy;
+    return SL_OK;
+}
+
+int sl_task_config_check_layout(const sl_task_config *c, const sl_layout *layout, char *err,
+                                size_t errcap)
+{
+    size_t n, nt;
+    if (err != NULL && errcap > 0)
+        err[0] = '\0';
+    if (c == NULL || layout == NULL)
+        return SL_EINVAL;
+    n = strnlen(c->frozen, sizeof c->frozen);
+    nt = sl_layout_tensors(layout);
+    for (size_t i = 0, k = 0; n > 0 && n < sizeof c->frozen && i <= n; k++) {
+        const char *entry = c->frozen + i;
+        size_t len = strcspn(entry, ","), t = 0;
+        /* optim.c's rule: the tensor itself, or a module path above it */
+        for (; t < nt; t++) {
+            const char *name = sl_layout_tensor(layout, t)->name;
+            if (len > 0 && strncmp(name, entry, len) == 0 &&
+                (name[len] == '\0' || name[len] == '.' || entry[len - 1] == '.'))
+                break;
+        }
+        if (t == nt) {
+            char list[160];
+            size_t used = 0;
+            list[0] = '\0';
+            for (size_t j = 0; j < nt && used + 8 < sizeof list; j++) {
+                int w = snprintf(list + used, sizeof list - used, "%s%s", j ? ", " : "",
+                                 sl_layout_tensor(layout, j)->name);
+                if (w < 0 || (size_t)w >= sizeof list - used) {
+                    snprintf(list + used, sizeof list - used, ", ...");
+                    break;
+                }
+                used += (size_t)w;
+            }
+            set_err(err, errcap,
+                    "frozen[%zu]: \"%.*s\" names no parameter of the task's model, nor a module "
+                    "of one (its parameters: %s)",
+                    k, (int)len, entry, list);
+            return SL_ECONFIG_VALUE;
+        }
+        i += len + 1;
+    }
     return SL_OK;
 }

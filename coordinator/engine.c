@@ -283,6 +283,9 @@ int sl_engine_create_task_spec(sl_engine *e, const char *config_json, const char
         snprintf(err, errcap, "layout: %s", sl_strerror(rc));
         return rc;
     }
+    /* "frozen" names what the layout has (422 config otherwise, nothing stored) */
+    if ((rc = sl_task_config_check_layout(&cfg, layout, err, errcap)) != SL_OK)
+        goto done;
     if (model_spec != NULL &&
         (rc = sl__spec_check_layout(model_spec, layout, err, errcap)) != SL_OK)
         goto done;

@@ -132,6 +132,39 @@ static int caps_list(const cJSON *caps, char *out, size_t cap)
     return SL_OK;
 }
 
+/* The local optimiser of the check-in's "training" object (api/openapi.yaml,
+ * CheckinResponse.training): every key, so an agent need not know the
+ * defaults; betas and eps only for the optimisers that use them. */
+static int add_local_optimizer(cJSON *train, const sl_task_config *cfg)
+{
+    cJSON *frozen = NULL, *betas = NULL;
+    int ok = cJSON_AddStringToObject(train, "optimizer",
+                                     sl_local_optimizer_name(cfg->local_optimizer)) != NULL &&
+             cJSON_AddBoolToObject(train, "nesterov", cfg->local_nesterov) != NULL &&
+             cJSON_AddNumberToObject(train, "weight_decay", cfg->local_weight_decay) != NULL &&
+             cJSON_AddNumberToObject(train, "clip_norm", cfg->local_clip_norm) != NULL &&
+             cJSON_AddBoolToObject(train, "local_norm", cfg->local_norm) != NULL &&
+             (frozen = cJSON_AddArrayToObject(train, "frozen")) != NULL;
+    /* the names are joined by commas, which no layout name holds (round.h) */
+    for (const char *p = cfg->frozen; ok && *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        char name[SL_TASK_FROZEN_MAX];
+        memcpy(name, p, len);
+        name[len] = '\0';
+        ok = cJSON_AddItemToArray(frozen, cJSON_CreateString(name));
+        p += len + (p[len] == ',');
+    }
+    if (ok && cfg->local_optimizer != SL_LOCAL_SGD) {
+        double b[2] = {cfg->local_betas[0], cfg->local_betas[1]};
+        betas = cJSON_CreateDoubleArray(b, 2);
+        ok = betas != NULL && cJSON_AddItemToObject(train, "betas", betas);
+        if (!ok)
+            cJSON_Delete(betas);
+        ok = ok && cJSON_AddNumberToObject(train, "eps", cfg->local_eps) != NULL;
+    }
+    return ok ? SL_OK : SL_ENOMEM;
+}
+
 void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 {
     cJSON *doc = sl__json_body(rq, rs), *out, *comp, *train;
@@ -226,6 +259,12 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(train, "lr", st->cfg.local_lr);
     cJSON_AddNumberToObject(train, "momentum", st->cfg.local_momentum);
     cJSON_AddNumberToObject(train, "prox_mu", st->cfg.prox_mu);
+    if (add_local_optimizer(train, &st->cfg) != SL_OK) {
+        cJSON_Delete(out);
+        cJSON_Delete(train);
+        sl__problem_status(rs, rq, SL_ENOMEM, "check-in");
+        goto done;
+    }
     cJSON_AddItemToObject(out, "training", train);
     sl__resp_json(rs, 200, out);
 done:

@@ -29,10 +29,12 @@
 #include "starling/codec.h"
 #include "starling/common.h"
 #include "starling/nn.h"
+#include "starling/optim.h"
 
 #define SL__AGENT_PATH_MAX  4096
 #define SL__AGENT_MAX_FRAME ((size_t)256 << 20) /* the coordinator's upload limit */
 #define SL__AGENT_MAX_MODEL ((size_t)1 << 30)
+#define SL__AGENT_FROZEN    1024 /* bytes of sl__agent_assignment.frozen, the NUL included */
 
 /* ---- data.c ---------------------------------------------------------------- */
 
@@ -116,7 +118,16 @@ typedef struct sl__agent_assignment {
     uint32_t warmup_rounds;
     uint32_t epochs, batch;
     double lr, momentum, prox_mu;
-    char model_spec_sha256[65]; /* "" when the task has no model spec */
+    /* the local optimiser: SGD without any of it when the coordinator does not say */
+    sl_optim_kind optimizer;
+    int nesterov;                  /* SGD only, with momentum > 0 */
+    double weight_decay;           /* >= 0 */
+    double beta1, beta2;           /* Adam, AdamW (0.9, 0.999 when not said) */
+    double eps;                    /* Adam, AdamW (1e-8 when not said) */
+    double clip_norm;              /* the gradient's global L2 bound; 0 = off */
+    int local_norm;                /* FedBN: normalisation layers' parameters stay here */
+    char frozen[SL__AGENT_FROZEN]; /* names and module prefixes joined by commas; "" none */
+    char model_spec_sha256[65];    /* "" when the task has no model spec */
 } sl__agent_assignment;
 
 struct sl_agent {
@@ -170,6 +181,11 @@ struct sl_agent {
  * or error feedback, a residual decay below 1 without "residual". */
 int sl__agent_parse_assignment(const char *json, size_t len, sl__agent_assignment *out);
 
+/* participate.c: whether @asg asks for anything sl_train() with sl_sgd cannot
+ * do (another optimiser, weight decay, Nesterov, clipping, frozen parameters,
+ * FedBN): such rounds train with sl_train_opt(). */
+int sl__agent_uses_optim(const sl__agent_assignment *asg);
+
 /* participate.c: TRACKING error feedback: when an acknowledged update's round
  * is still to be absorbed (a->absorb), add the move from the held model to
  * @next (@version), averaged over the versions between, to the residual and
@@ -205,6 +221,14 @@ int sl__agent_audit(const sl_agent *a, uint64_t gen, const float *delta);
 int sl__agent_save_residual(sl_agent *a, const sl__agent_resolved *tag);
 int sl__agent_load_residual(sl_agent *a);
 int sl__agent_save_pending(sl_agent *a);
+/* The device's own values of its local tensors (FedBN, the spec's "local"
+ * parameters): @count floats, the local floats of the held layout in layout
+ * order; @local_hash identifies which tensors are local (a different set
+ * starts again from the global model). Saved atomically ("local" in the
+ * state directory); the load fills @values (malloc'd, *@count floats) or
+ * returns SL_ENOENT when there is none for this layout and set. */
+int sl__agent_save_local(const sl_agent *a, uint64_t local_hash, const float *values, size_t count);
+int sl__agent_load_local(const sl_agent *a, uint64_t local_hash, float **values, size_t *count);
 int sl__agent_save_upload(const sl_agent *a);
 int sl__agent_load_pending(sl_agent *a);
 int sl__agent_clear_pending(sl_agent *a);

@@ -13,6 +13,7 @@
  * client's transport errors as they are.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,6 +229,103 @@ enrolled:
 
 /* ---- check-in -------------------------------------------------------------------------- */
 
+/* An optional finite number of "training" at least @min (at most @max_open, excluded,
+ * when that is above @min); @out keeps its default when the key is absent. */
+static int opt_f64(const cJSON *train, const char *key, double min, double max_open, double *out)
+{
+    double v;
+    if (cJSON_GetObjectItemCaseSensitive(train, key) == NULL)
+        return SL_OK;
+    if (json_f64(train, key, &v) != SL_OK || !isfinite(v) || v < min ||
+        (max_open > min && v >= max_open))
+        return SL_ESYNTAX;
+    *out = v;
+    return SL_OK;
+}
+
+static int opt_bool(const cJSON *train, const char *key, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(train, key);
+    if (v == NULL)
+        return SL_OK;
+    if (!cJSON_IsBool(v))
+        return SL_ESYNTAX;
+    *out = cJSON_IsTrue(v) ? 1 : 0;
+    return SL_OK;
+}
+
+/* "frozen": names of 1..127 bytes of a layout's characters (codecs/FORMAT.md),
+ * joined by commas into @out. */
+static int parse_frozen(const cJSON *list, char *out)
+{
+    const cJSON *e;
+    size_t used = 0;
+    if (list == NULL)
+        return SL_OK;
+    if (!cJSON_IsArray(list))
+        return SL_ESYNTAX;
+    cJSON_ArrayForEach(e, list)
+    {
+        size_t len = cJSON_IsString(e) ? strlen(e->valuestring) : 0;
+        if (len == 0 || len > 127 ||
+            strspn(e->valuestring, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                   "0123456789_.:/-") != len ||
+            used + (used > 0) + len >= SL__AGENT_FROZEN)
+            return SL_ESYNTAX;
+        if (used > 0)
+            out[used++] = ',';
+        memcpy(out + used, e->valuestring, len);
+        used += len;
+        out[used] = '\0';
+    }
+    return SL_OK;
+}
+
+/* The local optimiser of "training" (optimizer, nesterov, weight_decay, betas,
+ * eps, clip_norm, frozen, local_norm): each absent key keeps plain SGD's
+ * meaning, for coordinators that predate them. Settings of another optimiser
+ * than the one named are refused, except betas and eps with SGD (unused). */
+static int parse_local_optimizer(const cJSON *train, sl__agent_assignment *s)
+{
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(train, "optimizer");
+    const cJSON *betas = cJSON_GetObjectItemCaseSensitive(train, "betas");
+    s->optimizer = SL_OPTIM_SGD;
+    s->beta1 = 0.9;
+    s->beta2 = 0.999;
+    s->eps = 1e-8;
+    if (opt != NULL) {
+        if (!cJSON_IsString(opt))
+            return SL_ESYNTAX;
+        if (strcmp(opt->valuestring, "adam") == 0)
+            s->optimizer = SL_OPTIM_ADAM;
+        else if (strcmp(opt->valuestring, "adamw") == 0)
+            s->optimizer = SL_OPTIM_ADAMW;
+        else if (strcmp(opt->valuestring, "sgd") != 0)
+            return SL_ESYNTAX;
+    }
+    if (betas != NULL) {
+        const cJSON *b1 = cJSON_GetArrayItem(betas, 0), *b2 = cJSON_GetArrayItem(betas, 1);
+        if (!cJSON_IsArray(betas) || cJSON_GetArraySize(betas) != 2 || !cJSON_IsNumber(b1) ||
+            !cJSON_IsNumber(b2) || !(b1->valuedouble >= 0 && b1->valuedouble < 1) ||
+            !(b2->valuedouble >= 0 && b2->valuedouble < 1))
+            return SL_ESYNTAX;
+        s->beta1 = b1->valuedouble;
+        s->beta2 = b2->valuedouble;
+    }
+    if (opt_bool(train, "nesterov", &s->nesterov) != SL_OK ||
+        opt_bool(train, "local_norm", &s->local_norm) != SL_OK ||
+        opt_f64(train, "weight_decay", 0, 0, &s->weight_decay) != SL_OK ||
+        opt_f64(train, "clip_norm", 0, 0, &s->clip_norm) != SL_OK ||
+        opt_f64(train, "eps", 0, 0, &s->eps) != SL_OK || !(s->eps > 0) ||
+        parse_frozen(cJSON_GetObjectItemCaseSensitive(train, "frozen"), s->frozen) != SL_OK)
+        return SL_ESYNTAX;
+    if (s->nesterov && (s->optimizer != SL_OPTIM_SGD || !(s->momentum > 0)))
+        return SL_ESYNTAX; /* Nesterov is SGD's, and needs momentum */
+    if (s->optimizer != SL_OPTIM_SGD && s->momentum != 0)
+        return SL_ESYNTAX; /* Adam's momentum is its betas */
+    return SL_OK;
+}
+
 static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
 {
     const cJSON *sel = cJSON_GetObjectItemCaseSensitive(doc, "selected");
@@ -283,6 +381,8 @@ static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
     if (part < 0 || warm < 0 || epochs < 1 || batch < 1 || epochs > 100000 || batch > 1 << 20 ||
         !(s.density > 0 && s.density <= 1) || !(s.lr > 0) || s.momentum < 0 || s.momentum >= 1 ||
         s.prox_mu < 0 || (s.selected && (s.round_id < 1 || s.model_version < 1)))
+        return SL_ESYNTAX;
+    if (parse_local_optimizer(train, &s) != SL_OK)
         return SL_ESYNTAX;
     s.participation = part > UINT32_MAX ? UINT32_MAX : (uint32_t)part;
     s.warmup_rounds = warm > UINT32_MAX ? UINT32_MAX : (uint32_t)warm;

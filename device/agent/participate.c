@@ -168,6 +168,242 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
     return SL_OK;
 }
 
+/* ---- the local optimiser, frozen and local tensors ------------------------------------------ */
+
+int sl__agent_uses_optim(const sl__agent_assignment *asg)
+{
+    return asg->optimizer != SL_OPTIM_SGD || asg->nesterov || asg->weight_decay > 0 ||
+           asg->clip_norm > 0 || asg->frozen[0] != '\0' || asg->local_norm;
+}
+
+/* What a round trained with sl_optim needs besides the optimiser. */
+typedef struct optim_round {
+    sl_optim *opt;
+    uint8_t *kept;   /* n bytes: 1 for a float that must not move (frozen or local) */
+    uint8_t *frozen; /* n bytes: 1 for a float of a frozen tensor */
+    uint8_t *local;  /* n bytes: 1 for a float of a local tensor */
+    size_t nlocal;   /* local floats */
+    uint64_t hash;   /* which tensors are local (the "local" file is for this set) */
+    float *start;    /* n: the global model with the device's local values */
+} optim_round;
+
+static void optim_round_free(optim_round *r)
+{
+    sl_optim_free(r->opt);
+    free(r->kept);
+    free(r->frozen);
+    free(r->local);
+    free(r->start);
+    memset(r, 0, sizeof *r);
+}
+
+static size_t tensor_index(const sl_layout *layout, const char *name)
+{
+    size_t nt = sl_layout_tensors(layout), t = 0;
+    while (t < nt && strcmp(sl_layout_tensor(layout, t)->name, name) != 0)
+        t++;
+    return t;
+}
+
+/* Per-tensor flags of the tensors that stay on the device: the spec's "local"
+ * parameters and, with @norm (FedBN), every input after X of a
+ * BatchNormalization or LayerNormalization node (scale, bias, running
+ * statistics). The public spec API has no accessor for either: they are read
+ * from the spec's text, which sl_spec_parse() checked. */
+static int local_tensors(const sl_spec *spec, int norm, uint8_t *flags)
+{
+    size_t len = 0, nt;
+    const char *text = sl_spec_text(spec, &len);
+    const sl_layout *layout = sl_spec_layout(spec);
+    cJSON *doc = cJSON_ParseWithLength(text, len);
+    const cJSON *e, *params = cJSON_GetObjectItemCaseSensitive(doc, "params");
+    const cJSON *nodes = norm ? cJSON_GetObjectItemCaseSensitive(doc, "nodes") : NULL;
+    size_t i = 0;
+    nt = sl_layout_tensors(layout);
+    memset(flags, 0, nt);
+    if (doc == NULL)
+        return SL_ESPEC;
+    cJSON_ArrayForEach(e, params)
+    {
+        if (i < nt && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "local")))
+            flags[i] = 1;
+        i++;
+    }
+    cJSON_ArrayForEach(e, nodes)
+    {
+        const cJSON *op = cJSON_GetObjectItemCaseSensitive(e, "op"), *in;
+        size_t k = 0;
+        if (!cJSON_IsString(op) || (strcmp(op->valuestring, "BatchNormalization") != 0 &&
+                                    strcmp(op->valuestring, "LayerNormalization") != 0))
+            continue;
+        cJSON_ArrayForEach(in, cJSON_GetObjectItemCaseSensitive(e, "inputs"))
+        {
+            size_t t = cJSON_IsString(in) && k > 0 ? tensor_index(layout, in->valuestring) : nt;
+            if (t < nt)
+                flags[t] = 1;
+            k++;
+        }
+    }
+    cJSON_Delete(doc);
+    return SL_OK;
+}
+
+/* Whether the model's spec marks a parameter "local" (FedBN by the spec). */
+static int model_has_local(const sl_agent *a)
+{
+    const sl_spec *spec = a->spec != NULL ? a->spec : sl_model_spec(a->model);
+    size_t nt = sl_layout_tensors(sl_spec_layout(spec));
+    uint8_t *flags = malloc(nt > 0 ? nt : 1);
+    int any = 0;
+    if (flags != NULL && local_tensors(spec, 0, flags) == SL_OK)
+        for (size_t t = 0; t < nt && !any; t++)
+            any = flags[t];
+    free(flags);
+    return any;
+}
+
+/* The optimiser, masks and starting point of a round that trains with sl_optim;
+ * the starting point takes the device's own local values ("local" file), or the
+ * held global model's the first time. */
+static int optim_begin(sl_agent *a, const sl__agent_assignment *asg, double lr, optim_round *r)
+{
+    const sl_spec *spec = a->spec != NULL ? a->spec : sl_model_spec(a->model);
+    const sl_layout *layout = a->layout;
+    size_t nt = sl_layout_tensors(layout), nfrozen = 0;
+    char names_buf[SL__AGENT_FROZEN];
+    const char *names[SL__AGENT_FROZEN / 2 + 1];
+    uint8_t *trained = NULL, *flags = NULL;
+    float *saved = NULL;
+    size_t nsaved = 0;
+    sl_optim_params p;
+    int rc;
+
+    memset(r, 0, sizeof *r);
+    memcpy(names_buf, asg->frozen, sizeof names_buf);
+    for (char *q = names_buf; *q != '\0';) {
+        size_t len = strcspn(q, ",");
+        names[nfrozen++] = q;
+        if (q[len] == '\0')
+            break;
+        q[len] = '\0';
+        q += len + 1;
+    }
+    trained = malloc(a->n);
+    flags = malloc(nt > 0 ? nt : 1);
+    r->kept = calloc(a->n, 1);
+    r->frozen = malloc(a->n);
+    r->local = calloc(a->n, 1);
+    r->start = malloc(a->n * sizeof *r->start);
+    if (trained == NULL || flags == NULL || r->kept == NULL || r->frozen == NULL ||
+        r->local == NULL || r->start == NULL) {
+        rc = SL_ENOMEM;
+        goto done;
+    }
+    /* trained: neither a buffer nor frozen; frozen: by name only (the running
+     * statistics of a frozen module are frozen too, though no gradient moves them) */
+    rc = sl_optim_mask_spec(spec, names, nfrozen, trained);
+    if (rc == SL_OK)
+        rc = sl_optim_mask_layout(layout, names, nfrozen, NULL, r->frozen);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERROR, "agent", "frozen parameters \"%s\": %s", asg->frozen,
+               rc == SL_ENOENT ? "an entry names no parameter of the model" : sl_strerror(rc));
+        goto done;
+    }
+    for (size_t i = 0; i < a->n; i++)
+        r->frozen[i] = !r->frozen[i];
+    rc = local_tensors(spec, asg->local_norm, flags);
+    if (rc != SL_OK)
+        goto done;
+    r->hash = 0xcbf29ce484222325ULL; /* FNV-1a over the local tensors' indices */
+    for (size_t t = 0; t < nt; t++) {
+        const sl_tensor_desc *d = sl_layout_tensor(layout, t);
+        if (!flags[t])
+            continue;
+        memset(r->local + d->offset, 1, (size_t)d->count);
+        r->nlocal += (size_t)d->count;
+        r->hash = (r->hash ^ (uint64_t)t) * 0x100000001b3ULL;
+    }
+    for (size_t i = 0; i < a->n; i++)
+        r->kept[i] = r->frozen[i] | r->local[i];
+    memcpy(r->start, a->global, a->n * sizeof *r->start);
+    if (r->nlocal > 0) {
+        rc = sl__agent_load_local(a, r->hash, &saved, &nsaved);
+        if (rc == SL_OK && nsaved == r->nlocal) {
+            for (size_t i = 0, j = 0; i < a->n; i++)
+                if (r->local[i])
+                    r->start[i] = saved[j++];
+        } else if (rc != SL_ENOENT) {
+            sl_log(SL_LOG_WARN, "agent",
+                   "the local tensors saved in %s/local are unusable (%s): they start again "
+                   "from the global model",
+                   a->dir, rc == SL_OK ? "another size" : sl_strerror(rc));
+        }
+        free(saved);
+    }
+    rc = sl_optim_params_default(asg->optimizer, &p);
+    if (rc == SL_OK) {
+        p.lr = lr;
+        p.weight_decay = asg->weight_decay;
+        p.prox_mu = asg->prox_mu;
+        p.max_grad_norm = asg->clip_norm;
+        if (asg->optimizer == SL_OPTIM_SGD) {
+            p.momentum = asg->momentum;
+            p.nesterov = asg->nesterov;
+        } else {
+            p.beta1 = asg->beta1;
+            p.beta2 = asg->beta2;
+            p.eps = asg->eps;
+        }
+        rc = sl_optim_create(a->n, &p, trained, &r->opt);
+    }
+    if (rc != SL_OK)
+        sl_log(SL_LOG_ERROR, "agent", "the local optimiser (%s): %s",
+               asg->optimizer == SL_OPTIM_SGD    ? "sgd"
+               : asg->optimizer == SL_OPTIM_ADAM ? "adam"
+                                                 : "adamw",
+               sl_strerror(rc));
+done:
+    free(trained);
+    free(flags);
+    if (rc != SL_OK)
+        optim_round_free(r);
+    return rc;
+}
+
+/* After training: frozen floats back to where they started, the local values
+ * saved (before the pending upload that follows from them), and neither sent
+ * (their update entries are zero) nor kept in the error feedback. */
+static int optim_end(sl_agent *a, optim_round *r, float *params)
+{
+    int rc = SL_OK;
+    for (size_t i = 0; i < a->n; i++)
+        if (r->frozen[i])
+            params[i] = r->start[i];
+    if (r->nlocal > 0) {
+        float *values = malloc(r->nlocal * sizeof *values);
+        if (values == NULL)
+            return SL_ENOMEM;
+        for (size_t i = 0, j = 0; i < a->n; i++)
+            if (r->local[i])
+                values[j++] = params[i];
+        rc = sl__agent_save_local(a, r->hash, values, r->nlocal);
+        free(values);
+        if (rc != SL_OK) {
+            sl_log(SL_LOG_ERROR, "agent", "saving the local tensors: %s", sl_strerror(rc));
+            return rc;
+        }
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        if (!r->kept[i])
+            continue;
+        params[i] = a->global[i]; /* the update's entry: exactly 0 */
+        a->residual[i] = 0;
+        if (a->momentum != NULL)
+            a->momentum[i] = 0;
+    }
+    return SL_OK;
+}
+
 int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
 {
     const sl_agent_data *data = a->o.data;
@@ -178,6 +414,7 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
     const uint32_t *idx;
     sl_sgd_params sp = {(float)lr, (float)asg->momentum, 0.0f, (float)asg->prox_mu, NULL, NULL};
     sl_sgd *sgd = NULL;
+    optim_round orr;
     float *params = NULL, loss = 0;
     uint64_t seed = mix(a->o.seed ^ mix((uint64_t)a->device_id) ^ (uint64_t)asg->round_id);
     int64_t t0 = sl_clock_monotonic_ns(NULL);
@@ -191,17 +428,27 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
     idx = data->client_ix[a->o.client - data->first];
     if (sl__agent_uniform(a) < a->o.faults.straggle)
         factor = a->o.faults.straggle_factor > 1 ? a->o.faults.straggle_factor : 1.0;
+    memset(&orr, 0, sizeof orr);
     params = malloc(a->n * sizeof *params);
-    rc = params ? sl_sgd_create(a->n, &sp, &sgd) : SL_ENOMEM;
+    if (params == NULL)
+        rc = SL_ENOMEM;
+    else if (sl__agent_uses_optim(asg) || model_has_local(a))
+        rc = optim_begin(a, asg, lr, &orr);
+    else /* the path of tasks without these options, unchanged */
+        rc = sl_sgd_create(a->n, &sp, &sgd);
     if (rc != SL_OK)
         goto done;
-    memcpy(params, a->global, a->n * sizeof *params);
+    memcpy(params, orr.start != NULL ? orr.start : a->global, a->n * sizeof *params);
     while (done < epochs) {
         sl_train_opts opts = {batch, 1, mix(seed + done), NULL, NULL};
         int64_t e0 = sl_clock_monotonic_ns(NULL);
         double epoch_s, elapsed_s;
-        rc = sl_train(a->model, params, sgd, asg->prox_mu > 0 ? a->global : NULL, data->x, data->y,
-                      idx, n, &opts, &loss);
+        if (orr.opt != NULL)
+            rc = sl_train_opt(a->model, params, orr.opt, asg->prox_mu > 0 ? orr.start : NULL,
+                              data->x, data->y, idx, n, &opts, &loss);
+        else
+            rc = sl_train(a->model, params, sgd, asg->prox_mu > 0 ? a->global : NULL, data->x,
+                          data->y, idx, n, &opts, &loss);
         if (rc != SL_OK)
             goto done;
         done++;
@@ -247,6 +494,8 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
     if (done < epochs)
         sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": stopped after %u of %u epochs",
                asg->round_id, done, epochs);
+    if (orr.opt != NULL && (rc = optim_end(a, &orr, params)) != SL_OK)
+        goto done;
     for (size_t i = 0; i < a->n; i++)
         params[i] -= a->global[i]; /* the update: local - global */
     if (a->poison == SL_AGENT_POISON_SCALE100 || a->poison == SL_AGENT_POISON_FLIP) {
@@ -261,6 +510,7 @@ done:
     if (rc != SL_OK && rc != SL_ETIMEDOUT)
         sl_log(SL_LOG_ERROR, "agent", "training: %s", sl_strerror(rc));
     sl_sgd_free(sgd);
+    optim_round_free(&orr);
     free(params);
     return rc;
 }

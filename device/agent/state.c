@@ -28,6 +28,11 @@
  *                started with the first range (atomically), then appended
  *                range by range without fsync: it is a cache whose bytes are
  *                checked against the ETag's SHA-256 before use
+ *   local        "SLLO" u32 1, u64 layout hash, u64 local-set hash, u64 count,
+ *                32-byte SHA-256 of the payload; payload: the device's own values
+ *                of its local tensors (FedBN), count floats in layout order.
+ *                Written once per participation, before its pending upload: a
+ *                kill leaves the old values or the new ones, never a mix
  *   audit/trained.<gen>  (tests) n doubles
  *   pending/meta, pending/upload: "key=value" lines
  * counters and acks.log are in ledger.c.
@@ -48,6 +53,8 @@
 #define RES_MAGIC  "SLRS"
 #define ACC_MAGIC  "SLAC"
 #define PART_MAGIC "SLDL"
+#define LOC_MAGIC  "SLLO"
+#define LOC_HEADER (4 + 4 + 8 + 8 + 8 + 32)
 #define RES_HEADER (4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 4 + 4 + 32 + 32)
 #define ACC_HEADER (4 + 4 + 8 + 8 + 4 + 4)
 #define TEXT_MAX   65536
@@ -473,6 +480,71 @@ int sl__agent_load_residual(sl_agent *a)
         memcpy(a->momentum, p + RES_HEADER + n * sizeof(float), n * sizeof(float));
     a->resolved = tag;
     a->absorb = (flags & 2) != 0;
+    rc = SL_OK;
+done:
+    free(raw);
+    return rc;
+}
+
+/* ---- local tensors (FedBN) ------------------------------------------------------------ */
+
+int sl__agent_save_local(const sl_agent *a, uint64_t local_hash, const float *values, size_t count)
+{
+    size_t payload = count * sizeof(float);
+    uint8_t *buf = malloc(LOC_HEADER + payload), *p = buf;
+    uint32_t version = 1;
+    uint64_t hash = sl_layout_hash(a->layout), n = count;
+    int rc;
+    if (buf == NULL)
+        return SL_ENOMEM;
+    p = put(p, LOC_MAGIC, 4);
+    p = put(p, &version, 4);
+    p = put(p, &hash, 8);
+    p = put(p, &local_hash, 8);
+    p = put(p, &n, 8);
+    memcpy(p + 32, values, payload);
+    sl_sha256(p + 32, payload, p);
+    rc = sl__agent_write_file(a, "local", buf, LOC_HEADER + payload);
+    free(buf);
+    return rc;
+}
+
+int sl__agent_load_local(const sl_agent *a, uint64_t local_hash, float **values, size_t *count)
+{
+    void *raw = NULL;
+    size_t len = 0;
+    const uint8_t *p;
+    uint32_t version;
+    uint64_t hash, set, n;
+    uint8_t sum[32];
+    float *v;
+    int rc = sl__agent_read_file(a, "local", SL__AGENT_MAX_MODEL, &raw, &len);
+    if (rc != SL_OK)
+        return rc;
+    p = raw;
+    rc = SL_ECORRUPT;
+    if (len < LOC_HEADER || memcmp(p, LOC_MAGIC, 4) != 0)
+        goto done;
+    memcpy(&version, p + 4, 4);
+    memcpy(&hash, p + 8, 8);
+    memcpy(&set, p + 16, 8);
+    memcpy(&n, p + 24, 8);
+    if (version != 1 || n > (len - LOC_HEADER) / sizeof(float) ||
+        len != LOC_HEADER + n * sizeof(float))
+        goto done;
+    sl_sha256(p + LOC_HEADER, len - LOC_HEADER, sum);
+    if (memcmp(sum, p + 32, 32) != 0)
+        goto done;
+    rc = SL_ENOENT; /* another model's, or another set of local tensors */
+    if (hash != sl_layout_hash(a->layout) || set != local_hash)
+        goto done;
+    rc = SL_ENOMEM;
+    v = malloc(n > 0 ? n * sizeof(float) : 1);
+    if (v == NULL)
+        goto done;
+    memcpy(v, p + LOC_HEADER, n * sizeof(float));
+    *values = v;
+    *count = (size_t)n;
     rc = SL_OK;
 done:
     free(raw);

@@ -14,6 +14,7 @@ struct sl__graph {
     const sl_spec *s;
     const sl__op_impl **impl; /* per node */
     uint8_t *needs_grad;      /* per tensor */
+    uint8_t *fresh, *written; /* per tensor, in the backward pass: see graph_int.h */
     /* the plan for cap samples: per tensor offsets of values and gradients, per node aux */
     size_t cap;
     size_t *val_off, *grad_off, *aux_off; /* SIZE_MAX: none */
@@ -41,12 +42,33 @@ const sl__op_impl *sl__op_impl_of(sl__op op)
     return NULL;
 }
 
+int sl__op_assigns(sl__op op)
+{
+    switch (op) {
+    case SL__OP_CONV: /* ops_conv.c */
+    case SL__OP_MAXPOOL:
+    case SL__OP_AVGPOOL:
+    case SL__OP_GLOBALAVGPOOL:
+    case SL__OP_RELU: /* ops_act.c */
+    case SL__OP_SIGMOID:
+    case SL__OP_TANH:
+    case SL__OP_LEAKYRELU:
+    case SL__OP_GELU:
+    case SL__OP_BATCHNORM: /* ops_norm.c */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 void sl__graph_free(sl__graph *g)
 {
     if (g == NULL)
         return;
     free(g->impl);
     free(g->needs_grad);
+    free(g->fresh);
+    free(g->written);
     free(g->val_off);
     free(g->grad_off);
     free(g->aux_off);
@@ -71,14 +93,16 @@ int sl__graph_create(const sl_spec *spec, sl__graph **out, char *err, size_t err
     g->s = spec;
     g->impl = calloc(nn, sizeof *g->impl);
     g->needs_grad = calloc(nt, 1);
+    g->fresh = calloc(nt, 1);
+    g->written = calloc(nt, 1);
     g->val_off = calloc(nt, sizeof *g->val_off);
     g->grad_off = calloc(nt, sizeof *g->grad_off);
     g->aux_off = calloc(nn, sizeof *g->aux_off);
     g->val = calloc(nt, sizeof *g->val);
     g->grad = calloc(nt, sizeof *g->grad);
     g->ival = calloc(nt, sizeof *g->ival);
-    if (!g->impl || !g->needs_grad || !g->val_off || !g->grad_off || !g->aux_off || !g->val ||
-        !g->grad || !g->ival) {
+    if (!g->impl || !g->needs_grad || !g->fresh || !g->written || !g->val_off || !g->grad_off ||
+        !g->aux_off || !g->val || !g->grad || !g->ival) {
         sl__graph_free(g);
         return SL_ENOMEM;
     }
@@ -202,6 +226,7 @@ static void set_ctx(const sl__graph *g, size_t i, sl__op_ctx *c)
     c->val = g->val;
     c->ival = g->ival;
     c->grad = g->grad;
+    c->fresh = g->fresh;
     c->aux = g->arena + g->aux_off[i];
     c->work = g->arena + g->work_off;
 }
@@ -229,7 +254,7 @@ int sl__graph_forward(sl__graph *g, const float *params, const void *const *inpu
         if (x->kind == SL__T_PARAM)
             g->val[t] = (float *)(params + sl_layout_tensor(s->layout, (size_t)x->param)->offset);
         else if (x->kind == SL__T_ACT)
-            g->val[t] = (float *)(g->arena + g->val_off[t]);
+            g->val[t] = (float *)(void *)(g->arena + g->val_off[t]);
     }
     for (size_t i = 0; i < s->ninputs; i++) {
         int t = s->input[i];
@@ -255,6 +280,19 @@ const float *sl__graph_output(const sl__graph *g)
     return g->val[g->s->output];
 }
 
+/* Before a node's backward pass touches activation gradient @t: the first touch marks it
+ * fresh (when the node may overwrite it) or zeroes it. */
+static void claim(sl__graph *g, int32_t t, int may_assign)
+{
+    if (t < 0 || g->grad[t] == NULL || g->written[t] || g->s->t[t].kind != SL__T_ACT)
+        return;
+    if (may_assign)
+        g->fresh[t] = 1;
+    else
+        memset(g->grad[t], 0, g->batch * g->s->t[t].count * sizeof(float));
+    g->written[t] = 1;
+}
+
 int sl__graph_backward(sl__graph *g, const float *dout, float *grad)
 {
     const sl_spec *s;
@@ -263,20 +301,24 @@ int sl__graph_backward(sl__graph *g, const float *dout, float *grad)
         return g != NULL && !g->forwarded ? SL_ESTATE : SL_EINVAL;
     s = g->s;
     memset(grad, 0, (size_t)sl_layout_params(s->layout) * sizeof *grad);
+    /* activation gradients are not zeroed up front: the first node to write one overwrites
+     * it (fresh) or zeroes it first, and one nothing wrote is zeroed before it is read */
+    memset(g->fresh, 0, s->nt);
+    memset(g->written, 0, s->nt);
     for (size_t t = 0; t < s->nt; t++) {
         const sl__tensor *x = &s->t[t];
         g->grad[t] = NULL;
         if (!g->needs_grad[t])
             continue;
-        if (x->kind == SL__T_PARAM) {
+        if (x->kind == SL__T_PARAM)
             g->grad[t] = grad + sl_layout_tensor(s->layout, (size_t)x->param)->offset;
-        } else if (x->kind == SL__T_ACT) {
-            g->grad[t] = (float *)(g->arena + g->grad_off[t]);
-            memset(g->grad[t], 0, g->batch * x->count * sizeof(float));
-        }
+        else if (x->kind == SL__T_ACT)
+            g->grad[t] = (float *)(void *)(g->arena + g->grad_off[t]);
     }
-    if (g->grad[s->output] != NULL)
+    if (g->grad[s->output] != NULL) {
         memcpy(g->grad[s->output], dout, g->batch * s->t[s->output].count * sizeof(float));
+        g->written[s->output] = 1;
+    }
     for (size_t i = s->nn; i-- > 0;) {
         const sl__node *nd = &s->n[i];
         sl__op_ctx c;
@@ -285,8 +327,20 @@ int sl__graph_backward(sl__graph *g, const float *dout, float *grad)
             any |= nd->out[k] >= 0 && g->grad[nd->out[k]] != NULL;
         if (!any)
             continue;
+        for (int k = 0; k < nd->nout; k++)
+            claim(g, nd->out[k], 0);
+        for (int k = 0; k < nd->nin; k++) {
+            int once = 1;
+            for (int j = 0; j < nd->nin; j++)
+                once &= j == k || nd->in[j] != nd->in[k];
+            claim(g, nd->in[k], sl__op_assigns((sl__op)nd->op) && once);
+        }
         set_ctx(g, i, &c);
-        if ((rc = g->impl[i]->backward(&c)) != SL_OK)
+        rc = g->impl[i]->backward(&c);
+        for (int k = 0; k < nd->nin; k++)
+            if (nd->in[k] >= 0)
+                g->fresh[nd->in[k]] = 0;
+        if (rc != SL_OK)
             return rc;
     }
     return SL_OK;

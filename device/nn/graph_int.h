@@ -17,8 +17,13 @@
  * gradient.
  *
  * An op's backward pass ADDS its inputs' gradients (+=), because a tensor
- * may feed several nodes; the graph zeroes every gradient before the
- * backward pass. Gradient pointers of inputs that need none are NULL.
+ * may feed several nodes. The first node to run backward into an
+ * activation's gradient need not add to zeros: when its op assigns
+ * (sl__op_assigns()) and the tensor is one of its inputs only once, the
+ * graph marks it fresh and the op overwrites it; otherwise the graph zeroes
+ * it just before (and zeroes any gradient that nothing wrote before it is
+ * read). Parameter gradients are always added to. Gradient pointers of
+ * inputs that need none are NULL.
  */
 #ifndef STARLING_GRAPH_INT_H
 #define STARLING_GRAPH_INT_H
@@ -38,6 +43,8 @@ typedef struct sl__op_ctx {
     float *const *val;          /* per tensor: values (NULL for int64 tensors) */
     const int64_t *const *ival; /* per tensor: int64 values of int64 inputs, else NULL */
     float *const *grad;         /* per tensor: gradient, or NULL when none is needed */
+    const uint8_t *fresh;       /* per tensor: 1 when this backward pass may overwrite the
+                                   gradient (see below); NULL: none may */
     void *aux;                  /* this node's scratch, kept from forward to backward */
     void *work;                 /* temporary space, shared by every node */
 } sl__op_ctx;
@@ -55,8 +62,21 @@ typedef struct sl__op_impl {
     void (*update_buffers)(const sl__op_ctx *c, float *params);
 } sl__op_impl;
 
+/** sl__op_fresh - 1 when @c's backward pass overwrites gradient @t instead of adding to it. */
+static inline int sl__op_fresh(const sl__op_ctx *c, int32_t t)
+{
+    return c->fresh != NULL && t >= 0 && c->fresh[t];
+}
+
 /** sl__op_impl_of - the kernels of @op, NULL when this build has none. */
 const sl__op_impl *sl__op_impl_of(sl__op op);
+
+/**
+ * sl__op_assigns - 1 when @op's backward pass honours fresh: it overwrites
+ * every element of an input's gradient marked fresh instead of adding to
+ * it (graph.c keeps the list; a kernel on it must check sl__op_fresh()).
+ */
+int sl__op_assigns(sl__op op);
 
 /* The op families (ops_*.c) each fill their entries. */
 const sl__op_impl *sl__ops_core(sl__op op);  /* ops_core.c: Gemm, MatMul, arithmetic, views */

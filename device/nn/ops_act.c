@@ -72,15 +72,39 @@ static void relu_bwd_add(float *restrict dx, const float *restrict y, const floa
     }
 }
 
+/* act_bwd for a fresh dx: ReLU writes it with the element-wise table's kernel; the others
+ * zero it and add. */
+static int act_bwd_add(const sl__op_ctx *c, const float *x, const float *y, const float *dy,
+                       float *dx, size_t n);
+
+static int act_bwd_assign(const sl__op_ctx *c, const float *x, const float *y, const float *dy,
+                          float *dx, size_t n)
+{
+    if ((sl__op)c->nd->op == SL__OP_RELU) {
+        sl__nn_ew()->relu_bwd(dy, y, dx, n);
+        return SL_OK;
+    }
+    memset(dx, 0, n * sizeof *dx);
+    return act_bwd_add(c, x, y, dy, dx, n);
+}
+
 static int act_bwd(const sl__op_ctx *c)
 {
     const float *x = c->val[c->nd->in[0]], *y = c->val[c->nd->out[0]];
     const float *dy = c->grad[c->nd->out[0]];
     float *dx = c->grad[c->nd->in[0]];
     size_t n = n_of(c);
-    float alpha = c->nd->a.alpha;
     if (dx == NULL)
         return SL_OK;
+    if (sl__op_fresh(c, c->nd->in[0]))
+        return act_bwd_assign(c, x, y, dy, dx, n);
+    return act_bwd_add(c, x, y, dy, dx, n);
+}
+
+static int act_bwd_add(const sl__op_ctx *c, const float *x, const float *y, const float *dy,
+                       float *dx, size_t n)
+{
+    float alpha = c->nd->a.alpha;
     switch ((sl__op)c->nd->op) {
     case SL__OP_RELU:
         relu_bwd_add(dx, y, dy, n);

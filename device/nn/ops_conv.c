@@ -3,15 +3,21 @@
  * depthwise), MaxPool, AveragePool and GlobalAveragePool, on NCHW samples
  * (a 1-D sample [C, L] is a 2-D one of height 1).
  *
- * A convolution runs per sample and group as im2col + GEMM: cols
- * [C/g * kh * kw, Ho * Wo] from the padded input, Y_g = W_g cols; its
- * backward pass is dW_g += dY_g cols^T and dX += col2im(W_g^T dY_g).
- * Two shapes skip the columns: a 1x1 convolution of stride 1 without
- * padding, whose columns are the input itself (and col2im an addition, so
- * the GEMM accumulates into dX), and a depthwise one (one input and one
- * output channel per group), where each group's GEMM would be a single row
- * and runs as a direct loop over the kernel's taps instead: one
- * multiply-add per tap over each output row, vectorisable.
+ * A convolution runs as im2col + GEMM over chunks of samples (as many as
+ * keep the chunk's columns and output about cache-sized): cols [C/g * kh *
+ * kw, nb * Ho * Wo] (sample j at column j Ho Wo) from the padded input, one
+ * GEMM per group Y_g = W_g cols, copied to the samples' NCHW planes; its
+ * backward pass gathers dY_g the same way, dW_g += dY_g cols^T and dX +=
+ * col2im(W_g^T dY_g). Two shapes skip the columns: a 1x1 convolution of
+ * stride 1 without padding, whose columns are the input itself (one GEMM
+ * per sample, and col2im an addition, so the GEMM accumulates into dX), and
+ * a depthwise one (one input and one output channel per group), where each
+ * group's GEMM would be a single row and runs as a direct loop over the
+ * kernel's taps instead: one multiply-add per tap over each output row,
+ * vectorisable (stride 2 has its own loop with a constant stride).
+ *
+ * Backward passes honour sl__op_fresh() (graph_int.h): a fresh dX is
+ * overwritten, not added to.
  */
 #include <float.h>
 #include <math.h>
@@ -53,48 +59,78 @@ static void get_geom(const sl__op_ctx *c, geom *g)
 
 /* ---- Conv -------------------------------------------------------------------------------- */
 
-/* cols [cg * kh * kw, ho * wo] of channels [c0, c0 + cg) of one sample plane set @x. */
-static void im2col(const geom *g, const float *x, size_t c0, size_t cg, float *cols)
+/* The output positions [*lo, *hi) of tap @b whose input position o s + b d - p lies in [0, w)
+ * (columns: (w, wo, sw, dw, pw); rows: (h, ho, sh, dh, ph)). */
+static void tap_range(size_t w, size_t wo, size_t sw, size_t b, size_t dw, size_t pw, size_t *lo,
+                      size_t *hi)
 {
-    size_t plane = g->ho * g->wo;
+    long off = (long)(b * dw) - (long)pw, first = 0, last;
+    if (off < 0)
+        first = (-off + (long)sw - 1) / (long)sw;
+    last = (long)w - 1 - off < 0 ? -1 : ((long)w - 1 - off) / (long)sw;
+    *lo = (size_t)first < wo ? (size_t)first : wo;
+    *hi = last + 1 < first ? *lo : ((size_t)(last + 1) < wo ? (size_t)(last + 1) : wo);
+}
+
+/* cols rows [cg * kh * kw] (row stride @ld, ho * wo used) of channels [c0, c0 + cg) of one
+ * sample @x. Each tap's valid rectangle comes from tap_range(), so the inner loops are
+ * copies (memcpy at stride 1) with the padding zeroed around them. */
+static void im2col(const geom *g, const float *x, size_t c0, size_t cg, float *cols, size_t ld)
+{
     for (size_t ci = 0; ci < cg; ci++)
-        for (size_t a = 0; a < g->kh; a++)
+        for (size_t a = 0; a < g->kh; a++) {
+            size_t rh0, rh1;
+            const float *xp = x + (c0 + ci) * g->h * g->w;
+            tap_range(g->h, g->ho, g->sh, a, g->dh, g->ph, &rh0, &rh1);
             for (size_t b = 0; b < g->kw; b++) {
-                float *row = cols + ((ci * g->kh + a) * g->kw + b) * plane;
-                const float *xp = x + (c0 + ci) * g->h * g->w;
-                for (size_t oh = 0; oh < g->ho; oh++) {
-                    long ih = (long)(oh * g->sh + a * g->dh) - (long)g->ph;
-                    for (size_t ow = 0; ow < g->wo; ow++) {
-                        long iw = (long)(ow * g->sw + b * g->dw) - (long)g->pw;
-                        row[oh * g->wo + ow] =
-                            ih >= 0 && ih < (long)g->h && iw >= 0 && iw < (long)g->w
-                                ? xp[(size_t)ih * g->w + (size_t)iw]
-                                : 0.0f;
-                    }
+                size_t ow0, ow1, oh0 = rh0, oh1 = rh1;
+                float *row = cols + ((ci * g->kh + a) * g->kw + b) * ld;
+                tap_range(g->w, g->wo, g->sw, b, g->dw, g->pw, &ow0, &ow1);
+                if (ow0 == ow1) /* the tap reads padding only */
+                    oh0 = oh1 = g->ho;
+                memset(row, 0, oh0 * g->wo * sizeof *row);
+                for (size_t oh = oh0; oh < oh1; oh++) {
+                    float *r = row + oh * g->wo;
+                    const float *xr = xp + (oh * g->sh + a * g->dh - g->ph) * g->w +
+                                      (ow0 * g->sw + b * g->dw - g->pw);
+                    memset(r, 0, ow0 * sizeof *r);
+                    if (g->sw == 1)
+                        memcpy(r + ow0, xr, (ow1 - ow0) * sizeof *r);
+                    else
+                        for (size_t j = 0; j < ow1 - ow0; j++)
+                            r[ow0 + j] = xr[j * g->sw];
+                    memset(r + ow1, 0, (g->wo - ow1) * sizeof *r);
                 }
+                memset(row + oh1 * g->wo, 0, (g->ho - oh1) * g->wo * sizeof *row);
             }
+        }
 }
 
 /* The adjoint of im2col: dx += the columns' gradient, scattered back. */
-static void col2im_add(const geom *g, const float *cols, size_t c0, size_t cg, float *dx)
+static void col2im_add(const geom *g, const float *cols, size_t ld, size_t c0, size_t cg, float *dx)
 {
-    size_t plane = g->ho * g->wo;
     for (size_t ci = 0; ci < cg; ci++)
-        for (size_t a = 0; a < g->kh; a++)
+        for (size_t a = 0; a < g->kh; a++) {
+            size_t oh0, oh1;
+            float *xp = dx + (c0 + ci) * g->h * g->w;
+            tap_range(g->h, g->ho, g->sh, a, g->dh, g->ph, &oh0, &oh1);
             for (size_t b = 0; b < g->kw; b++) {
-                const float *row = cols + ((ci * g->kh + a) * g->kw + b) * plane;
-                float *xp = dx + (c0 + ci) * g->h * g->w;
-                for (size_t oh = 0; oh < g->ho; oh++) {
-                    long ih = (long)(oh * g->sh + a * g->dh) - (long)g->ph;
-                    if (ih < 0 || ih >= (long)g->h)
-                        continue;
-                    for (size_t ow = 0; ow < g->wo; ow++) {
-                        long iw = (long)(ow * g->sw + b * g->dw) - (long)g->pw;
-                        if (iw >= 0 && iw < (long)g->w)
-                            xp[(size_t)ih * g->w + (size_t)iw] += row[oh * g->wo + ow];
-                    }
+                size_t ow0, ow1;
+                const float *row = cols + ((ci * g->kh + a) * g->kw + b) * ld;
+                tap_range(g->w, g->wo, g->sw, b, g->dw, g->pw, &ow0, &ow1);
+                for (size_t oh = oh0; oh < oh1 && ow0 < ow1; oh++) {
+                    const float *r = row + oh * g->wo + ow0;
+                    float *xr = xp + (oh * g->sh + a * g->dh - g->ph) * g->w +
+                                (ow0 * g->sw + b * g->dw - g->pw);
+                    if (g->sw == 1)
+                        for (size_t j = 0; j < ow1 - ow0; j++)
+                            xr[j] += r[j];
+                    else
+                        for (size_t j = 0; j < ow1 - ow0; j++)
+                            xr[j * g->sw] += r[j];
                 }
             }
+        }
 }
 
 /* 1 when the convolution is depthwise: one input and one output channel per group. */
@@ -109,20 +145,8 @@ static int is_pointwise(const geom *g)
     return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
 }
 
-/* The output columns [*lo, *hi) of tap @b whose input column ow sw + b dw - pw lies in
- * [0, w); the same for rows with (h, sh, dh, ph). */
-static void tap_range(size_t w, size_t wo, size_t sw, size_t b, size_t dw, size_t pw, size_t *lo,
-                      size_t *hi)
-{
-    long off = (long)(b * dw) - (long)pw, first = 0, last;
-    if (off < 0)
-        first = (-off + (long)sw - 1) / (long)sw;
-    last = (long)w - 1 - off < 0 ? -1 : ((long)w - 1 - off) / (long)sw;
-    *lo = (size_t)first < wo ? (size_t)first : wo;
-    *hi = last + 1 < first ? *lo : ((size_t)(last + 1) < wo ? (size_t)(last + 1) : wo);
-}
-
-/* Depthwise forward of one plane: y (ho x wo) = sum over taps of w[a][b] x shifted. */
+/* Depthwise forward of one plane: y (ho x wo) = sum over taps of w[a][b] x shifted. Stride
+ * 2 has its own loop: a constant stride vectorises. */
 static void dw_plane_fwd(const geom *g, const float *x, const float *w, float bias, float *y)
 {
     for (size_t i = 0; i < g->ho * g->wo; i++)
@@ -134,15 +158,20 @@ static void dw_plane_fwd(const geom *g, const float *x, const float *w, float bi
             size_t ow0, ow1;
             float wv = w[a * g->kw + b];
             tap_range(g->w, g->wo, g->sw, b, g->dw, g->pw, &ow0, &ow1);
-            for (size_t oh = oh0; oh < oh1; oh++) {
-                const float *xr = x + (oh * g->sh + a * g->dh - g->ph) * g->w + b * g->dw - g->pw;
-                float *yr = y + oh * g->wo;
+            for (size_t oh = oh0; oh < oh1 && ow0 < ow1; oh++) {
+                const float *xr =
+                    x + (oh * g->sh + a * g->dh - g->ph) * g->w + (ow0 * g->sw + b * g->dw - g->pw);
+                float *yr = y + oh * g->wo + ow0;
+                size_t n = ow1 - ow0;
                 if (g->sw == 1)
-                    for (size_t ow = ow0; ow < ow1; ow++)
-                        yr[ow] += wv * xr[ow];
+                    for (size_t j = 0; j < n; j++)
+                        yr[j] += wv * xr[j];
+                else if (g->sw == 2)
+                    for (size_t j = 0; j < n; j++)
+                        yr[j] += wv * xr[2 * j];
                 else
-                    for (size_t ow = ow0; ow < ow1; ow++)
-                        yr[ow] += wv * xr[ow * g->sw];
+                    for (size_t j = 0; j < n; j++)
+                        yr[j] += wv * xr[j * g->sw];
             }
         }
     }
@@ -162,22 +191,30 @@ static void dw_plane_bwd(const geom *g, const float *x, const float *w, const fl
             /* the weight's gradient summed per column first (a vector of sums, not one
              * long dependency chain), then over the columns */
             memset(colsum, 0, g->wo * sizeof *colsum);
-            for (size_t oh = oh0; oh < oh1; oh++) {
-                size_t at = (oh * g->sh + a * g->dh - g->ph) * g->w + b * g->dw - g->pw;
-                const float *xr = x + at, *dyr = dy + oh * g->wo;
-                float *dxr = dx != NULL ? dx + at : NULL;
+            for (size_t oh = oh0; oh < oh1 && ow0 < ow1; oh++) {
+                size_t at =
+                    (oh * g->sh + a * g->dh - g->ph) * g->w + (ow0 * g->sw + b * g->dw - g->pw);
+                const float *xr = x + at, *dyr = dy + oh * g->wo + ow0;
+                float *dxr = dx != NULL ? dx + at : NULL, *cs = colsum + ow0;
+                size_t n = ow1 - ow0;
                 if (g->sw == 1) {
-                    for (size_t ow = ow0; ow < ow1; ow++)
-                        colsum[ow] += dyr[ow] * xr[ow];
+                    for (size_t j = 0; j < n; j++)
+                        cs[j] += dyr[j] * xr[j];
                     if (dxr != NULL)
-                        for (size_t ow = ow0; ow < ow1; ow++)
-                            dxr[ow] += wv * dyr[ow];
+                        for (size_t j = 0; j < n; j++)
+                            dxr[j] += wv * dyr[j];
+                } else if (g->sw == 2) {
+                    for (size_t j = 0; j < n; j++)
+                        cs[j] += dyr[j] * xr[2 * j];
+                    if (dxr != NULL)
+                        for (size_t j = 0; j < n; j++)
+                            dxr[2 * j] += wv * dyr[j];
                 } else {
-                    for (size_t ow = ow0; ow < ow1; ow++)
-                        colsum[ow] += dyr[ow] * xr[ow * g->sw];
+                    for (size_t j = 0; j < n; j++)
+                        cs[j] += dyr[j] * xr[j * g->sw];
                     if (dxr != NULL)
-                        for (size_t ow = ow0; ow < ow1; ow++)
-                            dxr[ow * g->sw] += wv * dyr[ow];
+                        for (size_t j = 0; j < n; j++)
+                            dxr[j * g->sw] += wv * dyr[j];
                 }
             }
             for (size_t ow = ow0; ow < ow1; ow++)
@@ -188,11 +225,22 @@ static void dw_plane_bwd(const geom *g, const float *x, const float *w, const fl
     }
 }
 
+/* Samples per GEMM of a (non-depthwise) convolution: its columns and output for the chunk
+ * stay within about CONV_CHUNK_BYTES (cache-sized), at least one sample. */
+#define CONV_CHUNK_BYTES ((size_t)512 * 1024)
+
+static size_t conv_chunk(const geom *g, size_t batch)
+{
+    size_t k = g->c / g->groups * g->kh * g->kw, mg = g->m / g->groups;
+    size_t per = (k + mg) * g->ho * g->wo * sizeof(float), nb;
+    nb = per > 0 ? CONV_CHUNK_BYTES / per : batch;
+    return nb < 1 ? 1 : (nb > batch ? batch : nb);
+}
+
 static size_t conv_work(const sl_spec *s, const sl__node *nd, size_t batch)
 {
     sl__op_ctx c = {0};
     geom g;
-    (void)batch;
     c.s = s;
     c.nd = nd;
     get_geom(&c, &g);
@@ -200,18 +248,19 @@ static size_t conv_work(const sl_spec *s, const sl__node *nd, size_t batch)
         return g.wo * sizeof(float); /* a row of column sums */
     if (is_pointwise(&g))
         return 0;
-    /* the columns of one group of one sample, and their gradient */
-    return 2 * (g.c / g.groups) * g.kh * g.kw * g.ho * g.wo * sizeof(float);
+    /* per chunk: the columns (or their gradient) and the output (or its gradient) */
+    return (g.c / g.groups * g.kh * g.kw + g.m / g.groups) * conv_chunk(&g, batch) * g.ho * g.wo *
+           sizeof(float);
 }
 
 static int conv_fwd(const sl__op_ctx *c)
 {
     const sl__node *nd = c->nd;
     geom g;
-    size_t cg, mg, k, plane;
+    size_t cg, mg, k, plane, nb;
     const float *x = c->val[nd->in[0]], *w = c->val[nd->in[1]];
     const float *bias = nd->nin == 3 && nd->in[2] >= 0 ? c->val[nd->in[2]] : NULL;
-    float *y = c->val[nd->out[0]], *cols = c->work;
+    float *y = c->val[nd->out[0]], *cols = c->work, *out;
     get_geom(c, &g);
     cg = g.c / g.groups;
     mg = g.m / g.groups;
@@ -223,24 +272,44 @@ static int conv_fwd(const sl__op_ctx *c)
                          bias != NULL ? bias[pl % g.c] : 0.0f, y + pl * plane);
         return SL_OK;
     }
-    for (size_t n = 0; n < c->batch; n++) {
-        const float *xn = x + n * g.c * g.h * g.w;
-        float *yn = y + n * g.m * plane;
+    if (is_pointwise(&g)) { /* the columns are the input: one GEMM per sample and group */
+        for (size_t n = 0; n < c->batch; n++)
+            for (size_t gi = 0; gi < g.groups; gi++) {
+                float *yg = y + (n * g.m + gi * mg) * plane;
+                int rc =
+                    sl_nn_sgemm(SL_NN_NO_TRANS, SL_NN_NO_TRANS, mg, plane, k, 1.0f, w + gi * mg * k,
+                                k, x + (n * g.c + gi * cg) * plane, plane, 0.0f, yg, plane);
+                if (rc != SL_OK)
+                    return rc;
+                for (size_t m = 0; bias != NULL && m < mg; m++)
+                    for (size_t p = 0; p < plane; p++)
+                        yg[m * plane + p] += bias[gi * mg + m];
+            }
+        return SL_OK;
+    }
+    /* a chunk of nb samples at once: cols [k, nb plane] (sample j at column j plane), one
+     * GEMM per group into out [mg, nb plane], then copied to the samples' NCHW planes */
+    nb = conv_chunk(&g, c->batch);
+    out = cols + k * nb * plane;
+    for (size_t n0 = 0; n0 < c->batch; n0 += nb) {
+        size_t cnt = c->batch - n0 < nb ? c->batch - n0 : nb, ld = cnt * plane;
         for (size_t gi = 0; gi < g.groups; gi++) {
             int rc;
-            if (is_pointwise(&g))
-                cols = (float *)(xn + gi * cg * plane); /* read only */
-            else
-                im2col(&g, xn, gi * cg, cg, cols);
-            rc = sl_nn_sgemm(SL_NN_NO_TRANS, SL_NN_NO_TRANS, mg, plane, k, 1.0f, w + gi * mg * k, k,
-                             cols, plane, 0.0f, yn + gi * mg * plane, plane);
+            for (size_t j = 0; j < cnt; j++)
+                im2col(&g, x + (n0 + j) * g.c * g.h * g.w, gi * cg, cg, cols + j * plane, ld);
+            rc = sl_nn_sgemm(SL_NN_NO_TRANS, SL_NN_NO_TRANS, mg, ld, k, 1.0f, w + gi * mg * k, k,
+                             cols, ld, 0.0f, out, ld);
             if (rc != SL_OK)
                 return rc;
+            for (size_t j = 0; j < cnt; j++)
+                for (size_t m = 0; m < mg; m++) {
+                    const float *src = out + m * ld + j * plane;
+                    float *dst = y + ((n0 + j) * g.m + gi * mg + m) * plane;
+                    float bv = bias != NULL ? bias[gi * mg + m] : 0.0f;
+                    for (size_t p = 0; p < plane; p++)
+                        dst[p] = src[p] + bv;
+                }
         }
-        if (bias != NULL)
-            for (size_t m = 0; m < g.m; m++)
-                for (size_t p = 0; p < plane; p++)
-                    yn[m * plane + p] += bias[m];
     }
     return SL_OK;
 }
@@ -249,69 +318,80 @@ static int conv_bwd(const sl__op_ctx *c)
 {
     const sl__node *nd = c->nd;
     geom g;
-    size_t cg, mg, k, plane;
+    size_t cg, mg, k, plane, nb;
     const float *x = c->val[nd->in[0]], *w = c->val[nd->in[1]], *dy = c->grad[nd->out[0]];
     float *dx = c->grad[nd->in[0]], *dw = c->grad[nd->in[1]];
     float *db = nd->nin == 3 && nd->in[2] >= 0 ? c->grad[nd->in[2]] : NULL;
-    float *cols, *dcols;
+    float *cols = c->work, *dyc;
+    int assign = dx != NULL && sl__op_fresh(c, nd->in[0]);
     get_geom(c, &g);
     cg = g.c / g.groups;
     mg = g.m / g.groups;
     k = cg * g.kh * g.kw;
     plane = g.ho * g.wo;
-    cols = c->work;
-    dcols = cols + k * plane;
+    for (size_t pl = 0; db != NULL && pl < c->batch * g.m; pl++) {
+        float s = 0.0f;
+        for (size_t p = 0; p < plane; p++)
+            s += dy[pl * plane + p];
+        db[pl % g.m] += s;
+    }
     if (is_depthwise(&g)) {
+        if (assign)
+            memset(dx, 0, c->batch * g.c * g.h * g.w * sizeof *dx);
         for (size_t pl = 0; pl < c->batch * g.c; pl++)
             dw_plane_bwd(&g, x + pl * g.h * g.w, w + (pl % g.c) * g.kh * g.kw, dy + pl * plane,
                          dw != NULL ? dw + (pl % g.c) * g.kh * g.kw : NULL,
                          dx != NULL ? dx + pl * g.h * g.w : NULL, c->work);
-        for (size_t pl = 0; db != NULL && pl < c->batch * g.c; pl++) {
-            float s = 0.0f;
-            for (size_t p = 0; p < plane; p++)
-                s += dy[pl * plane + p];
-            db[pl % g.c] += s;
-        }
         return SL_OK;
     }
-    for (size_t n = 0; n < c->batch; n++) {
-        const float *xn = x + n * g.c * g.h * g.w, *dyn = dy + n * g.m * plane;
-        for (size_t gi = 0; gi < g.groups; gi++) {
-            const float *dyg = dyn + gi * mg * plane;
-            int rc = SL_OK;
-            if (is_pointwise(&g)) { /* the columns are the input; col2im adds */
+    if (is_pointwise(&g)) { /* the columns are the input; col2im adds (or assigns) */
+        for (size_t n = 0; n < c->batch; n++)
+            for (size_t gi = 0; gi < g.groups; gi++) {
+                const float *dyg = dy + (n * g.m + gi * mg) * plane;
+                const float *xg = x + (n * g.c + gi * cg) * plane;
+                int rc = SL_OK;
                 if (dw != NULL)
                     rc = sl_nn_sgemm(SL_NN_NO_TRANS, SL_NN_TRANS, mg, k, plane, 1.0f, dyg, plane,
-                                     xn + gi * cg * plane, plane, 1.0f, dw + gi * mg * k, k);
+                                     xg, plane, 1.0f, dw + gi * mg * k, k);
                 if (rc == SL_OK && dx != NULL)
                     rc = sl_nn_sgemm(SL_NN_TRANS, SL_NN_NO_TRANS, k, plane, mg, 1.0f,
-                                     w + gi * mg * k, k, dyg, plane, 1.0f,
-                                     dx + n * g.c * plane + gi * cg * plane, plane);
+                                     w + gi * mg * k, k, dyg, plane, assign ? 0.0f : 1.0f,
+                                     dx + (n * g.c + gi * cg) * plane, plane);
                 if (rc != SL_OK)
                     return rc;
-                continue;
             }
+        return SL_OK;
+    }
+    /* per chunk and group: dyc [mg, nb plane] gathered from dY; dW_g += dyc cols^T; the
+     * columns' gradient W_g^T dyc (into the columns' space, done with) goes back by col2im */
+    nb = conv_chunk(&g, c->batch);
+    dyc = cols + k * nb * plane;
+    if (assign)
+        memset(dx, 0, c->batch * g.c * g.h * g.w * sizeof *dx);
+    for (size_t n0 = 0; n0 < c->batch; n0 += nb) {
+        size_t cnt = c->batch - n0 < nb ? c->batch - n0 : nb, ld = cnt * plane;
+        for (size_t gi = 0; gi < g.groups; gi++) {
+            int rc = SL_OK;
+            for (size_t j = 0; j < cnt; j++)
+                for (size_t m = 0; m < mg; m++)
+                    memcpy(dyc + m * ld + j * plane, dy + ((n0 + j) * g.m + gi * mg + m) * plane,
+                           plane * sizeof *dyc);
             if (dw != NULL) {
-                im2col(&g, xn, gi * cg, cg, cols);
-                rc = sl_nn_sgemm(SL_NN_NO_TRANS, SL_NN_TRANS, mg, k, plane, 1.0f, dyg, plane, cols,
-                                 plane, 1.0f, dw + gi * mg * k, k);
+                for (size_t j = 0; j < cnt; j++)
+                    im2col(&g, x + (n0 + j) * g.c * g.h * g.w, gi * cg, cg, cols + j * plane, ld);
+                rc = sl_nn_sgemm(SL_NN_NO_TRANS, SL_NN_TRANS, mg, k, ld, 1.0f, dyc, ld, cols, ld,
+                                 1.0f, dw + gi * mg * k, k);
             }
             if (rc == SL_OK && dx != NULL) {
-                rc = sl_nn_sgemm(SL_NN_TRANS, SL_NN_NO_TRANS, k, plane, mg, 1.0f, w + gi * mg * k,
-                                 k, dyg, plane, 0.0f, dcols, plane);
-                if (rc == SL_OK)
-                    col2im_add(&g, dcols, gi * cg, cg, dx + n * g.c * g.h * g.w);
+                rc = sl_nn_sgemm(SL_NN_TRANS, SL_NN_NO_TRANS, k, ld, mg, 1.0f, w + gi * mg * k, k,
+                                 dyc, ld, 0.0f, cols, ld);
+                for (size_t j = 0; rc == SL_OK && j < cnt; j++)
+                    col2im_add(&g, cols + j * plane, ld, gi * cg, cg,
+                               dx + (n0 + j) * g.c * g.h * g.w);
             }
             if (rc != SL_OK)
                 return rc;
         }
-        if (db != NULL)
-            for (size_t m = 0; m < g.m; m++) {
-                float s = 0.0f;
-                for (size_t p = 0; p < plane; p++)
-                    s += dyn[m * plane + p];
-                db[m] += s;
-            }
     }
     return SL_OK;
 }
@@ -371,6 +451,8 @@ static int maxpool_bwd(const sl__op_ctx *c)
     if (dx == NULL)
         return SL_OK;
     get_geom(c, &g);
+    if (sl__op_fresh(c, c->nd->in[0]))
+        memset(dx, 0, c->batch * g.c * g.h * g.w * sizeof *dx);
     for (size_t pl = 0; pl < c->batch * g.c; pl++)
         for (size_t o = 0; o < g.ho * g.wo; o++)
             if (arg[pl * g.ho * g.wo + o] >= 0)
@@ -429,6 +511,8 @@ static int avgpool_bwd(const sl__op_ctx *c)
     if (dx == NULL)
         return SL_OK;
     get_geom(c, &g);
+    if (sl__op_fresh(c, c->nd->in[0]))
+        memset(dx, 0, c->batch * g.c * g.h * g.w * sizeof *dx);
     for (size_t pl = 0; pl < c->batch * g.c; pl++)
         for (size_t oh = 0; oh < g.ho; oh++)
             for (size_t ow = 0; ow < g.wo; ow++) {
@@ -470,8 +554,12 @@ static int gap_bwd(const sl__op_ctx *c)
         return SL_OK;
     for (size_t pl = 0; pl < c->batch * ch; pl++) {
         float d = dy[pl] / (float)plane;
-        for (size_t i = 0; i < plane; i++)
-            dx[pl * plane + i] += d;
+        if (sl__op_fresh(c, c->nd->in[0]))
+            for (size_t i = 0; i < plane; i++)
+                dx[pl * plane + i] = d;
+        else
+            for (size_t i = 0; i < plane; i++)
+                dx[pl * plane + i] += d;
     }
     return SL_OK;
 }

@@ -44,20 +44,13 @@
  */
 #define BN_LANES 8
 
-/* sum of x[i] (when @dy is NULL) or of dy[i] (x[i] - m), over n values; *@sq (unless NULL)
- * gets the sum of (x[i] - m)^2 */
-static double bn_plane_sums(const float *x, const float *dy, size_t n, float m, double *sq)
+/* sum of x[i] over n values; *@sq (unless NULL) gets the sum of (x[i] - m)^2 instead */
+static double bn_plane_sums(const float *x, size_t n, float m, double *sq)
 {
     float acc[BN_LANES] = {0}, acc2[BN_LANES] = {0};
     double s = 0.0, s2 = 0.0;
     size_t i = 0;
-    if (dy != NULL) {
-        for (; i + BN_LANES <= n; i += BN_LANES)
-            for (size_t j = 0; j < BN_LANES; j++)
-                acc[j] += dy[i + j] * (x[i + j] - m);
-        for (; i < n; i++)
-            s += (double)dy[i] * (double)(x[i] - m);
-    } else if (sq != NULL) {
+    if (sq != NULL) {
         for (; i + BN_LANES <= n; i += BN_LANES)
             for (size_t j = 0; j < BN_LANES; j++) {
                 float d = x[i + j] - m;
@@ -80,6 +73,30 @@ static double bn_plane_sums(const float *x, const float *dy, size_t n, float m, 
     }
     if (sq != NULL)
         *sq = s2;
+    return s;
+}
+
+/* One pass over a plane for the backward pass: the sum of dy[i] (x[i] - m), and of dy[i] in
+ * *@sdy, in BN_LANES float lanes each. */
+static double bn_plane_dsums(const float *x, const float *dy, size_t n, float m, double *sdy)
+{
+    float acc[BN_LANES] = {0}, accd[BN_LANES] = {0};
+    double s = 0.0, sd = 0.0;
+    size_t i = 0;
+    for (; i + BN_LANES <= n; i += BN_LANES)
+        for (size_t j = 0; j < BN_LANES; j++) {
+            acc[j] += dy[i + j] * (x[i + j] - m);
+            accd[j] += dy[i + j];
+        }
+    for (; i < n; i++) {
+        s += (double)dy[i] * (double)(x[i] - m);
+        sd += dy[i];
+    }
+    for (size_t j = 0; j < BN_LANES; j++) {
+        s += acc[j];
+        sd += accd[j];
+    }
+    *sdy = sd;
     return s;
 }
 
@@ -120,13 +137,12 @@ static int bn_fwd(const sl__op_ctx *c)
         if (c->training) {
             double sum = 0.0, sq = 0.0, part;
             for (size_t n = 0; n < c->batch; n++)
-                sum += bn_plane_sums(x + (n * g.ch + ch) * g.spatial, NULL, g.spatial, 0.0f, NULL);
+                sum += bn_plane_sums(x + (n * g.ch + ch) * g.spatial, g.spatial, 0.0f, NULL);
             m = sum / (double)g.n;
             for (size_t n = 0; n < c->batch; n++) {
                 /* the deviations from the mean rounded to float: sum (x - m)^2 moves within
                  * rounding, plus the mean's own rounding, (m - mf)^2 n, added back */
-                (void)bn_plane_sums(x + (n * g.ch + ch) * g.spatial, NULL, g.spatial, (float)m,
-                                    &part);
+                (void)bn_plane_sums(x + (n * g.ch + ch) * g.spatial, g.spatial, (float)m, &part);
                 sq += part;
             }
             sq -= (double)g.n * (m - (double)(float)m) * (m - (double)(float)m);
@@ -160,6 +176,7 @@ static int bn_bwd(const sl__op_ctx *c)
     const float *x = c->val[nd->in[0]], *scale = c->val[nd->in[1]], *dy = c->grad[nd->out[0]];
     float *dx = c->grad[nd->in[0]], *dscale = c->grad[nd->in[1]], *dbias = c->grad[nd->in[2]];
     const double *mean, *invstd;
+    int assign = sl__op_fresh(c, nd->in[0]);
     bn_get_geom(c->s, nd, c->batch, &g);
     mean = c->aux;
     invstd = mean + g.ch;
@@ -169,8 +186,9 @@ static int bn_bwd(const sl__op_ctx *c)
         float mf = (float)m;
         for (size_t n = 0; n < c->batch; n++) {
             size_t at = (n * g.ch + ch) * g.spatial;
-            sum_dy += bn_plane_sums(dy + at, NULL, g.spatial, 0.0f, NULL);
-            sum_dyxh += bn_plane_sums(x + at, dy + at, g.spatial, mf, NULL);
+            double sd;
+            sum_dyxh += bn_plane_dsums(x + at, dy + at, g.spatial, mf, &sd);
+            sum_dy += sd;
         }
         /* sum dy (x - m) from sum dy (x - mf), then scaled: sum dy xhat */
         sum_dyxh = (sum_dyxh - (m - (double)mf) * sum_dy) * is;
@@ -191,8 +209,12 @@ static int bn_bwd(const sl__op_ctx *c)
                 const float *xp = x + (n * g.ch + ch) * g.spatial;
                 const float *dyp = dy + (n * g.ch + ch) * g.spatial;
                 float *dxp = dx + (n * g.ch + ch) * g.spatial;
-                for (size_t i = 0; i < g.spatial; i++)
-                    dxp[i] += kf * (dyp[i] - af - (xp[i] - mf) * sf);
+                if (assign)
+                    for (size_t i = 0; i < g.spatial; i++)
+                        dxp[i] = kf * (dyp[i] - af - (xp[i] - mf) * sf);
+                else
+                    for (size_t i = 0; i < g.spatial; i++)
+                        dxp[i] += kf * (dyp[i] - af - (xp[i] - mf) * sf);
             }
         }
     }

@@ -109,7 +109,15 @@ static Onnx__NodeProto *ex_node(ex *e, const char *op, const char *name, const c
         return NULL;
     onnx__node_proto__init(nd);
     nd->op_type = ex_str(e, op);
-    nd->name = name && name[0] ? ex_str(e, name) : NULL;
+    if (name == NULL || name[0] == '\0') {
+        /* every node is named (importers, ours too, refer to nodes by name): the op and its
+         * place, unique in the graph */
+        char made[64];
+        snprintf(made, sizeof made, "/%s_%zu", op, e->nn);
+        nd->name = ex_str(e, made);
+    } else {
+        nd->name = ex_str(e, name);
+    }
     nd->input = ex_alloc(e, (nin ? nin : 1) * sizeof *nd->input);
     nd->output = ex_alloc(e, (nout ? nout : 1) * sizeof *nd->output);
     if (nd->input == NULL || nd->output == NULL)
@@ -148,7 +156,8 @@ static Onnx__AttributeProto *ex_attr(ex *e, Onnx__NodeProto *nd, const char *nam
     if (list == NULL)
         return NULL;
     if (nd->n_attribute)
-        memcpy(list, nd->attribute, nd->n_attribute * sizeof *list);
+        if (nd->n_attribute > 0)
+            memcpy(list, nd->attribute, nd->n_attribute * sizeof *list);
     list[nd->n_attribute++] = a;
     nd->attribute = list;
     return a;
@@ -176,7 +185,8 @@ static void attr_ints(ex *e, Onnx__NodeProto *nd, const char *name, const int64_
 {
     Onnx__AttributeProto *a = ex_attr(e, nd, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
     if (a != NULL && (a->ints = ex_alloc(e, (n ? n : 1) * sizeof *a->ints)) != NULL) {
-        memcpy(a->ints, v, n * sizeof *v);
+        if (n > 0)
+            memcpy(a->ints, v, n * sizeof *v);
         a->n_ints = n;
     }
 }
@@ -196,7 +206,8 @@ static Onnx__TensorProto *tensor(ex *e, const char *name, int32_t dtype, const i
     raw = ex_alloc(e, bytes);
     if (t->dims == NULL || raw == NULL)
         return NULL;
-    memcpy(t->dims, dims, ndim * sizeof *dims);
+    if (ndim > 0)
+        memcpy(t->dims, dims, ndim * sizeof *dims);
     t->n_dims = ndim;
     /* raw_data is little-endian, whatever the host */
     for (size_t k = 0, w = dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? 8 : 4; k + w <= bytes;

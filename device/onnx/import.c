@@ -66,6 +66,56 @@ static int new_value(sl__imp *m, const char *name, int32_t producer)
     return SL_OK;
 }
 
+/* protobuf-c leaves an absent optional string NULL: the importer reads names, op types and
+ * tensor references everywhere, so a graph without them is refused here, once (PyTorch's
+ * exports always have them). The reason names the first one missing. */
+static int well_formed(const Onnx__GraphProto *g, char *why, size_t cap)
+{
+    for (size_t k = 0; k < g->n_node; k++) {
+        const Onnx__NodeProto *nd = g->node[k];
+        if (nd->op_type == NULL || nd->name == NULL) {
+            snprintf(why, cap, "node %zu has no %s", k, nd->op_type == NULL ? "op_type" : "name");
+            return 0;
+        }
+        for (size_t i = 0; i < nd->n_input; i++)
+            if (nd->input[i] == NULL) {
+                snprintf(why, cap, "node %.64s: input %zu has no name", nd->name, i);
+                return 0;
+            }
+        for (size_t i = 0; i < nd->n_output; i++)
+            if (nd->output[i] == NULL) {
+                snprintf(why, cap, "node %.64s: output %zu has no name", nd->name, i);
+                return 0;
+            }
+        for (size_t i = 0; i < nd->n_attribute; i++)
+            if (nd->attribute[i]->name == NULL) {
+                snprintf(why, cap, "node %.64s: attribute %zu has no name", nd->name, i);
+                return 0;
+            }
+    }
+    for (size_t k = 0; k < g->n_initializer; k++)
+        if (g->initializer[k]->name == NULL) {
+            snprintf(why, cap, "initializer %zu has no name", k);
+            return 0;
+        }
+    for (size_t k = 0; k < g->n_input; k++)
+        if (g->input[k]->name == NULL) {
+            snprintf(why, cap, "graph input %zu has no name", k);
+            return 0;
+        }
+    for (size_t k = 0; k < g->n_output; k++)
+        if (g->output[k]->name == NULL) {
+            snprintf(why, cap, "graph output %zu has no name", k);
+            return 0;
+        }
+    for (size_t k = 0; k < g->n_value_info; k++)
+        if (g->value_info[k]->name == NULL) {
+            snprintf(why, cap, "value_info %zu has no name", k);
+            return 0;
+        }
+    return 1;
+}
+
 static int64_t default_opset(const Onnx__ModelProto *model)
 {
     for (size_t k = 0; k < model->n_opset_import; k++) {
@@ -359,6 +409,14 @@ int sl_onnx_import(const void *onnx, size_t len, const char *name, char **spec_j
                 "not an ONNX model (the protobuf does not parse as a ModelProto "
                 "with a graph)");
         return SL_ECORRUPT;
+    }
+    {
+        char why[160];
+        if (!well_formed(model->graph, why, sizeof why)) {
+            onnx__model_proto__free_unpacked(model, NULL);
+            set_err(err, errcap, "not a usable ONNX graph: %s", why);
+            return SL_ECORRUPT;
+        }
     }
     m.g = model->graph;
     m.opset = default_opset(model);

@@ -90,7 +90,8 @@ int sl__const_load(sl__imp *m, const Onnx__TensorProto *tp, int32_t init, sl__cv
     if ((rc = count_of(m, tp->dims, tp->n_dims, &c->count)) != SL_OK)
         return rc;
     c->ndim = (uint8_t)tp->n_dims;
-    memcpy(c->dims, tp->dims, tp->n_dims * sizeof *tp->dims);
+    if (tp->n_dims > 0)
+        memcpy(c->dims, tp->dims, tp->n_dims * sizeof *tp->dims);
     switch (dt) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
     case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
@@ -260,7 +261,8 @@ static int axes_of(sl__imp *m, const Onnx__NodeProto *nd, int64_t *axes, size_t 
     if (a != NULL) {
         if (a->n_ints > SL__ONNX_RANK)
             return SL_EINVAL;
-        memcpy(axes, a->ints, a->n_ints * sizeof *axes);
+        if (a->n_ints > 0)
+            memcpy(axes, a->ints, a->n_ints * sizeof *axes);
         *n = a->n_ints;
     }
     return SL_OK;

@@ -139,7 +139,8 @@ static int axes_of(sl__imp *m, const Onnx__NodeProto *nd, int64_t *axes, size_t 
     if (a != NULL) {
         if (a->n_ints > SL__ONNX_RANK)
             return SL_EINVAL;
-        memcpy(axes, a->ints, a->n_ints * sizeof *axes);
+        if (a->n_ints > 0)
+            memcpy(axes, a->ints, a->n_ints * sizeof *axes);
         *n = a->n_ints;
         return SL_OK;
     }
@@ -841,7 +842,8 @@ static int pad(sl__imp *m, const Onnx__NodeProto *nd)
     if (!attr_s_is(nd, "mode", "constant", 1))
         return sl__imp_unsupported(m, nd, "a mode other than constant");
     if (pa != NULL && pa->n_ints <= 16) {
-        memcpy(p, pa->ints, pa->n_ints * sizeof *p);
+        if (pa->n_ints > 0)
+            memcpy(p, pa->ints, pa->n_ints * sizeof *p);
         n = pa->n_ints;
     } else if (pv == NULL || pv->kind != SL__V_CONST || sl__const_ints(&pv->c, p, 16, &n)) {
         return sl__imp_unsupported(m, nd, "pads must be constant");

@@ -25,6 +25,12 @@
  * peak RSS beside what a training step should need: parameters, gradient
  * and momentum, the general executor's planned arena for the batch, the
  * batch pool, and 16 MB for the program itself.
+ *
+ * --onnx FILE imports an ONNX model (sl_onnx_import(), as `starling model
+ * import` does) and runs the --spec benchmark on the spec it gives, the
+ * ONNX's initializers being the initial parameters of both sides (PyTorch
+ * gets the imported spec and those parameters). Builds without the ONNX
+ * import (no SL_HAVE_ONNX) refuse the option.
  */
 #include <errno.h>
 #include <math.h>
@@ -39,6 +45,9 @@
 #include "bench.h"
 #include "starling/data.h"
 #include "starling/nn.h"
+#ifdef SL_HAVE_ONNX
+#include "starling/onnx.h"
+#endif
 #include "../../device/nn/graph_int.h"
 #include "../../device/nn/nn_int.h"
 
@@ -49,6 +58,11 @@ typedef struct options {
     const char *model, *spec, *onnx;
     size_t batch, steps;
     int json, no_torch, layers, batch_set;
+    /* --onnx: the imported spec's text and its initial parameters (NULL: sl_model_init()) */
+    const char *spec_text;
+    size_t spec_len;
+    const float *init;
+    size_t ninit;
 } options;
 
 static int usage(void)
@@ -309,7 +323,8 @@ static uint64_t embedding_vocab(const sl_spec *s, int t)
 }
 
 /* Model, parameters, optimiser and the seeded pool of batches. */
-static int spec_run_init(spec_run *r, const sl_spec *s, size_t batch, char *err, size_t errcap)
+static int spec_run_init(spec_run *r, const sl_spec *s, size_t batch, const float *init,
+                         size_t ninit, char *err, size_t errcap)
 {
     sl_sgd_params sp = {0.01f, 0.9f, 0.0f, 0.0f, NULL, NULL};
     size_t samples;
@@ -338,7 +353,13 @@ static int spec_run_init(spec_run *r, const sl_spec *s, size_t batch, char *err,
     if (r->params == NULL || r->grad == NULL || (r->g != NULL && r->dout == NULL) ||
         (r->labels == NULL && r->targets == NULL))
         return SL_ENOMEM;
-    if (r->m != NULL) {
+    if (init != NULL) { /* the ONNX's initializers */
+        if (ninit != r->np) {
+            snprintf(err, errcap, "%zu initial parameters for a layout of %zu", ninit, r->np);
+            return SL_EINVAL;
+        }
+        memcpy(r->params, init, r->np * sizeof *r->params);
+    } else if (r->m != NULL) {
         rc = sl_model_init(r->m, r->params, 1);
     } else { /* the same initialisation through a model of the spec made for it */
         sl_model *m = NULL;
@@ -476,9 +497,11 @@ static double mb(double bytes)
 static int bench_spec(options *o)
 {
     char err[512] = "", line[2048] = "", dir[] = "/tmp/starling-bench-train-XXXXXX";
-    char names[SL__SPEC_MAX_INPUTS + 3][32];
+    char names[SL__SPEC_MAX_INPUTS + 4][32];
     size_t len = 0, nnames = 0, arena = 0;
-    char *text = read_text(o->spec, &len);
+    char *text = o->spec_text != NULL ? NULL : read_text(o->spec, &len);
+    const char *source = o->onnx != NULL ? o->onnx : o->spec; /* what the user named */
+    char spec_path[4096];
     sl_spec *spec = NULL;
     spec_run r;
     double ours = 0.0, torch = 0.0, torch_loss = NAN, data_bytes = 0.0, budget;
@@ -486,20 +509,23 @@ static int bench_spec(options *o)
     struct rusage ru;
     int rc, t = 2, have_dir = 0;
 
-    if (text == NULL) {
+    if (text == NULL && o->spec_text == NULL) {
         fprintf(stderr, "bench train: cannot read %s\n", o->spec);
         return 2;
     }
-    rc = sl_spec_parse(text, len, &spec, err, sizeof err);
+    if (o->spec_text != NULL)
+        rc = sl_spec_parse(o->spec_text, o->spec_len, &spec, err, sizeof err);
+    else
+        rc = sl_spec_parse(text, len, &spec, err, sizeof err);
     free(text);
     if (rc != SL_OK) {
-        fprintf(stderr, "bench train: %s: %s\n", o->spec, err);
+        fprintf(stderr, "bench train: %s: %s\n", source, err);
         return 2;
     }
     sl_nn_set_threads(1);
-    rc = spec_run_init(&r, spec, o->batch, err, sizeof err);
+    rc = spec_run_init(&r, spec, o->batch, o->init, o->ninit, err, sizeof err);
     if (rc != SL_OK) {
-        fprintf(stderr, "bench train: %s: %s %s\n", o->spec, sl_strerror(rc), err);
+        fprintf(stderr, "bench train: %s: %s %s\n", source, sl_strerror(rc), err);
         spec_run_free(&r);
         sl_spec_free(spec);
         return 1;
@@ -510,7 +536,16 @@ static int bench_spec(options *o)
             fprintf(stderr, "bench train: cannot write the batches for PyTorch in %s\n", dir);
             rc = SL_EIO;
         }
+        /* an imported spec exists only in memory: PyTorch reads it from the folder */
+        if (rc == SL_OK && o->spec_text != NULL) {
+            snprintf(names[nnames++], 32, "spec.json");
+            if (write_blob(dir, "spec.json", o->spec_text, o->spec_len) != 0) {
+                fprintf(stderr, "bench train: cannot write the spec for PyTorch in %s\n", dir);
+                rc = SL_EIO;
+            }
+        }
     }
+    snprintf(spec_path, sizeof spec_path, "%s/spec.json", dir);
     /* the first step (on the initial parameters: its loss is compared), a warm-up step,
      * then, unless --steps says, as many steps as take about half a second */
     if (rc == SL_OK)
@@ -547,7 +582,7 @@ static int bench_spec(options *o)
     if (rc == SL_OK && have_dir) {
         char batch[32], steps[32], pool[32];
         char *args[] = {(char *)"--spec",
-                        (char *)o->spec,
+                        o->spec_text != NULL ? spec_path : (char *)o->spec,
                         (char *)"--dir",
                         dir,
                         (char *)"--batch",
@@ -577,18 +612,18 @@ static int bench_spec(options *o)
         rmdir(dir);
     }
     if (rc != SL_OK) {
-        fprintf(stderr, "bench train: %s: %s\n", o->spec, sl_strerror(rc));
+        fprintf(stderr, "bench train: %s: %s\n", source, sl_strerror(rc));
         spec_run_free(&r);
         sl_spec_free(spec);
         return 1;
     }
     budget = 3.0 * (double)r.np * sizeof(float) + (double)arena + data_bytes + 16.0 * 1048576.0;
     if (o->json) {
-        printf("{\"spec\": \"%s\", \"name\": \"%s\", \"params\": %zu, \"batch\": %zu, "
+        printf("{\"%s\": \"%s\", \"name\": \"%s\", \"params\": %zu, \"batch\": %zu, "
                "\"steps\": %zu, \"fused\": %d, \"samples_per_s\": %.1f, \"first_loss\": %.6f, "
                "\"peak_rss_bytes\": %.0f, \"budget_bytes\": %.0f, \"arena_bytes\": %zu",
-               o->spec, sl_spec_name(spec), r.np, o->batch, o->steps,
-               r.m != NULL && sl_model_fused(r.m), ours, (double)first_loss,
+               o->onnx != NULL ? "onnx" : "spec", source, sl_spec_name(spec), r.np, o->batch,
+               o->steps, r.m != NULL && sl_model_fused(r.m), ours, (double)first_loss,
                (double)ru.ru_maxrss * 1024.0, budget, arena);
         if (t == 1)
             printf(", \"torch_samples_per_s\": %.1f, \"ratio\": %.3f, \"torch_first_loss\": %.6f",
@@ -597,9 +632,11 @@ static int bench_spec(options *o)
             printf(", \"torch\": \"not available (apt-get install python3-torch)\"");
         printf("}\n");
     } else {
-        printf("starling bench train: spec %s (%s), %zu parameters, batch %zu, %zu steps, "
+        printf("starling bench train: spec %s (%s%s), %zu parameters, batch %zu, %zu steps, "
                "1 thread, synthetic data (seed %d), %s\n",
-               sl_spec_name(spec), o->spec, r.np, o->batch, o->steps, DATA_SEED,
+               sl_spec_name(spec), source,
+               o->onnx != NULL ? ", imported; its initializers as the initial parameters" : "",
+               r.np, o->batch, o->steps, DATA_SEED,
                r.m != NULL && sl_model_fused(r.m) ? "fused stages" : "general executor");
         printf("  starling  %10.0f samples/s  (best of %d; gemm %s, element-wise %s)\n", ours,
                REPEATS, sl_nn_kernel_variant(), sl__nn_ew()->name);
@@ -623,9 +660,66 @@ static int bench_spec(options *o)
     return t < 0 ? 1 : 0;
 }
 
+#ifdef SL_HAVE_ONNX
+/* The spec's name as `starling model import` gives it: the file's, without .onnx (1-63
+ * printable characters but '"' and '\\'), else "imported". */
+static void name_from_path(const char *path, char *out, size_t cap)
+{
+    const char *base = strrchr(path, '/');
+    size_t n;
+    base = base != NULL ? base + 1 : path;
+    n = strlen(base);
+    if (n > 5 && strcmp(base + n - 5, ".onnx") == 0)
+        n -= 5;
+    if (n == 0 || n >= cap || n > 63)
+        n = 0;
+    for (size_t k = 0; k < n; k++)
+        if (base[k] < 0x20 || base[k] > 0x7e || base[k] == '"' || base[k] == '\\')
+            n = 0;
+    snprintf(out, cap, "%.*s", (int)(n ? n : 8), n ? base : "imported");
+}
+#endif
+
+/* --onnx: import the file, then the --spec benchmark on what it gives. */
+static int bench_onnx(options *o)
+{
+#ifdef SL_HAVE_ONNX
+    char err[512] = "", name[64], *spec_json = NULL;
+    void *onnx = NULL;
+    size_t len = 0, spec_len = 0, nparams = 0;
+    float *params = NULL;
+    int rc = sl_fs_read_file(o->onnx, 1u << 30, &onnx, &len);
+    if (rc != SL_OK) {
+        fprintf(stderr, "bench train: cannot read %s: %s\n", o->onnx, sl_strerror(rc));
+        return 2;
+    }
+    name_from_path(o->onnx, name, sizeof name);
+    rc = sl_onnx_import(onnx, len, name, &spec_json, &spec_len, &params, &nparams, NULL, err,
+                        sizeof err);
+    free(onnx);
+    if (rc != SL_OK) {
+        fprintf(stderr, "bench train: %s: %s (%s)\n", o->onnx, err, sl_errname(rc));
+        return 2;
+    }
+    o->spec_text = spec_json, o->spec_len = spec_len;
+    o->init = params, o->ninit = nparams;
+    rc = bench_spec(o);
+    free(spec_json);
+    free(params);
+    return rc;
+#else
+    fprintf(stderr,
+            "bench train: --onnx %s: this build has no ONNX import (it needs protobuf-c-compiler, "
+            "libprotobuf-c-dev and libonnx-dev at configure time); import the model elsewhere "
+            "with `starling model import` and use --spec\n",
+            o->onnx);
+    return 2;
+#endif
+}
+
 int sl_bench_train(int argc, char **argv)
 {
-    options o = {"lenet5", NULL, NULL, 64, 0, 0, 0, 0, 0};
+    options o = {"lenet5", NULL, NULL, 64, 0, 0, 0, 0, 0, NULL, 0, NULL, 0};
     sl_model *m = NULL;
     data d;
     double ours = 0.0, torch = 0.0;
@@ -655,12 +749,14 @@ int sl_bench_train(int argc, char **argv)
         } else
             return usage();
     }
+    if (o.onnx != NULL && o.spec != NULL) {
+        fprintf(stderr, "bench train: --spec and --onnx: one model at a time\n");
+        return usage();
+    }
     if (o.onnx != NULL) {
-        fprintf(stderr,
-                "bench train: --onnx %s: needs the ONNX import (starling model import), "
-                "which this build does not have yet; import it to a spec and use --spec\n",
-                o.onnx);
-        return 2;
+        if (!o.batch_set)
+            o.batch = 32;
+        return bench_onnx(&o);
     }
     if (o.spec != NULL) {
         if (!o.batch_set)

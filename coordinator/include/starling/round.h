@@ -51,6 +51,19 @@ typedef enum sl_aggregator {
 /** sl_aggregator_name - "fedavg", "fedavgm", "fedadam", "fedyogi", "fedadagrad", ... */
 const char *sl_aggregator_name(sl_aggregator a);
 
+/** The devices' local optimiser (device/nn/include/starling/optim.h, PyTorch's semantics). */
+typedef enum sl_local_optimizer {
+    SL_LOCAL_SGD = 0,  /* torch.optim.SGD (momentum, Nesterov, weight decay) */
+    SL_LOCAL_ADAM = 1, /* torch.optim.Adam (weight decay as L2 in the gradient) */
+    SL_LOCAL_ADAMW = 2 /* torch.optim.AdamW (decoupled weight decay) */
+} sl_local_optimizer;
+
+/** sl_local_optimizer_name - "sgd", "adam", "adamw"; "?" for any other value. */
+const char *sl_local_optimizer_name(sl_local_optimizer o);
+
+/** Bytes of sl_task_config.frozen, the terminating NUL included. */
+#define SL_TASK_FROZEN_MAX 1024
+
 /** A task's configuration, as parsed and validated from JSON. */
 typedef struct sl_task_config {
     char name[64];
@@ -73,6 +86,17 @@ typedef struct sl_task_config {
     double warmup_density;
     uint32_t local_epochs, batch;
     double local_lr, local_momentum, prox_mu;
+    /* the local optimiser (config.c's table gives ranges, defaults and cross-field rules) */
+    sl_local_optimizer local_optimizer; /* default SGD */
+    int local_nesterov;                 /* SGD: Nesterov momentum (needs local_momentum > 0) */
+    double local_weight_decay;          /* L2 (sgd, adam) or decoupled (adamw); >= 0 */
+    double local_betas[2];              /* adam, adamw (0.9, 0.999) */
+    double local_eps;                   /* adam, adamw (1e-8) */
+    double local_clip_norm;             /* the gradient's global L2 norm bound; 0 = off */
+    /* frozen parameters: tensor names or module prefixes (optim.h, sl_optim_mask_layout),
+     * joined by commas (a layout name has none); "" when nothing is frozen */
+    char frozen[SL_TASK_FROZEN_MAX];
+    int local_norm; /* FedBN: normalisation layers' parameters stay on each device */
     /* aggregation */
     sl_aggregator aggregator;
     double server_lr;         /* default 1 */
@@ -103,6 +127,17 @@ int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char
 
 /** sl_task_config_to_json - the canonical JSON of a configuration (malloc'd). */
 int sl_task_config_to_json(const sl_task_config *c, char **out);
+
+/**
+ * sl_task_config_check_layout - the rules of a configuration that need the
+ * task's parameter layout: every "frozen" entry must name a tensor of
+ * @layout or a module prefix of one ("fc1" or "fc1." for "fc1.weight"), as
+ * the devices' sl_optim_mask_layout() reads them. Returns SL_OK,
+ * SL_ECONFIG_VALUE with a message naming the entry in @err (may be NULL),
+ * SL_EINVAL for NULL @c or @layout. Thread-safe.
+ */
+int sl_task_config_check_layout(const sl_task_config *c, const sl_layout *layout, char *err,
+                                size_t errcap);
 
 /* ------------------------------------------------------------------------ */
 /* Aggregation (pure functions, also used by tests as references)           */

@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "../../support/sl_test.h"
+#include "starling/codec.h"
 #include "starling/round.h"
 
 static int parse(const char *json, sl_task_config *c, char *err, size_t errcap)
@@ -330,6 +331,191 @@ static void test_rejections(void **state)
     assert_int_equal(sl_task_config_parse("{}", 2, NULL, err, sizeof err), SL_EINVAL);
 }
 
+/* The local optimiser's keys: defaults (today's SGD), every key, the
+ * defaults that depend on the optimiser, round trips, rejections, and the
+ * frozen names checked against a layout. */
+static void test_local_optimizer(void **state)
+{
+    (void)state;
+    sl_task_config c, untouched;
+    char err[256], *json = NULL;
+    sl_layout *layout = NULL;
+    static const char layout_text[] = "fc1.weight 4 3\nfc1.bias 4\nfc10.weight 2 4\n"
+                                      "bn.1.weight 2\nbn.1.running_mean 2\n";
+    static const struct {
+        const char *json, *in_message;
+    } bad[] = {
+        {"{\"target\":2,\"local_optimizer\":\"rmsprop\"}",
+         "local_optimizer: expected \"sgd\", \"adam\" or \"adamw\""},
+        {"{\"target\":2,\"local_optimizer\":1}", "local_optimizer: expected"},
+        {"{\"target\":2,\"local_nesterov\":1}", "local_nesterov: expected true or false"},
+        {"{\"target\":2,\"local_nesterov\":true,\"local_momentum\":0}",
+         "local_nesterov: needs local_optimizer \"sgd\" and local_momentum > 0"},
+        {"{\"target\":2,\"local_nesterov\":true,\"local_optimizer\":\"adam\"}",
+         "local_nesterov: needs"},
+        {"{\"target\":2,\"local_optimizer\":\"adam\",\"local_momentum\":0.9}",
+         "local_momentum: SGD's; local_optimizer \"adam\" takes local_betas"},
+        {"{\"target\":2,\"local_weight_decay\":-0.1}",
+         "local_weight_decay: -0.1 is below the minimum 0"},
+        {"{\"target\":2,\"local_weight_decay\":1000}", "local_weight_decay: 1000 is above"},
+        {"{\"target\":2,\"local_betas\":[0.9,0.99]}",
+         "local_betas: only for local_optimizer \"adam\" or \"adamw\""},
+        {"{\"target\":2,\"local_eps\":1e-6}", "local_eps: only for local_optimizer"},
+        {"{\"target\":2,\"local_optimizer\":\"adam\",\"local_betas\":[0.9]}",
+         "local_betas: expected an array of two numbers [beta1, beta2], got another length"},
+        {"{\"target\":2,\"local_optimizer\":\"adam\",\"local_betas\":0.9}",
+         "local_betas: expected an array of two numbers [beta1, beta2], got a number"},
+        {"{\"target\":2,\"local_optimizer\":\"adam\",\"local_betas\":[0.9,1]}",
+         "local_betas[1]: 1 is not below 1"},
+        {"{\"target\":2,\"local_optimizer\":\"adam\",\"local_betas\":[-0.1,0.9]}",
+         "local_betas[0]: -0.1 is below the minimum 0"},
+        {"{\"target\":2,\"local_optimizer\":\"adam\",\"local_betas\":[\"0.9\",0.9]}",
+         "local_betas[0]: expected a finite number, got a string"},
+        {"{\"target\":2,\"local_optimizer\":\"adam\",\"local_eps\":0}",
+         "local_eps: 0 is not above 0"},
+        {"{\"target\":2,\"local_clip_norm\":-1}", "local_clip_norm: -1 is below the minimum 0"},
+        {"{\"target\":2,\"frozen\":\"fc1\"}",
+         "frozen: expected an array of parameter names, got a string"},
+        {"{\"target\":2,\"frozen\":[\"fc1\",2]}", "frozen[1]: expected a string, got a number"},
+        {"{\"target\":2,\"frozen\":[\"\"]}", "frozen[0]: must not be empty"},
+        {"{\"target\":2,\"frozen\":[\"a,b\"]}", "frozen[0]: byte 0x2c at offset 1"},
+        {"{\"target\":2,\"local_norm\":\"yes\"}", "local_norm: expected true or false"},
+    };
+
+    /* the defaults: SGD as before the keys existed */
+    assert_int_equal(parse("{\"target\": 4}", &c, err, sizeof err), SL_OK);
+    assert_int_equal(c.local_optimizer, SL_LOCAL_SGD);
+    assert_int_equal(c.local_nesterov, 0);
+    assert_true(c.local_weight_decay == 0 && c.local_clip_norm == 0);
+    assert_true(c.local_betas[0] == 0.9 && c.local_betas[1] == 0.999 && c.local_eps == 1e-8);
+    assert_string_equal(c.frozen, "");
+    assert_int_equal(c.local_norm, 0);
+    assert_true(c.local_momentum == 0.9);
+    assert_int_equal(sl_task_config_to_json(&c, &json), SL_OK);
+    assert_non_null(strstr(json, "\"local_optimizer\":\"sgd\",\"local_nesterov\":false,"
+                                 "\"local_weight_decay\":0,\"local_betas\":[0.9,0.999],"
+                                 "\"local_eps\":1e-08,\"local_clip_norm\":0,\"frozen\":[],"
+                                 "\"local_norm\":false,"));
+    free(json);
+    assert_roundtrip(&c);
+
+    /* every key of SGD */
+    assert_int_equal(parse("{\"target\":4,\"local_nesterov\":true,\"local_weight_decay\":5e-4,"
+                           "\"local_clip_norm\":1.5,\"frozen\":[\"fc1\",\"bn.1.\"],"
+                           "\"local_norm\":true}",
+                           &c, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(c.local_nesterov, 1);
+    assert_true(c.local_weight_decay == 5e-4 && c.local_clip_norm == 1.5);
+    assert_string_equal(c.frozen, "fc1,bn.1.");
+    assert_int_equal(c.local_norm, 1);
+    assert_int_equal(sl_task_config_to_json(&c, &json), SL_OK);
+    assert_non_null(strstr(json, "\"frozen\":[\"fc1\",\"bn.1.\"]"));
+    free(json);
+    assert_roundtrip(&c);
+
+    /* adam: momentum 0 when absent, betas and eps; adamw: PyTorch's decay when absent */
+    assert_int_equal(parse("{\"target\":4,\"local_optimizer\":\"adam\",\"local_lr\":1e-3,"
+                           "\"local_betas\":[0.8,0.95],\"local_eps\":1e-6}",
+                           &c, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(c.local_optimizer, SL_LOCAL_ADAM);
+    assert_true(c.local_momentum == 0 && c.local_weight_decay == 0);
+    assert_true(c.local_betas[0] == 0.8 && c.local_betas[1] == 0.95 && c.local_eps == 1e-6);
+    assert_roundtrip(&c);
+    assert_int_equal(parse("{\"target\":4,\"local_optimizer\":\"adamw\",\"local_momentum\":0}", &c,
+                           err, sizeof err),
+                     SL_OK);
+    assert_int_equal(c.local_optimizer, SL_LOCAL_ADAMW);
+    assert_true(c.local_weight_decay == 0.01);
+    assert_roundtrip(&c);
+    assert_int_equal(parse("{\"target\":4,\"local_optimizer\":\"adamw\","
+                           "\"local_weight_decay\":0}",
+                           &c, err, sizeof err),
+                     SL_OK);
+    assert_true(c.local_weight_decay == 0);
+    assert_roundtrip(&c);
+    assert_string_equal(sl_local_optimizer_name(SL_LOCAL_ADAMW), "adamw");
+    assert_string_equal(sl_local_optimizer_name((sl_local_optimizer)9), "?");
+
+    memset(&untouched, 0xab, sizeof untouched);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc;
+        c = untouched;
+        rc = parse(bad[i].json, &c, err, sizeof err);
+        if (rc != SL_ECONFIG_VALUE || strstr(err, bad[i].in_message) == NULL)
+            fail_msg("case %zu %s: got %s \"%s\", want \"%s\"", i, bad[i].json, sl_errname(rc), err,
+                     bad[i].in_message);
+        assert_memory_equal(&c, &untouched, sizeof c);
+    }
+    {
+        /* names of 127 bytes: 8 take 1023 bytes with their commas and fit, 9 do not */
+        char text[2048], name[128];
+        memset(name, 'a', 127);
+        name[127] = '\0';
+        for (int count = 8; count <= 9; count++) {
+            size_t n = (size_t)snprintf(text, sizeof text, "{\"target\":2,\"frozen\":[");
+            for (int i = 0; i < count; i++)
+                n += (size_t)snprintf(text + n, sizeof text - n, "%s\"%s\"", i ? "," : "", name);
+            snprintf(text + n, sizeof text - n, "]}");
+            if (count == 8) {
+                assert_int_equal(parse(text, &c, err, sizeof err), SL_OK);
+                assert_int_equal(strlen(c.frozen), 1023);
+                assert_roundtrip(&c);
+            } else {
+                assert_int_equal(parse(text, &c, err, sizeof err), SL_ECONFIG_VALUE);
+                assert_non_null(strstr(err, "frozen: the names take more than 1023 bytes"));
+            }
+        }
+        name[0] = 'b';
+        snprintf(text, sizeof text, "{\"target\":2,\"frozen\":[\"%s\"]}", name);
+        assert_int_equal(parse(text, &c, err, sizeof err), SL_OK);
+        assert_roundtrip(&c);
+        snprintf(text, sizeof text, "{\"target\":2,\"frozen\":[\"%sa\"]}", name);
+        assert_int_equal(parse(text, &c, err, sizeof err), SL_ECONFIG_VALUE);
+        assert_non_null(strstr(err, "frozen[0]: longer than 127 bytes"));
+    }
+    /* to_json refuses what parse would, and leaves its output alone */
+    json = NULL;
+    assert_int_equal(parse("{\"target\":4}", &c, err, sizeof err), SL_OK);
+    c.local_nesterov = 2;
+    assert_int_equal(sl_task_config_to_json(&c, &json), SL_EINVAL);
+    c.local_nesterov = 0;
+    c.local_optimizer = (sl_local_optimizer)3;
+    assert_int_equal(sl_task_config_to_json(&c, &json), SL_EINVAL);
+    c.local_optimizer = SL_LOCAL_SGD;
+    memcpy(c.frozen, "fc1,,fc2", 9);
+    assert_int_equal(sl_task_config_to_json(&c, &json), SL_EINVAL);
+    memset(c.frozen, 'x', sizeof c.frozen); /* not terminated */
+    assert_int_equal(sl_task_config_to_json(&c, &json), SL_EINVAL);
+    assert_null(json);
+
+    /* frozen against the task's layout: a tensor, a module ("fc1", "fc1."), a typo */
+    assert_int_equal(sl_layout_parse(layout_text, strlen(layout_text), &layout), SL_OK);
+    assert_int_equal(parse("{\"target\":2,\"frozen\":[\"fc1\",\"fc10.weight\",\"bn.1.\","
+                           "\"bn\"]}",
+                           &c, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(sl_task_config_check_layout(&c, layout, err, sizeof err), SL_OK);
+    assert_string_equal(err, "");
+    assert_int_equal(parse("{\"target\":2,\"frozen\":[\"fc1\",\"fc2\"]}", &c, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(sl_task_config_check_layout(&c, layout, err, sizeof err), SL_ECONFIG_VALUE);
+    assert_non_null(strstr(err,
+                           "frozen[1]: \"fc2\" names no parameter of the task's model, nor a "
+                           "module of one (its parameters: fc1.weight, fc1.bias, fc10.weight,"));
+    /* "fc" is not a module of "fc1.weight", nor "bn.1.w" a tensor */
+    assert_int_equal(parse("{\"target\":2,\"frozen\":[\"fc\"]}", &c, err, sizeof err), SL_OK);
+    assert_int_equal(sl_task_config_check_layout(&c, layout, err, sizeof err), SL_ECONFIG_VALUE);
+    assert_int_equal(parse("{\"target\":2,\"frozen\":[\"bn.1.w\"]}", &c, err, sizeof err), SL_OK);
+    assert_int_equal(sl_task_config_check_layout(&c, layout, err, sizeof err), SL_ECONFIG_VALUE);
+    assert_int_equal(parse("{\"target\":2}", &c, err, sizeof err), SL_OK);
+    assert_int_equal(sl_task_config_check_layout(&c, layout, NULL, 0), SL_OK);
+    assert_int_equal(sl_task_config_check_layout(NULL, layout, NULL, 0), SL_EINVAL);
+    assert_int_equal(sl_task_config_check_layout(&c, NULL, NULL, 0), SL_EINVAL);
+    sl_layout_free(layout);
+}
+
 static void test_to_json_rejects_invalid(void **state)
 {
     (void)state;
@@ -361,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_quorum_forms),
         cmocka_unit_test(test_seed_and_strings),
         cmocka_unit_test(test_rejections),
+        cmocka_unit_test(test_local_optimizer),
         cmocka_unit_test(test_to_json_rejects_invalid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

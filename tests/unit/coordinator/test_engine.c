@@ -947,6 +947,14 @@ static void test_model_spec_and_refusals(void **state)
                          SL_ESPEC);
         assert_true(strncmp(err, "model_spec: ", 12) == 0);
     }
+    /* "frozen" must name the layout's tensors or a module of them */
+    err[0] = '\0';
+    assert_int_equal(sl_engine_create_task_spec(s.engine,
+                                                "{\"name\":\"fz\",\"target\":2,"
+                                                "\"frozen\":[\"w\",\"nope\"]}",
+                                                LAYOUT, spec, frame, len, &task, err, sizeof err),
+                     SL_ECONFIG_VALUE);
+    assert_non_null(strstr(err, "nope"));
     /* nothing of the refused tasks was stored */
     assert_int_equal(sl_store_get_task(s.store, s.task + 1, &rec), SL_ENOENT);
     assert_int_equal(sl_engine_create_task_spec(s.engine, "{\"name\":\"spec\",\"target\":2}",

@@ -21,8 +21,12 @@
  *                        bytes so far (appended range by range; a restart
  *                        continues with Range + If-Range, the SHA-256 is
  *                        checked at the end)
+ *   model_spec.json      the task's model spec as the coordinator served it
+ *                        (checked against the check-in's SHA-256 before use)
  *   residual             committed error-feedback residual (+ momentum),
  *                        tagged with the pending generation it resolved
+ *   local                the device's own values of the task's local tensors
+ *                        (FedBN: "local" params, local_norm), kept across rounds
  *   pending/frame        the update frame being delivered
  *   pending/accumulated  residual + delta the frame was made from
  *   pending/upload       upload id, acknowledged offset
