@@ -20,7 +20,8 @@ LIBS="libcurl4-openssl-dev libmicrohttpd-dev libmbedtls-dev libzstd-dev libsqlit
 # The operator's side only (ONNX import and export in the `starling` CLI, its tests): native
 # builds, never the agents' sysroots.
 OPERATOR="protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-onnx"
-DATA="dataset-fashion-mnist"
+# Real data: Fashion-MNIST; the CSVs python3-sklearn installs (the regression example of tests).
+DATA="dataset-fashion-mnist python3-sklearn"
 # Only for `starling bench gemm` / `bench train` (compared side by side with these).
 BENCH="libopenblas0 python3-torch"
 

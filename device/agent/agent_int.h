@@ -42,7 +42,9 @@ struct sl_agent_data {
     size_t n;        /* samples kept */
     size_t features; /* floats per sample (rows * cols) */
     float *x;        /* n * features */
-    int32_t *y;      /* n */
+    int32_t *y;      /* n class labels; NULL when the source gives targets */
+    float *t;        /* n * tdim targets (regression); NULL for class labels */
+    size_t tdim;     /* targets per sample */
     uint32_t first, count;
     size_t *client_n;     /* [count] */
     uint32_t **client_ix; /* [count][client_n[c]] indices into x / y */

@@ -56,7 +56,9 @@ static const sl_config_spec specs[] = {
      "state directory (key, model, residual, pending upload)"},
     {"task", SL_CONFIG_INT, NULL, 1, 9.0e15, "task id (required)"},
     {"data", SL_CONFIG_STRING, NULL, 0, 0,
-     "Fashion-MNIST directory (default " SL_DATA_FASHION_MNIST_DIR ")"},
+     "the local data: a Fashion-MNIST directory (idx:DIR; default " SL_DATA_FASHION_MNIST_DIR
+     "), or a CSV file: csv:FILE?label=COLUMN then options joined by &: kind=class with "
+     "classes=N, or kind=target; skip=N; timestamp=COLUMN; delimiter=, ; tab or space"},
     {"partition", SL_CONFIG_STRING, NULL, 0, 0,
      "split among --of clients: iid, dirichlet:<a>, shards:<s>, quantity:<b>"},
     {"client", SL_CONFIG_INT, "0", 0, 1000000, "this device's client of the partition"},
@@ -258,7 +260,8 @@ static int run(const sl_config *cfg, sl_agent_options *o, char *err, size_t errc
             spec = "iid";
         if (of < fleet)
             of = fleet;
-        rc = sl_agent_data_load(str(cfg, "data"), spec, of, 0, fleet, o->seed, &data, err, errcap);
+        rc = sl_agent_data_load_source(str(cfg, "data"), spec, of, 0, fleet, o->seed, &data, err,
+                                       errcap);
         if (rc == SL_OK) {
             sl_agent_fleet_summary s;
             o->data = data;
@@ -279,7 +282,8 @@ static int run(const sl_config *cfg, sl_agent_options *o, char *err, size_t errc
         snprintf(err, errcap, "--client %u is not below --of %u", client, of);
         return SL_EINVAL;
     }
-    rc = sl_agent_data_load(str(cfg, "data"), spec, of, client, 1, o->seed, &data, err, errcap);
+    rc = sl_agent_data_load_source(str(cfg, "data"), spec, of, client, 1, o->seed, &data, err,
+                                   errcap);
     if (rc == SL_OK) {
         sl_agent *a = NULL;
         o->data = data;

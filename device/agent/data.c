@@ -8,6 +8,7 @@
  * and gzip files alike. Headers are checked like device/data's reader:
  * magic and type, dimensions, counts agreeing, exact sizes.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <zlib.h>
 
 #include "agent_int.h"
+#include "starling/csv.h"
 #include "starling/data.h"
 
 #define IDX_MAX_N    ((uint64_t)1 << 28)
@@ -146,6 +148,7 @@ void sl_agent_data_free(sl_agent_data *d)
     free(d->client_n);
     free(d->x);
     free(d->y);
+    free(d->t);
     free(d);
 }
 
@@ -311,4 +314,194 @@ int sl_agent_data_load(const char *dir, const char *spec, uint32_t of, uint32_t 
 int sl_agent_data_load_test(const char *dir, sl_agent_data **out, char *err, size_t errcap)
 {
     return load_split(dir, "t10k", NULL, 1, 0, 1, 0, out, err, errcap);
+}
+
+/* ---- csv: sources ------------------------------------------------------------------------ */
+
+/* A whole decimal number in [lo, hi] into *@out: 1, else 0. */
+static int count_of(const char *text, long lo, long hi, size_t *out)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
+        return 0;
+    *out = (size_t)v;
+    return 1;
+}
+
+/* "csv:PATH?label=NAME&kind=class|target&classes=N&delimiter=,|tab|;|space&skip=N&timestamp=C"
+ * parsed into @o (the strings point into @buf, a copy of the query). */
+static int csv_uri(const char *uri, char *path, size_t pcap, char *buf, size_t bcap,
+                   sl_csv_options *o, char *err, size_t cap)
+{
+    const char *q = strchr(uri, '?');
+    size_t plen = q ? (size_t)(q - uri) : strlen(uri);
+    char *save = NULL;
+    sl_csv_options_init(o);
+    if (plen == 0 || plen >= pcap || (q && strlen(q + 1) >= bcap))
+        return errf(err, cap, SL_EINVAL, "csv:%s%s: a file name, then ?label=COLUMN", uri, "");
+    memcpy(path, uri, plen);
+    path[plen] = '\0';
+    snprintf(buf, bcap, "%s", q ? q + 1 : "");
+    for (char *kv = strtok_r(buf, "&", &save); kv != NULL; kv = strtok_r(NULL, "&", &save)) {
+        char *v = strchr(kv, '=');
+        if (v == NULL)
+            return errf(err, cap, SL_EINVAL, "csv: \"%s\" is not key=value%s", kv, "");
+        *v++ = '\0';
+        if (strcmp(kv, "label") == 0) {
+            o->label = v;
+        } else if (strcmp(kv, "kind") == 0 && strcmp(v, "class") == 0) {
+            o->label_kind = SL_CSV_CLASS;
+        } else if (strcmp(kv, "kind") == 0 && strcmp(v, "target") == 0) {
+            o->label_kind = SL_CSV_TARGET;
+        } else if (strcmp(kv, "classes") == 0 && count_of(v, 1, 1 << 20, &o->classes)) {
+            continue;
+        } else if (strcmp(kv, "skip") == 0 && count_of(v, 0, 1 << 20, &o->skip_lines)) {
+            continue;
+        } else if (strcmp(kv, "timestamp") == 0) {
+            o->timestamp = v;
+        } else if (strcmp(kv, "delimiter") == 0 &&
+                   (strcmp(v, ",") == 0 || strcmp(v, ";") == 0 || strcmp(v, "tab") == 0 ||
+                    strcmp(v, "space") == 0)) {
+            o->delimiter = v[0] == 't' ? '\t' : v[0] == 's' ? ' ' : v[0];
+        } else {
+            return errf(err, cap, SL_EINVAL,
+                        "csv: unknown or bad option \"%s=%s\" (label, kind=class|target, "
+                        "classes, skip, timestamp, delimiter=,|;|tab|space)",
+                        kv, v);
+        }
+    }
+    if (o->label == NULL)
+        return errf(err, cap, SL_EINVAL, "csv:%s%s: ?label=COLUMN names the label column", path,
+                    "");
+    if (o->label_kind == SL_CSV_CLASS && o->classes == 0)
+        return errf(err, cap, SL_EINVAL, "csv:%s%s: class labels need &classes=N", path, "");
+    return SL_OK;
+}
+
+/* Every row of the CSV file (whole rows only), split among the clients like the IDX split. */
+static int load_csv(const char *uri, const char *spec, uint32_t of, uint32_t first, uint32_t count,
+                    uint64_t seed, sl_agent_data **out, char *err, size_t cap)
+{
+    char path[SL__AGENT_PATH_MAX], buf[1024], why[512];
+    sl_csv_options o;
+    sl_csv *c = NULL;
+    sl_agent_data *d = NULL;
+    sl_partition *part = NULL;
+    float *xs = NULL, *ys = NULL;
+    int32_t *labels = NULL;
+    size_t n = 0, capn = 0, f, got;
+    int rc = csv_uri(uri, path, sizeof path, buf, sizeof buf, &o, err, cap);
+    if (rc != SL_OK)
+        return rc;
+    if (of == 0 || count == 0 || first >= of || count > of - first || (spec == NULL && of != 1))
+        return errf(err, cap, SL_EINVAL, "bad client range (or --of without --partition)%s%s", "",
+                    "");
+    rc = sl_csv_open(path, &o, &c, why, sizeof why);
+    if (rc != SL_OK)
+        return errf(err, cap, rc, "no usable data: %s%s", why, "");
+    f = sl_csv_features(c);
+    do {
+        if (n == capn) {
+            size_t nc = capn ? capn * 2 : 1024;
+            float *nx = realloc(xs, nc * f * sizeof *xs), *ny;
+            if (nx != NULL)
+                xs = nx;
+            ny = nx ? realloc(ys, nc * sizeof *ys) : NULL;
+            if (nx == NULL || ny == NULL) {
+                rc = SL_ENOMEM;
+                break;
+            }
+            ys = ny;
+            capn = nc;
+        }
+        rc = sl_csv_read(c, xs + n * f, ys + n, capn - n, &got, why, sizeof why);
+        if (rc != SL_OK) {
+            errf(err, cap, rc, "no usable data: %s%s", why, "");
+            break;
+        }
+        n += got;
+    } while (got > 0);
+    sl_csv_close(c);
+    if (rc == SL_OK && n < of)
+        rc = errf(err, cap, SL_EINVAL, "no usable data: %s holds %s rows for the clients", path,
+                  n == 0 ? "no" : "fewer");
+    if (rc != SL_OK)
+        goto fail;
+    d = calloc(1, sizeof *d);
+    labels = malloc(n * sizeof *labels);
+    if (d == NULL || labels == NULL) {
+        rc = SL_ENOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++)
+        labels[i] = o.label_kind == SL_CSV_CLASS ? (int32_t)ys[i] : 0;
+    d->n = n;
+    d->features = f;
+    d->x = xs;
+    xs = NULL;
+    if (o.label_kind == SL_CSV_CLASS) {
+        d->y = labels;
+        labels = NULL;
+        free(ys);
+    } else {
+        d->t = ys;
+        d->tdim = 1;
+    }
+    ys = NULL;
+    d->first = first;
+    d->count = count;
+    d->client_n = calloc(count, sizeof *d->client_n);
+    d->client_ix = calloc(count, sizeof *d->client_ix);
+    if (d->client_n == NULL || d->client_ix == NULL) {
+        rc = SL_ENOMEM;
+        goto fail;
+    }
+    if (spec != NULL) {
+        /* a regression target has no classes to skew: every row counts as one class */
+        rc = sl_partition_create(d->y ? d->y : labels, n,
+                                 o.label_kind == SL_CSV_CLASS ? (uint32_t)o.classes : 1, spec, of,
+                                 seed, &part, why, sizeof why);
+        if (rc != SL_OK) {
+            errf(err, cap, rc, "partition %s: %s", spec, why);
+            goto fail;
+        }
+    }
+    for (uint32_t k = 0; k < count; k++) {
+        size_t m = part ? part->count[first + k] : n;
+        d->client_n[k] = m;
+        d->client_ix[k] = malloc((m ? m : 1) * sizeof **d->client_ix);
+        if (d->client_ix[k] == NULL) {
+            rc = SL_ENOMEM;
+            goto fail;
+        }
+        for (size_t j = 0; j < m; j++)
+            d->client_ix[k][j] = part ? part->idx[first + k][j] : (uint32_t)j;
+    }
+    sl_partition_free(part);
+    free(labels);
+    *out = d;
+    return SL_OK;
+fail:
+    if (rc == SL_ENOMEM)
+        errf(err, cap, rc, "out of memory%s%s", "", "");
+    sl_partition_free(part);
+    free(labels);
+    free(xs);
+    free(ys);
+    sl_agent_data_free(d);
+    return rc;
+}
+
+int sl_agent_data_load_source(const char *source, const char *spec, uint32_t of, uint32_t first,
+                              uint32_t count, uint64_t seed, sl_agent_data **out, char *err,
+                              size_t errcap)
+{
+    if (source != NULL && strncmp(source, "csv:", 4) == 0)
+        return load_csv(source + 4, spec, of, first, count, seed, out, err, errcap);
+    if (source != NULL && strncmp(source, "idx:", 4) == 0)
+        source += 4;
+    return load_split(source, "train", spec, of, first, count, seed, out, err, errcap);
 }

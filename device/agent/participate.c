@@ -432,7 +432,7 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
     params = malloc(a->n * sizeof *params);
     if (params == NULL)
         rc = SL_ENOMEM;
-    else if (sl__agent_uses_optim(asg) || model_has_local(a))
+    else if (sl__agent_uses_optim(asg) || model_has_local(a) || data->t != NULL)
         rc = optim_begin(a, asg, lr, &orr);
     else /* the path of tasks without these options, unchanged */
         rc = sl_sgd_create(a->n, &sp, &sgd);
@@ -443,7 +443,11 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         sl_train_opts opts = {batch, 1, mix(seed + done), NULL, NULL};
         int64_t e0 = sl_clock_monotonic_ns(NULL);
         double epoch_s, elapsed_s;
-        if (orr.opt != NULL)
+        if (orr.opt != NULL && data->t != NULL) /* regression targets */
+            rc =
+                sl_train_opt_targets(a->model, params, orr.opt, asg->prox_mu > 0 ? orr.start : NULL,
+                                     data->x, data->t, idx, n, &opts, &loss);
+        else if (orr.opt != NULL)
             rc = sl_train_opt(a->model, params, orr.opt, asg->prox_mu > 0 ? orr.start : NULL,
                               data->x, data->y, idx, n, &opts, &loss);
         else

@@ -49,7 +49,7 @@ static const char *loss_name(sl_spec_loss l)
 static int32_t max_label(const sl_agent_data *d)
 {
     int32_t m = -1;
-    if (d == NULL)
+    if (d == NULL || d->y == NULL)
         return -1;
     for (size_t i = 0; i < d->n; i++)
         m = d->y[i] > m ? d->y[i] : m;
@@ -99,9 +99,26 @@ static int check(sl_agent *a, const char *text, size_t len, uint32_t batch, sl_s
         snprintf(why, cap, "this agent cannot run the model: %s", err[0] ? err : sl_strerror(rc));
         goto refuse;
     }
-    /* the device's data: images with class labels (until the data sources of the task's
-     * data contract land) */
-    if (a->o.data != NULL) {
+    /* the device's data: class labels (cross_entropy) or regression targets (the other losses
+     * but bce), as many features as the model's input (until the task's data contract) */
+    if (a->o.data != NULL && a->o.data->t != NULL) {
+        sl_spec_loss l = sl_spec_loss_kind(s);
+        if (sl_spec_inputs(s) != 1 || sl_model_input_size(m) != features) {
+            snprintf(why, cap,
+                     "the model takes %zu input(s) of %zu values per sample; this device's data "
+                     "has one of %zu",
+                     sl_spec_inputs(s), sl_model_input_size(m), features);
+            goto refuse;
+        }
+        if (l == SL_SPEC_CROSS_ENTROPY || l == SL_SPEC_BCE_WITH_LOGITS ||
+            sl_model_classes(m) != a->o.data->tdim) {
+            snprintf(why, cap,
+                     "the model's loss is %s over %zu outputs; this device's data has %zu "
+                     "regression target(s) per sample (mse, l1, huber)",
+                     loss_name(l), sl_model_classes(m), a->o.data->tdim);
+            goto refuse;
+        }
+    } else if (a->o.data != NULL) {
         int32_t top = max_label(a->o.data);
         if (sl_spec_inputs(s) != 1 || sl_model_input_size(m) != features) {
             snprintf(why, cap,

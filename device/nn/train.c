@@ -1,7 +1,8 @@
 /*
  * train.c - the training and evaluation loops: shuffled mini-batches
- * gathered into one contiguous batch, sl_model_loss_grad, then sl_sgd_step
- * (sl_train) or sl_optim_step and sl_model_update_buffers (sl_train_opt).
+ * gathered into one contiguous batch, sl_model_loss_grad (or, with targets,
+ * sl_model_loss_grad_targets), then sl_sgd_step (sl_train) or sl_optim_step
+ * and sl_model_update_buffers (sl_train_opt, sl_train_opt_targets).
  * Buffers are allocated once per call, never per step.
  */
 #include <stdlib.h>
@@ -35,10 +36,13 @@ static void gather(const float *x, const int32_t *y, const uint32_t *idx, size_t
     }
 }
 
-/* The optimiser of one loop: sl_train's SGD or sl_train_opt's sl_optim. */
+/* The optimiser of one loop: sl_train's SGD or sl_train_opt's sl_optim; and, for a spec whose
+ * loss takes targets (sl_train_opt_targets), @t: tdim floats per sample instead of labels. */
 typedef struct stepper {
     sl_sgd *sgd;
     sl_optim *opt;
+    const float *t;
+    size_t tdim;
 } stepper;
 
 static int train_loop(sl_model *model, float *params, const stepper *st, const float *global,
@@ -52,8 +56,9 @@ static int train_loop(sl_model *model, float *params, const stepper *st, const f
     double epoch_loss = 0.0;
     int rc = SL_OK;
 
-    if (model == NULL || params == NULL || x == NULL || y == NULL || opts == NULL || n == 0 ||
-        opts->batch == 0 || n > UINT32_MAX)
+    float *tb = NULL;
+    if (model == NULL || params == NULL || x == NULL || (y == NULL && st->t == NULL) ||
+        opts == NULL || n == 0 || opts->batch == 0 || n > UINT32_MAX)
         return SL_EINVAL;
     np = sl_model_params(model);
     if ((st->sgd != NULL ? sl__nn_sgd_size(st->sgd) : sl_optim_size(st->opt)) != np)
@@ -64,9 +69,11 @@ static int train_loop(sl_model *model, float *params, const stepper *st, const f
     xb = aligned_alloc(SL__NN_ALIGN,
                        (batch * dim * sizeof *xb + SL__NN_ALIGN - 1) / SL__NN_ALIGN * SL__NN_ALIGN);
     yb = malloc(batch * sizeof *yb);
+    tb = st->t != NULL ? malloc(batch * st->tdim * sizeof *tb) : NULL;
     grad = aligned_alloc(SL__NN_ALIGN,
                          (np * sizeof *grad + SL__NN_ALIGN - 1) / SL__NN_ALIGN * SL__NN_ALIGN);
-    if (order == NULL || xb == NULL || yb == NULL || grad == NULL) {
+    if (order == NULL || xb == NULL || yb == NULL || grad == NULL ||
+        (st->t != NULL && tb == NULL)) {
         rc = SL_ENOMEM;
         goto done;
     }
@@ -76,8 +83,17 @@ static int train_loop(sl_model *model, float *params, const stepper *st, const f
         for (size_t done = 0; done < n;) {
             size_t count = n - done < batch ? n - done : batch;
             float loss;
-            gather(x, y, order + done, count, dim, xb, yb);
-            rc = sl_model_loss_grad(model, params, xb, yb, count, &loss, grad, NULL);
+            if (st->t != NULL) {
+                for (size_t i = 0; i < count; i++) {
+                    memcpy(xb + i * dim, x + (size_t)order[done + i] * dim, dim * sizeof *xb);
+                    memcpy(tb + i * st->tdim, st->t + (size_t)order[done + i] * st->tdim,
+                           st->tdim * sizeof *tb);
+                }
+                rc = sl_model_loss_grad_targets(model, params, xb, tb, count, &loss, grad, NULL);
+            } else {
+                gather(x, y, order + done, count, dim, xb, yb);
+                rc = sl_model_loss_grad(model, params, xb, yb, count, &loss, grad, NULL);
+            }
             if (rc == SL_OK && st->sgd != NULL) {
                 rc = sl_sgd_step(st->sgd, params, grad, global, e);
             } else if (rc == SL_OK) {
@@ -101,6 +117,7 @@ done:
     free(order);
     free(xb);
     free(yb);
+    free(tb);
     free(grad);
     return rc;
 }
@@ -109,7 +126,7 @@ int sl_train(sl_model *model, float *params, sl_sgd *sgd, const float *global, c
              const int32_t *y, const uint32_t *indices, size_t n, const sl_train_opts *opts,
              float *mean_loss)
 {
-    stepper st = {sgd, NULL};
+    stepper st = {sgd, NULL, NULL, 0};
     if (sgd == NULL)
         return SL_EINVAL;
     return train_loop(model, params, &st, global, x, y, indices, n, opts, mean_loss);
@@ -119,10 +136,21 @@ int sl_train_opt(sl_model *model, float *params, sl_optim *opt, const float *glo
                  const int32_t *y, const uint32_t *indices, size_t n, const sl_train_opts *opts,
                  float *mean_loss)
 {
-    stepper st = {NULL, opt};
+    stepper st = {NULL, opt, NULL, 0};
     if (opt == NULL)
         return SL_EINVAL;
     return train_loop(model, params, &st, global, x, y, indices, n, opts, mean_loss);
+}
+
+int sl_train_opt_targets(sl_model *model, float *params, sl_optim *opt, const float *global,
+                         const float *x, const float *t, const uint32_t *indices, size_t n,
+                         const sl_train_opts *opts, float *mean_loss)
+{
+    stepper st = {NULL, opt, t, model != NULL ? sl_model_classes(model) : 0};
+    if (opt == NULL || t == NULL || model == NULL ||
+        sl_spec_loss_kind(sl_model_spec(model)) == SL_SPEC_CROSS_ENTROPY)
+        return SL_EINVAL;
+    return train_loop(model, params, &st, global, x, NULL, indices, n, opts, mean_loss);
 }
 
 int sl_evaluate(sl_model *model, const float *params, const float *x, const int32_t *y,

@@ -215,11 +215,73 @@ static void test_refusals(void **state)
     sl_test_rmtree(dir);
 }
 
+/* A CSV source: a regression spec trains on it; a bad value refuses the file with its line and
+ * column before anything is sent. */
+static void test_csv_source(void **state)
+{
+    char dir[512], csv[600], src[700], dev[600], log[600], *text;
+    char *reg = read_spec("mlp_reg.json");
+    ag_coord c;
+    int64_t task;
+    uint64_t updates, closed;
+    FILE *f;
+    size_t len;
+    (void)state;
+    sl_test_mkdtemp(dir, sizeof dir, "agent_csv");
+    snprintf(csv, sizeof csv, "%s/readings.csv", dir);
+    snprintf(dev, sizeof dev, "%s/dev", dir);
+    snprintf(log, sizeof log, "%s/agent.log", dir);
+    f = fopen(csv, "w");
+    assert_non_null(f);
+    fputs("time,a,b,c,d,e,f,g,h,y\n", f);
+    for (int i = 0; i < 64; i++)
+        fprintf(f, "%d,%g,%g,%g,%g,%g,%g,%g,%g,%g\n", i, i * 0.01, -i * 0.02, 0.5, i % 3 * 0.1, 1.0,
+                0.25, i * 0.005, -0.5, i * 0.03 + 1);
+    fclose(f);
+    snprintf(src, sizeof src, "csv:%s?label=y&kind=target&timestamp=time", csv);
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    task = ag_create_task_spec(&c, reg, SPEC_TASK("csv"));
+    {
+        const char *extra[] = {"--once", NULL};
+        int code = run_agent(&c, task, src, dev, log, extra);
+        if (code != 0) {
+            char cmd[700];
+            snprintf(cmd, sizeof cmd, "tail -20 %s >&2", log);
+            (void)!system(cmd);
+            fail_msg("starling-agent on %s exited %d", src, code);
+        }
+    }
+    ag_count_task(&c, task, &updates, &closed);
+    assert_int_equal(updates, 1);
+    /* a value that is not a number: refused with the file, line and column; nothing sent */
+    f = fopen(csv, "a");
+    assert_non_null(f);
+    fputs("64,0.1,0.2,oops,0,1,0.25,0.3,-0.5,2\n", f);
+    fclose(f);
+    remove(log);
+    {
+        char dev2[700];
+        const char *extra[] = {"--once", NULL};
+        snprintf(dev2, sizeof dev2, "%s2", dev);
+        assert_true(run_agent(&c, task, src, dev2, log, extra) != 0);
+    }
+    assert_int_equal(sl_fs_read_file(log, 1 << 20, (void **)&text, &len), SL_OK);
+    if (strstr(text, "no usable data") == NULL || strstr(text, "line 66, column 4 (c)") == NULL)
+        fail_msg("the refusal does not say where: %s", text);
+    free(text);
+    ag_count_task(&c, task, &updates, &closed);
+    assert_int_equal(updates, 1);
+    free(reg);
+    ag_coord_close(&c);
+    sl_test_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fleet_trains_spec),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_csv_source),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

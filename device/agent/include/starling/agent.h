@@ -89,6 +89,24 @@ int sl_agent_data_load(const char *dir, const char *spec, uint32_t of, uint32_t 
                        size_t errcap);
 
 /**
+ * sl_agent_data_load_source - the device's data from @source, split as
+ * sl_agent_data_load() splits Fashion-MNIST:
+ *   "idx:DIR" or "DIR" (or NULL)  Fashion-MNIST's IDX files (sl_agent_data_load())
+ *   "csv:FILE?label=COLUMN&..."   a CSV file (starling/csv.h) with a header line:
+ *       label=NAME (required), kind=class (default; needs classes=N) or
+ *       kind=target (a regression target), skip=N lines before the header,
+ *       timestamp=COLUMN (not a feature), delimiter=,|;|tab|space. Every
+ *       other column is a feature, in file order. Every whole row is read; a
+ *       bad one refuses the file with "no usable data: FILE: line L, column C
+ *       (...): why". A regression target splits as one class (iid or by
+ *       quantity; a Dirichlet split of one class is a quantity skew).
+ * Errors as sl_agent_data_load(), and those of sl_csv_open() / sl_csv_read().
+ */
+int sl_agent_data_load_source(const char *source, const char *spec, uint32_t of, uint32_t first,
+                              uint32_t count, uint64_t seed, sl_agent_data **out, char *err,
+                              size_t errcap);
+
+/**
  * sl_agent_data_load_test - the test split (10,000 samples) of @dir, for
  * the evaluator, as one client. Errors as sl_agent_data_load().
  */

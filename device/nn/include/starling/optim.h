@@ -209,6 +209,18 @@ int sl_train_opt(sl_model *model, float *params, sl_optim *opt, const float *glo
                  const int32_t *y, const uint32_t *indices, size_t n, const sl_train_opts *opts,
                  float *mean_loss);
 
+/**
+ * sl_train_opt_targets - sl_train_opt() for a spec whose loss takes targets
+ * (bce_with_logits, mse, l1, huber): @t holds sl_model_classes() floats per
+ * sample (regression targets, or multi-label targets in [0, 1]), indexed as
+ * @x; each step is sl_model_loss_grad_targets(). The sample order is
+ * sl_train()'s for the same seed. SL_EINVAL also for a cross-entropy spec
+ * (it takes labels: sl_train_opt()).
+ */
+int sl_train_opt_targets(sl_model *model, float *params, sl_optim *opt, const float *global,
+                         const float *x, const float *t, const uint32_t *indices, size_t n,
+                         const sl_train_opts *opts, float *mean_loss);
+
 #ifdef __cplusplus
 }
 #endif
