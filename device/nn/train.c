@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+
+#include "graph_int.h"
 #include "nn_int.h"
 #include "starling/optim.h"
 
@@ -207,5 +210,106 @@ done:
     free(xb);
     free(yb);
     free(logits);
+    return rc;
+}
+
+int sl_model_metrics(sl_model *model, const float *params, const float *x, const int32_t *y,
+                     const float *t, const uint32_t *indices, size_t n, size_t batch,
+                     sl_metrics *out, double *recall)
+{
+    const sl_spec *s;
+    sl_spec_loss kind;
+    size_t dim, outs, *seen = NULL, *hit = NULL, correct = 0;
+    float *xb = NULL, *z = NULL, *tb = NULL;
+    int32_t *yb = NULL;
+    double loss_sum = 0, abs_sum = 0, sq_sum = 0;
+    int rc = SL_OK;
+
+    if (model == NULL || params == NULL || x == NULL || out == NULL || n == 0 || batch == 0 ||
+        n > UINT32_MAX)
+        return SL_EINVAL;
+    s = sl_model_spec(model);
+    kind = sl_spec_loss_kind(s);
+    if ((kind == SL_SPEC_CROSS_ENTROPY) != (y != NULL) || (kind != SL_SPEC_CROSS_ENTROPY && !t))
+        return SL_EINVAL;
+    dim = sl_model_input_size(model);
+    outs = sl_model_classes(model);
+    batch = batch < n ? batch : n;
+    xb = malloc(batch * dim * sizeof *xb);
+    z = malloc(batch * outs * sizeof *z);
+    yb = y ? malloc(batch * sizeof *yb) : NULL;
+    tb = t ? malloc(batch * outs * sizeof *tb) : NULL;
+    seen = y ? calloc(outs, sizeof *seen) : NULL;
+    hit = y ? calloc(outs, sizeof *hit) : NULL;
+    if (xb == NULL || z == NULL || (y && (yb == NULL || seen == NULL || hit == NULL)) ||
+        (t && tb == NULL)) {
+        rc = SL_ENOMEM;
+        goto done;
+    }
+    for (size_t start = 0; start < n && rc == SL_OK; start += batch) {
+        size_t count = n - start < batch ? n - start : batch;
+        double mean = 0;
+        for (size_t i = 0; i < count; i++) {
+            size_t k = indices ? indices[start + i] : start + i;
+            memcpy(xb + i * dim, x + k * dim, dim * sizeof *xb);
+            if (yb)
+                yb[i] = y[k];
+            if (tb)
+                memcpy(tb + i * outs, t + k * outs, outs * sizeof *tb);
+        }
+        rc = sl_model_forward(model, params, xb, count, z);
+        if (rc == SL_OK)
+            rc = sl__loss(s, z, count, yb, tb, &mean, NULL);
+        if (rc != SL_OK)
+            break;
+        loss_sum += mean * (double)count;
+        for (size_t i = 0; i < count; i++) {
+            const float *zi = z + i * outs;
+            if (kind == SL_SPEC_CROSS_ENTROPY) {
+                size_t best = 0;
+                for (size_t j = 1; j < outs; j++)
+                    best = zi[j] > zi[best] ? j : best;
+                seen[yb[i]]++;
+                hit[yb[i]] += (int32_t)best == yb[i];
+                correct += (int32_t)best == yb[i];
+            } else if (kind == SL_SPEC_BCE_WITH_LOGITS) {
+                int all = 1;
+                for (size_t j = 0; j < outs; j++)
+                    all &= (zi[j] > 0) == (tb[i * outs + j] > 0.5f);
+                correct += (size_t)all;
+            } else {
+                for (size_t j = 0; j < outs; j++) {
+                    double d = (double)zi[j] - (double)tb[i * outs + j];
+                    abs_sum += fabs(d);
+                    sq_sum += d * d;
+                }
+            }
+        }
+    }
+    if (rc != SL_OK)
+        goto done;
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->loss = loss_sum / (double)n;
+    out->accuracy = out->mae = out->rmse = NAN;
+    if (kind == SL_SPEC_CROSS_ENTROPY || kind == SL_SPEC_BCE_WITH_LOGITS)
+        out->accuracy = (double)correct / (double)n;
+    else {
+        out->mae = abs_sum / ((double)n * (double)outs);
+        out->rmse = sqrt(sq_sum / ((double)n * (double)outs));
+    }
+    if (kind == SL_SPEC_CROSS_ENTROPY) {
+        out->classes = outs;
+        if (recall != NULL)
+            for (size_t j = 0; j < outs; j++)
+                recall[j] = seen[j] ? (double)hit[j] / (double)seen[j] : NAN;
+    }
+done:
+    free(xb);
+    free(z);
+    free(yb);
+    free(tb);
+    free(seen);
+    free(hit);
     return rc;
 }

@@ -419,12 +419,73 @@ static void test_train_targets(void **state)
     sl_spec_free(spec);
 }
 
+/* sl_model_metrics against hand-computed values: a 3-class identity model (its logits are its
+ * input) and a 1-output identity regressor. */
+static void test_metrics(void **state)
+{
+#define ID_SPEC(n, loss)                                                                       \
+    "{\"starling_model\": 1, \"name\": \"id\", \"inputs\": [{\"name\": \"x\", \"shape\": [" n  \
+    "]}], \"params\": [{\"name\": \"w\", \"shape\": [" n ", " n "]}, {\"name\": \"b\", "       \
+    "\"shape\": [" n "]}], \"nodes\": [{\"op\": \"Gemm\", \"inputs\": [\"x\", \"w\", \"b\"], " \
+    "\"outputs\": [\"y\"]}], \"output\": \"y\", \"loss\": {\"op\": \"" loss                    \
+    "\"}, \"metrics\": []}"
+    static const char ce_text[] = ID_SPEC("3", "cross_entropy");
+    static const char reg_text[] = ID_SPEC("1", "mse");
+    /* predictions: 0, 1, 2, 2, 1 for labels 0, 1, 2, 0, 0 */
+    const float x[] = {5, 0, 0, 0, 5, 0, 0, 0, 5, 0, 1, 2, 1, 3, 0};
+    const int32_t y[] = {0, 1, 2, 0, 0};
+    const float xr[] = {1, 2, 3, 4}, tr[] = {1, 4, 2, 4}; /* errors 0, -2, 1, 0 */
+    float w9[12] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0}, w1[2] = {1, 0};
+    double recall[3];
+    sl_metrics m;
+    sl_spec *s1 = NULL, *s2 = NULL;
+    sl_model *ce = NULL, *reg = NULL;
+    (void)state;
+    assert_int_equal(sl_spec_parse(ce_text, sizeof ce_text - 1, &s1, NULL, 0), SL_OK);
+    assert_int_equal(sl_spec_parse(reg_text, sizeof reg_text - 1, &s2, NULL, 0), SL_OK);
+    assert_int_equal(sl_model_create_spec(s1, &ce, NULL, 0), SL_OK);
+    assert_int_equal(sl_model_create_spec(s2, &reg, NULL, 0), SL_OK);
+    assert_int_equal(sl_model_metrics(ce, w9, x, y, NULL, NULL, 5, 2, &m, recall), SL_OK);
+    assert_int_equal(m.n, 5);
+    assert_true(fabs(m.accuracy - 0.6) < 1e-12);
+    assert_int_equal(m.classes, 3);
+    assert_true(fabs(recall[0] - 1.0 / 3.0) < 1e-12 && recall[1] == 1.0 && recall[2] == 1.0);
+    assert_true(isnan(m.mae) && isnan(m.rmse) && m.loss > 0);
+    {
+        /* two samples by index: recall of a class without samples is NaN */
+        const uint32_t idx[] = {1, 2};
+        assert_int_equal(sl_model_metrics(ce, w9, x, y, NULL, idx, 2, 8, &m, recall), SL_OK);
+        assert_true(m.accuracy == 1.0 && isnan(recall[0]) && recall[1] == 1.0);
+    }
+    assert_int_equal(sl_model_metrics(reg, w1, xr, NULL, tr, NULL, 4, 3, &m, NULL), SL_OK);
+    assert_true(fabs(m.mae - 0.75) < 1e-9);
+    assert_true(fabs(m.rmse - sqrt(5.0 / 4.0)) < 1e-9);
+    assert_true(fabs(m.loss - 5.0 / 4.0) < 1e-6); /* mse */
+    assert_true(isnan(m.accuracy));
+    /* labels for a regression, targets for a classifier, a label outside the classes */
+    assert_int_equal(sl_model_metrics(reg, w1, xr, y, NULL, NULL, 4, 3, &m, NULL), SL_EINVAL);
+    assert_int_equal(sl_model_metrics(ce, w9, x, NULL, tr, NULL, 1, 3, &m, NULL), SL_EINVAL);
+    {
+        const int32_t bad[] = {0, 3};
+        assert_int_equal(sl_model_metrics(ce, w9, x, bad, NULL, NULL, 2, 3, &m, NULL), SL_EINVAL);
+    }
+    sl_model_free(ce);
+    sl_model_free(reg);
+    sl_spec_free(s1);
+    sl_spec_free(s2);
+#undef ID_SPEC
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sgd_semantics),       cmocka_unit_test(test_sgd_rejects),
-        cmocka_unit_test(test_evaluate_hand_case),  cmocka_unit_test(test_train_loop),
-        cmocka_unit_test(test_train_fashion_mnist), cmocka_unit_test(test_train_targets),
+        cmocka_unit_test(test_sgd_semantics),
+        cmocka_unit_test(test_sgd_rejects),
+        cmocka_unit_test(test_evaluate_hand_case),
+        cmocka_unit_test(test_train_loop),
+        cmocka_unit_test(test_train_fashion_mnist),
+        cmocka_unit_test(test_train_targets),
+        cmocka_unit_test(test_metrics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -300,6 +300,32 @@ int sl_train(sl_model *model, float *params, sl_sgd *sgd, const float *global, c
              const int32_t *y, const uint32_t *indices, size_t n, const sl_train_opts *opts,
              float *mean_loss);
 
+/** What sl_model_metrics() measures (NAN where the loss has no such metric). */
+typedef struct sl_metrics {
+    size_t n;        /* samples */
+    double loss;     /* the spec's loss, mean over the samples (inference mode) */
+    double accuracy; /* cross_entropy: argmax == label; bce_with_logits: every output on the
+                        label's side of 0.5 */
+    double mae;      /* mse, l1, huber: mean absolute error over every output */
+    double rmse;     /* root mean squared error over every output */
+    size_t classes;  /* cross_entropy: the entries of the recall sl_model_metrics() wrote */
+} sl_metrics;
+
+/**
+ * sl_model_metrics - every metric of MODEL_SPEC.md ("accuracy",
+ * "recall_per_class", "mae", "rmse") that the spec's loss defines, and the
+ * loss, of @params on the samples @indices[0..n) (NULL: 0..n-1) in inference
+ * mode, in batches of @batch. @y: class labels (cross_entropy; NULL
+ * otherwise); @t: sl_model_classes() targets per sample (the other losses;
+ * NULL for cross_entropy). @recall: sl_model_classes() doubles (may be NULL):
+ * per class, the share of its samples predicted as it (NAN for a class
+ * without samples). Returns SL_OK, SL_EINVAL (labels for a target loss or the
+ * reverse, a label outside the classes, a non-finite target), SL_ENOMEM.
+ */
+int sl_model_metrics(sl_model *model, const float *params, const float *x, const int32_t *y,
+                     const float *t, const uint32_t *indices, size_t n, size_t batch,
+                     sl_metrics *out, double *recall);
+
 /**
  * sl_evaluate - accuracy (fraction correct) and mean loss of @params on the
  * samples @indices[0..n) (NULL: 0..n-1), in batches of @batch.
