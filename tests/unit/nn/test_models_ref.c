@@ -19,8 +19,15 @@
  *   - the specs that run as fused stages, again on the general executor;
  *   - that the comparisons can fail: one tensor's gradient 1% off, SGD
  *     without momentum, Adam's rate 1% off each miss;
- *   - a reference for every spec file, a spec file for every reference.
- * Regenerate the fixture with /usr/bin/python3 tests/fixtures/nn/make_models_ref.py.
+ *   - a reference for every spec file, a spec file for every reference;
+ *   - every op: each small spec of tests/fixtures/nn/fd_specs*.json against
+ *     tests/fixtures/nn/ops_ref.json (written by the same script), on the
+ *     general executor: inference-mode outputs (1e-5), the training pass's
+ *     loss and gradients (1e-4, as above) and the running statistics after
+ *     it (1e-5); a spec with Dropout in inference mode only (PyTorch draws
+ *     its own mask). A fd spec without a reference fails, and so does an op
+ *     of MODEL_SPEC.md that no spec there uses.
+ * Regenerate the fixtures with /usr/bin/python3 tests/fixtures/nn/make_models_ref.py.
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -28,6 +35,7 @@
 #include "../../support/sl_nn_ref.h"
 #include "starling/nn.h"
 #include "starling/optim.h"
+#include "../../../device/nn/graph_int.h"
 
 #ifndef SL_SOURCE_DIR
 #error "SL_SOURCE_DIR must name the source tree"
@@ -634,6 +642,264 @@ static void test_every_spec(void **state)
     assert_int_equal(files, 9); /* the MODEL_TEST list above */
 }
 
+/* ---- every op: fd_specs*.json against ops_ref.json ------------------------------------------ */
+
+/* The vocabulary of the Embedding reading input tensor @t (the smallest, when several). */
+static uint64_t vocab_of(const sl_spec *s, int32_t t)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < s->nn; i++)
+        if (s->n[i].op == SL__OP_EMBEDDING && s->n[i].in[0] == t) {
+            uint64_t rows = s->t[s->n[i].in[1]].shape[0];
+            v = v == 0 || rows < v ? rows : v;
+        }
+    assert_true(v > 0);
+    return v;
+}
+
+/* The reference of entry @index of fd file @file, NULL when there is none. */
+static const cJSON *op_reference_of(const cJSON *ops, const char *file, int index)
+{
+    const cJSON *r;
+    cJSON_ArrayForEach(r, item(ops, "specs"))
+    {
+        if (strcmp(item(r, "file")->valuestring, file) == 0 && (int)number(r, "index") == index)
+            return r;
+    }
+    return NULL;
+}
+
+/*
+ * One fd spec against its reference (make_models_ref.py's op_reference()): the
+ * splitmix64 weights (a BatchNorm's running variance 1 + 0.5 w), inputs from one stream
+ * seeded 2 (floats m * 2^-23; int64 indices (z >> 32) % the Embedding's rows), labels
+ * (z >> 32) % outputs or targets (z >> 40) * 2^-24 from 3. A tensor whose reference
+ * gradient is 0 (an LSTM's recurrent weights over one step) is held to the whole
+ * gradient's norm instead. @seen[op] is set for the spec's ops; the worst comparison,
+ * in tolerance units, into @v.
+ */
+static void check_op(const char *label, const cJSON *spec_json, const cJSON *ref, size_t batch,
+                     int *seen, verdict *v)
+{
+    char err[512];
+    char *json = cJSON_PrintUnformatted(spec_json);
+    sl_spec *s = NULL;
+    sl__graph *g = NULL;
+    const sl_layout *l;
+    size_t np, nout, total = 0;
+    float *w, *grad, *dout, *targets, *ref_out, sample[MAX_SAMPLE], ref_sample[MAX_SAMPLE];
+    void *inputs[SL__SPEC_MAX_INPUTS] = {NULL};
+    int32_t labels[4];
+    uint64_t state = 2;
+    double loss = 0.0, ref_loss, total_norm = 0.0;
+    const cJSON *tensors, *rt;
+
+    assert_non_null(json);
+    if (sl_spec_parse(json, strlen(json), &s, err, sizeof err) != SL_OK)
+        fail_msg("%s: %s", label, err);
+    cJSON_free(json);
+    for (size_t i = 0; i < s->nn; i++)
+        seen[s->n[i].op] = 1;
+    if (sl__graph_create(s, &g, err, sizeof err) != SL_OK)
+        fail_msg("%s: %s", label, err);
+    l = sl_spec_layout(s);
+    np = (size_t)sl_layout_params(l);
+    nout = sl_spec_output_size(s);
+    w = malloc(np * sizeof *w);
+    grad = malloc(np * sizeof *grad);
+    dout = malloc(batch * nout * sizeof *dout);
+    targets = malloc(batch * nout * sizeof *targets);
+    ref_out = malloc(batch * nout * sizeof *ref_out);
+    assert_true(w && grad && dout && targets && ref_out);
+    sl_fixture_weights(l, w);
+    for (size_t i = 0; i < s->nn; i++) {
+        if (s->n[i].op == SL__OP_BATCHNORM) {
+            const sl_tensor_desc *d = sl_layout_tensor(l, (size_t)s->t[s->n[i].in[4]].param);
+            for (uint64_t e = 0; e < d->count; e++)
+                w[d->offset + e] = 1.0f + 0.5f * w[d->offset + e];
+        }
+    }
+    for (size_t i = 0; i < sl_spec_inputs(s); i++) {
+        const sl__tensor *x = &s->t[s->input[i]];
+        size_t n = batch * (size_t)x->count;
+        if (x->dtype == SL__I64) {
+            int64_t *iv = malloc(n * sizeof *iv);
+            uint64_t vocab = vocab_of(s, s->input[i]);
+            assert_non_null(iv);
+            for (size_t k = 0; k < n; k++)
+                iv[k] = (int64_t)((sl_fixture_splitmix(&state) >> 32) % vocab);
+            inputs[i] = iv;
+        } else {
+            float *fv = malloc(n * sizeof *fv);
+            assert_non_null(fv);
+            for (size_t k = 0; k < n; k++) {
+                int64_t m = (int64_t)(sl_fixture_splitmix(&state) >> 40) - (1 << 23);
+                fv[k] = (float)m * (float)(1.0 / 8388608.0);
+            }
+            inputs[i] = fv;
+        }
+    }
+
+    /* inference mode */
+    floats(item(ref, "outputs"), ref_out, batch * nout);
+    assert_int_equal(sl__graph_forward(g, w, (const void *const *)inputs, batch, 0, 0), SL_OK);
+    note(v, C_FORWARD, sl_nn_rel_diff(sl__graph_output(g), ref_out, batch * nout) / FORWARD_REL,
+         label, "outputs", "");
+
+    /* a training pass: loss, gradient, running statistics */
+    if (cJSON_IsTrue(item(ref, "training"))) {
+        state = 3;
+        for (size_t n = 0; n < batch; n++)
+            labels[n] = (int32_t)((sl_fixture_splitmix(&state) >> 32) % nout);
+        state = 3;
+        for (size_t k = 0; k < batch * nout; k++)
+            targets[k] = (float)(sl_fixture_splitmix(&state) >> 40) * (float)(1.0 / 16777216.0);
+        assert_int_equal(sl__graph_forward(g, w, (const void *const *)inputs, batch, 1, 0), SL_OK);
+        assert_int_equal(sl__loss(s, sl__graph_output(g), batch, labels, targets, &loss, dout),
+                         SL_OK);
+        assert_int_equal(sl__graph_backward(g, dout, grad), SL_OK);
+        sl__graph_update_buffers(g, w);
+        ref_loss = number(ref, "loss");
+        note(v, C_LOSS_GRAD, fabs(loss - ref_loss) / (GRAD_REL * fabs(ref_loss)), label, "loss",
+             "");
+        tensors = item(ref, "tensors");
+        assert_int_equal((size_t)cJSON_GetArraySize(tensors), sl_layout_tensors(l));
+        cJSON_ArrayForEach(rt, tensors)
+        {
+            if (!cJSON_IsTrue(item(rt, "buffer"))) {
+                double n = number(item(rt, "grad"), "norm");
+                total_norm += n * n;
+            }
+        }
+        total_norm = sqrt(total_norm);
+        for (size_t t = 0; t < sl_layout_tensors(l); t++) {
+            const sl_tensor_desc *d = sl_layout_tensor(l, t);
+            const cJSON *rg;
+            uint64_t ns = sample_count(d->count);
+            double *gd, ref_norm, scale;
+            rt = cJSON_GetArrayItem(tensors, (int)t);
+            assert_string_equal(item(rt, "name")->valuestring, d->name);
+            assert_int_equal((uint64_t)number(rt, "count"), d->count);
+            if (cJSON_IsTrue(item(rt, "buffer"))) {
+                for (uint64_t i = 0; i < d->count; i++)
+                    assert_true(grad[d->offset + i] == 0.0f); /* a buffer has no gradient */
+                for (uint64_t j = 0; j < ns; j++)
+                    sample[j] = w[d->offset + sample_index(d->count, j)];
+                floats(item(rt, "after"), ref_sample, (size_t)ns);
+                note(v, C_FORWARD, sl_nn_rel_diff(sample, ref_sample, (size_t)ns) / FORWARD_REL,
+                     label, "running statistic", d->name);
+                continue;
+            }
+            rg = item(rt, "grad");
+            ref_norm = number(rg, "norm");
+            scale = ref_norm > 0.0 ? 1.0 : 1.0 / (total_norm + 1e-30);
+            for (uint64_t j = 0; j < ns; j++)
+                sample[j] = grad[d->offset + sample_index(d->count, j)];
+            floats(item(rg, "sample"), ref_sample, (size_t)ns);
+            note(v, C_LOSS_GRAD, sl_nn_rel_diff(sample, ref_sample, (size_t)ns) * scale / GRAD_REL,
+                 label, "grad sample", d->name);
+            gd = as_doubles(grad + d->offset, NULL, d->count);
+            if (ref_norm > 0.0) {
+                check_summary(v, C_LOSS_GRAD, rg, t, gd, d->count, label, "grad", d->name);
+            } else {
+                double n2 = 0.0;
+                for (uint64_t i = 0; i < d->count; i++)
+                    n2 += gd[i] * gd[i];
+                note(v, C_LOSS_GRAD, sqrt(n2) * scale / GRAD_REL, label, "grad (0)", d->name);
+            }
+            free(gd);
+            total++;
+        }
+        assert_true(total > 0);
+    }
+    printf("  %-52.52s %s forward %.3f, loss+grad %.3f of the tolerance\n", label,
+           cJSON_IsTrue(item(ref, "training")) ? "         " : "(no train)", v->worst[C_FORWARD],
+           v->worst[C_LOSS_GRAD]);
+    for (size_t i = 0; i < SL__SPEC_MAX_INPUTS; i++)
+        free(inputs[i]);
+    free(w), free(grad), free(dout), free(targets), free(ref_out);
+    sl__graph_free(g);
+    sl_spec_free(s);
+}
+
+static int is_fd_file(const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(name, "fd_specs", 8) == 0 && n > 5 && strcmp(name + n - 5, ".json") == 0;
+}
+
+static void test_every_op(void **state)
+{
+    char rel[300];
+    size_t len = 0, checked = 0, refs;
+    char *text = sl_fixture_load("nn/ops_ref.json", &len);
+    cJSON *ops;
+    DIR *d;
+    struct dirent *e;
+    int seen[SL__OP_COUNT] = {0}, files = 0;
+    size_t batch;
+    (void)state;
+    assert_non_null(text);
+    ops = cJSON_ParseWithLength(text, len);
+    assert_non_null(ops);
+    batch = (size_t)number(ops, "batch");
+    assert_true(batch >= 1 && batch <= 4);
+    assert_true((size_t)number(ops, "sample") == g_sample);
+    assert_true(number(ops, "projections") == SL_FIXTURE_PROJECTIONS);
+    snprintf(rel, sizeof rel, "%s/nn", sl_fixture_dir());
+    d = opendir(rel);
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        size_t flen = 0;
+        char *ftext;
+        cJSON *root, *it;
+        int index = 0;
+        if (!is_fd_file(e->d_name))
+            continue;
+        snprintf(rel, sizeof rel, "nn/%s", e->d_name);
+        ftext = sl_fixture_load(rel, &flen);
+        assert_non_null(ftext);
+        root = cJSON_ParseWithLength(ftext, flen);
+        assert_non_null(root);
+        cJSON_ArrayForEach(it, root)
+        {
+            const cJSON *ref = op_reference_of(ops, e->d_name, index);
+            const char *what = item(it, "what")->valuestring;
+            char label[128];
+            verdict v;
+            if (ref == NULL)
+                fail_msg("%s[%d] (%s) has no reference in ops_ref.json: re-run "
+                         "make_models_ref.py",
+                         e->d_name, index, what);
+            if (strcmp(item(ref, "what")->valuestring, what) != 0)
+                fail_msg("%s[%d] is \"%s\", its reference \"%s\": re-run make_models_ref.py",
+                         e->d_name, index, what, item(ref, "what")->valuestring);
+            snprintf(label, sizeof label, "%s[%d] %s", e->d_name, index, what);
+            memset(&v, 0, sizeof v);
+            check_op(label, item(it, "spec"), ref, batch, seen, &v);
+            for (int c = 0; c < C_COUNT; c++)
+                if (v.ran[c] && !(v.worst[c] <= 1.0))
+                    fail_msg("%s: %s %.3g times the tolerance at %s", label, check_names[c],
+                             v.worst[c], v.where[c]);
+            index++;
+            checked++;
+        }
+        cJSON_Delete(root);
+        free(ftext);
+        files++;
+    }
+    closedir(d);
+    refs = (size_t)cJSON_GetArraySize(item(ops, "specs"));
+    printf("  %d fd files, %zu specs, %zu references\n", files, checked, refs);
+    assert_true(files > 0);
+    assert_int_equal(checked, refs); /* no reference without its spec */
+    for (int op = 0; op < SL__OP_COUNT; op++)
+        if (!seen[op])
+            fail_msg("no fd spec uses %s", sl__op_name((sl__op)op));
+    cJSON_Delete(ops);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -642,7 +908,7 @@ int main(void)
         cmocka_unit_test(test_cnn),        cmocka_unit_test(test_cnn1d),
         cmocka_unit_test(test_dwsep_cnn),  cmocka_unit_test(test_resnet_block),
         cmocka_unit_test(test_gru),        cmocka_unit_test(test_mlp_reg),
-        cmocka_unit_test(test_can_fail),
+        cmocka_unit_test(test_can_fail),   cmocka_unit_test(test_every_op),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
