@@ -496,7 +496,7 @@ static double mb(double bytes)
 
 static int bench_spec(options *o)
 {
-    char err[512] = "", line[2048] = "", dir[] = "/tmp/starling-bench-train-XXXXXX";
+    char err[512] = "", line[2048] = "", dir[600] = "";
     char names[SL__SPEC_MAX_INPUTS + 4][32];
     size_t len = 0, nnames = 0, arena = 0;
     char *text = o->spec_text != NULL ? NULL : read_text(o->spec, &len);
@@ -531,6 +531,9 @@ static int bench_spec(options *o)
         return 1;
     }
     if (!o->no_torch && access(PYTHON, X_OK) == 0) {
+        const char *base = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/starling-bench-train-XXXXXX",
+                 base != NULL && base[0] != '\0' ? base : "/tmp");
         have_dir = mkdtemp(dir) != NULL;
         if (!have_dir || write_torch_inputs(&r, dir, names, &nnames) != 0) {
             fprintf(stderr, "bench train: cannot write the batches for PyTorch in %s\n", dir);

@@ -271,6 +271,31 @@ static void test_csv_source(void **state)
     free(text);
     ag_count_task(&c, task, &updates, &closed);
     assert_int_equal(updates, 1);
+    {
+        /* a source that does not say enough, or says something unknown: a usage error (2) with
+         * the reason, before enrolment */
+        static const char *const bad[][2] = {
+            {"?kind=target", "?label=COLUMN names the label column"},
+            {"?label=y&kind=class", "class labels need &classes=N"},
+            {"?label=y&colour=red", "unknown or bad option \"colour=red\""},
+            {"?label=y&skip=-1", "unknown or bad option \"skip=-1\""},
+            {"?label=y&kind=class&classes=0", "unknown or bad option \"classes=0\""},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char dev3[700], src3[800];
+            const char *extra[] = {"--once", NULL};
+            snprintf(dev3, sizeof dev3, "%s3", dev);
+            snprintf(src3, sizeof src3, "csv:%s%s", csv, bad[i][0]);
+            remove(log);
+            assert_int_equal(run_agent(&c, task, src3, dev3, log, extra), 2);
+            assert_int_equal(sl_fs_read_file(log, 1 << 20, (void **)&text, &len), SL_OK);
+            if (strstr(text, bad[i][1]) == NULL)
+                fail_msg("%s: the refusal does not say \"%s\": %s", bad[i][0], bad[i][1], text);
+            free(text);
+        }
+    }
+    ag_count_task(&c, task, &updates, &closed);
+    assert_int_equal(updates, 1);
     free(reg);
     ag_coord_close(&c);
     sl_test_rmtree(dir);
