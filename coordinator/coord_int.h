@@ -84,18 +84,19 @@ typedef struct sl__task {
     int round_open; /* round holds a SELECTING or TRAINING (or AGGREGATING) round */
     int finished;   /* cfg.rounds reached */
     sl_round_record round;
-    sl__idset pool;       /* SELECTING: eligible devices that checked in */
-    sl__idset selected;   /* TRAINING: the round's participants */
-    sl__idset downloaded; /* devices that fetched the model this round */
-    sl__idset refused;    /* devices that refuse the task's model (their agents' limits) */
-    char spec_sha256[65]; /* hex SHA-256 of the task's model spec; "" when it has none */
-    sl__idset waiting;    /* TRAINING: eligible devices that checked in, not selected; they
-                             join the next round's pool (they would miss a selection window
-                             that opens while they wait) */
+    sl__idset pool;                /* SELECTING: eligible devices that checked in */
+    sl__idset selected;            /* TRAINING: the round's participants */
+    sl__idset downloaded;          /* devices that fetched the model this round */
+    sl__idset refused;             /* devices that refuse the task's model (their agents' limits) */
+    char spec_sha256[65];          /* hex SHA-256 of the task's model spec; "" when it has none */
+    char contract_sha256[65];      /* hex SHA-256 of the task's data contract; "" when none */
+    uint32_t contract_min_samples; /* the contract's min_samples (0: no contract) */
+    sl__idset waiting;             /* TRAINING: eligible devices that checked in, not selected; they
+                                      join the next round's pool (they would miss a selection window
+                                      that opens while they wait) */
     uint32_t checked_in;
     int64_t quorum_at_ms;
     uint32_t rejected[10];
-    double loss_sum, acc_sum, metric_weight;
     int select_idle; /* SELECTING with an empty pool: the window restarts at the first arrival */
     double train_ms_ewma; /* how long closed rounds trained (select deadline to close); 0: none
                              yet. Paces the check-ins of devices that wait for the next round. */

@@ -17,6 +17,7 @@
 #include <mbedtls/sha256.h>
 
 #include "coord_int.h"
+#include "starling/contract.h"
 
 int64_t sl__engine_now(const sl_engine *e)
 {
@@ -127,6 +128,21 @@ static int load_task(sl_engine *e, int64_t task_id, char *err, size_t errcap)
     t->id = task_id;
     if (rec.model_spec != NULL)
         spec_hash(rec.model_spec, t->spec_sha256);
+    if (rec.data_contract != NULL) {
+        sl_contract *dc = NULL;
+        spec_hash(rec.data_contract, t->contract_sha256);
+        /* checked when the task was created: a stored contract that no longer parses is a
+         * corrupt store */
+        rc = sl_contract_parse(rec.data_contract, strlen(rec.data_contract), &dc, err, errcap);
+        if (rc != SL_OK) {
+            sl_store_task_free(&rec);
+            free(t);
+            return SL_ECORRUPT;
+        }
+        t->contract_min_samples =
+            dc->min_samples > UINT32_MAX ? UINT32_MAX : (uint32_t)dc->min_samples;
+        sl_contract_free(dc);
+    }
     rc = sl_task_config_parse(rec.config_json, strlen(rec.config_json), &t->cfg, err, errcap);
     if (rc == SL_OK)
         rc = sl_layout_parse(rec.layout_text, strlen(rec.layout_text), &t->layout);
@@ -258,6 +274,15 @@ int sl_engine_create_task_spec(sl_engine *e, const char *config_json, const char
                                const char *model_spec, const void *model_frame, size_t frame_len,
                                int64_t *task_id, char *err, size_t errcap)
 {
+    return sl_engine_create_task_docs(e, config_json, layout_text, model_spec, NULL, model_frame,
+                                      frame_len, task_id, err, errcap);
+}
+
+int sl_engine_create_task_docs(sl_engine *e, const char *config_json, const char *layout_text,
+                               const char *model_spec, const char *data_contract,
+                               const void *model_frame, size_t frame_len, int64_t *task_id,
+                               char *err, size_t errcap)
+{
     char dummy[8], *canonical = NULL;
     sl_task_config cfg;
     sl_layout *layout = NULL;
@@ -289,6 +314,17 @@ int sl_engine_create_task_spec(sl_engine *e, const char *config_json, const char
     if (model_spec != NULL &&
         (rc = sl__spec_check_layout(model_spec, layout, err, errcap)) != SL_OK)
         goto done;
+    if (data_contract != NULL) {
+        char why[400];
+        sl_contract *dc = NULL;
+        rc = sl_contract_parse(data_contract, strlen(data_contract), &dc, why, sizeof why);
+        sl_contract_free(dc);
+        if (rc != SL_OK) {
+            snprintf(err, errcap, "data_contract: %s", why);
+            rc = SL_ESPEC;
+            goto done;
+        }
+    }
     params = malloc((size_t)sl_layout_params(layout) * sizeof *params);
     rc =
         params ? sl_frame_decode_model(layout, model_frame, frame_len, NULL, 0, params) : SL_ENOMEM;
@@ -302,7 +338,8 @@ int sl_engine_create_task_spec(sl_engine *e, const char *config_json, const char
     }
     rc = sl_task_config_to_json(&cfg, &canonical);
     if (rc == SL_OK)
-        rc = sl_store_create_task_spec(e->store, cfg.name, canonical, layout_text, model_spec, &id);
+        rc = sl_store_create_task_docs(e->store, cfg.name, canonical, layout_text, model_spec,
+                                       data_contract, &id);
     if (rc == SL_OK) {
         memset(&m, 0, sizeof m);
         m.task_id = id;
@@ -338,7 +375,8 @@ done:
 static int eligible(const sl__task *t, const sl__device *d, const sl_checkin_info *info,
                     int64_t now)
 {
-    if (info->num_samples < t->cfg.min_samples || now < d->cooldown_until_ms)
+    if (info->num_samples < t->cfg.min_samples || info->num_samples < t->contract_min_samples ||
+        now < d->cooldown_until_ms)
         return 0;
     if (t->cfg.required_caps[0] != '\0') {
         /* a whole comma-separated name */
@@ -424,6 +462,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
     r.task_id = t->id;
     r.participation = d->participations;
     memcpy(r.model_spec_sha256, t->spec_sha256, sizeof r.model_spec_sha256);
+    memcpy(r.data_contract_sha256, t->contract_sha256, sizeof r.data_contract_sha256);
     if (info->refusal[0] != '\0') {
         /* the device cannot train this model: never selected until it says otherwise; it
          * checks in rarely (its limits or the model would have to change) */
@@ -790,17 +829,17 @@ int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
                               !sl__idset_has(&t->downloaded, t->selected.ids[i]);
         memcpy(st.rejected_by_reason, t->rejected, sizeof t->rejected);
         st.time_to_quorum_ms = t->quorum_at_ms;
-        if (t->metric_weight > 0) {
-            st.mean_loss = t->loss_sum / t->metric_weight;
-            st.mean_accuracy = t->acc_sum / t->metric_weight;
-        }
     }
     pthread_mutex_unlock(&e->lock);
     free(rep.ids);
     if (t == NULL)
         rc = sl_store_get_round(e->store, round_id, &st.round);
+    if (rc == SL_OK)
+        rc = sl_store_round_eval(e->store, round_id, &st.eval);
     if (rc != SL_OK)
         return rc;
+    st.mean_loss = st.eval.loss;
+    st.mean_accuracy = st.eval.accuracy;
     pthread_mutex_lock(&e->lock);
     t = find_task(e, st.round.task_id);
     if (t != NULL && st.round.bytes_up > 0)
@@ -814,27 +853,45 @@ int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
 int sl_engine_report_metrics(sl_engine *e, int64_t task_id, int64_t version, int64_t device_id,
                              double loss, double accuracy, uint32_t samples)
 {
-    char json[256];
+    sl_store_eval ev = {samples, loss, accuracy, NAN, NAN};
+    return sl_engine_report_eval(e, task_id, version, device_id, &ev);
+}
+
+int sl_engine_report_eval(sl_engine *e, int64_t task_id, int64_t version, int64_t device_id,
+                          const sl_store_eval *ev)
+{
+    char json[320], num[4][40];
+    const double vals[4] = {ev ? ev->loss : 0, ev ? ev->accuracy : 0, ev ? ev->mae : 0,
+                            ev ? ev->rmse : 0};
     sl__task *t;
-    if (e == NULL || !isfinite(loss) || loss < 0 || !isfinite(accuracy) || accuracy < 0 ||
-        accuracy > 1 || samples == 0)
+    int64_t round_id = 0;
+    if (e == NULL || ev == NULL || ev->samples == 0 || !isfinite(ev->loss) || ev->loss < 0 ||
+        !(isnan(ev->accuracy) || (ev->accuracy >= 0 && ev->accuracy <= 1)) ||
+        !(isnan(ev->mae) || (isfinite(ev->mae) && ev->mae >= 0)) ||
+        !(isnan(ev->rmse) || (isfinite(ev->rmse) && ev->rmse >= 0)) ||
+        (isnan(ev->accuracy) && isnan(ev->mae) && isnan(ev->rmse)))
         return SL_EINVAL;
     pthread_mutex_lock(&e->lock);
     t = find_task(e, task_id);
     if (t != NULL && t->round_open && version == t->round.base_version &&
-        sl__idset_has(&t->selected, device_id)) {
-        t->loss_sum += loss * samples;
-        t->acc_sum += accuracy * samples;
-        t->metric_weight += samples;
-    }
+        sl__idset_has(&t->selected, device_id))
+        round_id = t->round.id;
     pthread_mutex_unlock(&e->lock);
     if (t == NULL)
         return SL_ENOENT;
-    if (device_id != 0)
-        return SL_OK; /* devices' local metrics live in the round's statistics */
+    if (device_id != 0) {
+        /* a device evaluates the base model of the round it was selected for, on its held-out
+         * samples (federated evaluation): kept with the round */
+        if (round_id == 0)
+            return SL_ESTATE;
+        return sl_store_put_eval(e->store, round_id, device_id, ev);
+    }
     /* an evaluator's metrics are the version's */
-    snprintf(json, sizeof json, "{\"loss\":%.9g,\"accuracy\":%.9g,\"samples\":%u}", loss, accuracy,
-             samples);
+    for (int i = 0; i < 4; i++)
+        snprintf(num[i], sizeof num[i], isnan(vals[i]) ? "null" : "%.9g", vals[i]);
+    snprintf(json, sizeof json,
+             "{\"loss\":%s,\"accuracy\":%s,\"mae\":%s,\"rmse\":%s,\"samples\":%u}", num[0], num[1],
+             num[2], num[3], ev->samples);
     return sl_store_set_model_metrics(e->store, task_id, version, json);
 }
 

@@ -58,7 +58,6 @@ int sl__task_open_round(sl_engine *e, sl__task *t)
     t->select_idle = t->pool.n == 0;
     t->quorum_at_ms = -1;
     memset(t->rejected, 0, sizeof t->rejected);
-    t->loss_sum = t->acc_sum = t->metric_weight = 0;
     return SL_OK;
 }
 

@@ -16,12 +16,13 @@ set -euo pipefail
 
 # The one list: build tools, libraries (-dev), test framework, data set.
 TOOLS="build-essential cmake pkg-config clang-format curl openssl python3-yaml chromium iproute2 nftables gnuplot-nox"
-LIBS="libcurl4-openssl-dev libmicrohttpd-dev libmbedtls-dev libzstd-dev libsqlite3-dev libcjson-dev zlib1g-dev libcmocka-dev"
+LIBS="libcurl4-openssl-dev libmicrohttpd-dev libmbedtls-dev libzstd-dev libsqlite3-dev libcjson-dev zlib1g-dev libcmocka-dev libpng-dev libjpeg62-turbo-dev libminizip-dev"
 # The operator's side only (ONNX import and export in the `starling` CLI, its tests): native
 # builds, never the agents' sysroots.
 OPERATOR="protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-onnx"
-# Real data: Fashion-MNIST; the CSVs python3-sklearn installs (the regression example of tests).
-DATA="dataset-fashion-mnist python3-sklearn"
+# Real data: Fashion-MNIST; the CSVs python3-sklearn installs; espeak-ng synthesises the
+# keyword-spotting example's speech (deploy/examples).
+DATA="dataset-fashion-mnist python3-sklearn espeak-ng"
 # Only for `starling bench gemm` / `bench train` (compared side by side with these).
 BENCH="libopenblas0 python3-torch"
 

@@ -1,4 +1,5 @@
 /* meta.c - devices, tasks and the audit log. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,7 +138,7 @@ int sl_store_touch_device(sl_store *s, int64_t device_id)
 /* ---- tasks --------------------------------------------------------------- */
 
 typedef struct task_args {
-    const char *name, *config, *layout, *spec;
+    const char *name, *config, *layout, *spec, *contract;
     int64_t id;
 } task_args;
 
@@ -150,7 +151,10 @@ static int task_exec(sl_store *s, sl__conn *c, void *arg)
 {
     task_args *a = arg;
     sqlite3_stmt *st;
-    int rc = sl__stmt(c, "SELECT id, config, layout, model_spec FROM tasks WHERE name = ?1", &st);
+    int rc = sl__stmt(c,
+                      "SELECT id, config, layout, model_spec, data_contract FROM tasks "
+                      "WHERE name = ?1",
+                      &st);
     if (rc != SL_OK)
         return rc;
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_STATIC);
@@ -159,8 +163,9 @@ static int task_exec(sl_store *s, sl__conn *c, void *arg)
         const char *cfg = (const char *)sqlite3_column_text(st, 1);
         const char *lay = (const char *)sqlite3_column_text(st, 2);
         const char *spec = (const char *)sqlite3_column_text(st, 3);
+        const char *contract = (const char *)sqlite3_column_text(st, 4);
         int same = cfg && lay && strcmp(cfg, a->config) == 0 && strcmp(lay, a->layout) == 0 &&
-                   same_text(spec, a->spec);
+                   same_text(spec, a->spec) && same_text(contract, a->contract);
         a->id = sqlite3_column_int64(st, 0);
         sqlite3_reset(st);
         return same ? SL_OK : SL_ECONFLICT;
@@ -169,8 +174,8 @@ static int task_exec(sl_store *s, sl__conn *c, void *arg)
     if (rc != SQLITE_DONE)
         return sl__status_from_sqlite(rc);
     rc = sl__stmt(c,
-                  "INSERT INTO tasks (name, config, layout, created_at, model_spec) "
-                  "VALUES (?1, ?2, ?3, ?4, ?5)",
+                  "INSERT INTO tasks (name, config, layout, created_at, model_spec, "
+                  "data_contract) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                   &st);
     if (rc != SL_OK)
         return rc;
@@ -182,6 +187,10 @@ static int task_exec(sl_store *s, sl__conn *c, void *arg)
         sqlite3_bind_text(st, 5, a->spec, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, 5);
+    if (a->contract != NULL)
+        sqlite3_bind_text(st, 6, a->contract, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 6);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
@@ -199,10 +208,18 @@ int sl_store_create_task(sl_store *s, const char *name, const char *config_json,
 int sl_store_create_task_spec(sl_store *s, const char *name, const char *config_json,
                               const char *layout_text, const char *model_spec, int64_t *task_id)
 {
-    task_args a = {name, config_json, layout_text, model_spec, 0};
+    return sl_store_create_task_docs(s, name, config_json, layout_text, model_spec, NULL, task_id);
+}
+
+int sl_store_create_task_docs(sl_store *s, const char *name, const char *config_json,
+                              const char *layout_text, const char *model_spec,
+                              const char *data_contract, int64_t *task_id)
+{
+    task_args a = {name, config_json, layout_text, model_spec, data_contract, 0};
     int rc;
     if (s == NULL || name == NULL || name[0] == '\0' || strlen(name) > 256 || config_json == NULL ||
-        layout_text == NULL || task_id == NULL || (model_spec != NULL && model_spec[0] == '\0'))
+        layout_text == NULL || task_id == NULL || (model_spec != NULL && model_spec[0] == '\0') ||
+        (data_contract != NULL && data_contract[0] == '\0'))
         return SL_EINVAL;
     rc = sl__write(s, task_exec, &a, SL__WRITE_TIMEOUT_MS);
     if (rc == SL_OK)
@@ -220,7 +237,9 @@ int sl_store_get_task(sl_store *s, int64_t task_id, sl_task_record *out)
         return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
-    rc = sl__stmt(c, "SELECT name, config, layout, created_at, model_spec FROM tasks WHERE id = ?1",
+    rc = sl__stmt(c,
+                  "SELECT name, config, layout, created_at, model_spec, data_contract FROM tasks "
+                  "WHERE id = ?1",
                   &st);
     if (rc == SL_OK) {
         sqlite3_bind_int64(st, 1, task_id);
@@ -235,6 +254,8 @@ int sl_store_get_task(sl_store *s, int64_t task_id, sl_task_record *out)
                 rc = sl__dup_text(st, 2, &t.layout_text);
             if (rc == SL_OK && sqlite3_column_type(st, 4) != SQLITE_NULL)
                 rc = sl__dup_text(st, 4, &t.model_spec);
+            if (rc == SL_OK && sqlite3_column_type(st, 5) != SQLITE_NULL)
+                rc = sl__dup_text(st, 5, &t.data_contract);
         } else {
             rc = rc == SQLITE_DONE ? SL_ENOENT : sl__status_from_sqlite(rc);
         }
@@ -282,7 +303,8 @@ void sl_store_task_free(sl_task_record *t)
     free(t->config_json);
     free(t->layout_text);
     free(t->model_spec);
-    t->name = t->config_json = t->layout_text = t->model_spec = NULL;
+    free(t->data_contract);
+    t->name = t->config_json = t->layout_text = t->model_spec = t->data_contract = NULL;
 }
 
 /* ---- refusals ------------------------------------------------------------ */
@@ -359,6 +381,129 @@ int sl_store_list_refusals(sl_store *s, int64_t task_id, int64_t device_id,
         sqlite3_reset(st);
     }
     sl__reader_put(s, c);
+    return rc;
+}
+
+/* ---- federated evaluation ------------------------------------------------------------ */
+
+typedef struct eval_args {
+    int64_t round, device;
+    const sl_store_eval *ev;
+} eval_args;
+
+static void bind_metric(sqlite3_stmt *st, int i, double v)
+{
+    if (isnan(v))
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_double(st, i, v);
+}
+
+static int same_metric(sqlite3_stmt *st, int i, double v)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return isnan(v);
+    return !isnan(v) && sqlite3_column_double(st, i) == v;
+}
+
+static int eval_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    eval_args *a = arg;
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c,
+                      "SELECT samples, loss, accuracy, mae, rmse FROM round_evals "
+                      "WHERE round_id = ?1 AND device_id = ?2",
+                      &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, a->round);
+    sqlite3_bind_int64(st, 2, a->device);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        int same = sqlite3_column_int64(st, 0) == (int64_t)a->ev->samples &&
+                   sqlite3_column_double(st, 1) == a->ev->loss &&
+                   same_metric(st, 2, a->ev->accuracy) && same_metric(st, 3, a->ev->mae) &&
+                   same_metric(st, 4, a->ev->rmse);
+        sqlite3_reset(st);
+        return same ? SL_OK : SL_ECONFLICT;
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return sl__status_from_sqlite(rc);
+    rc = sl__stmt(c,
+                  "INSERT INTO round_evals (round_id, device_id, samples, loss, accuracy, mae, "
+                  "rmse, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                  &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, a->round);
+    sqlite3_bind_int64(st, 2, a->device);
+    sqlite3_bind_int64(st, 3, a->ev->samples);
+    sqlite3_bind_double(st, 4, a->ev->loss);
+    bind_metric(st, 5, a->ev->accuracy);
+    bind_metric(st, 6, a->ev->mae);
+    bind_metric(st, 7, a->ev->rmse);
+    sqlite3_bind_int64(st, 8, sl__now_ms(s));
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+}
+
+static int metric_ok(double v, double hi)
+{
+    return isnan(v) || (isfinite(v) && v >= 0 && v <= hi);
+}
+
+int sl_store_put_eval(sl_store *s, int64_t round_id, int64_t device_id, const sl_store_eval *ev)
+{
+    eval_args a = {round_id, device_id, ev};
+    if (s == NULL || ev == NULL || round_id < 1 || device_id < 1 || ev->samples == 0 ||
+        !isfinite(ev->loss) || ev->loss < 0 || !metric_ok(ev->accuracy, 1) ||
+        !metric_ok(ev->mae, HUGE_VAL) || !metric_ok(ev->rmse, HUGE_VAL))
+        return SL_EINVAL;
+    return sl__write(s, eval_exec, &a, SL__WRITE_TIMEOUT_MS);
+}
+
+int sl_store_round_eval(sl_store *s, int64_t round_id, sl_store_eval_sum *out)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    sl_store_eval_sum sum = {0, 0, NAN, NAN, NAN, NAN};
+    int rc;
+    if (s == NULL || out == NULL)
+        return SL_EINVAL;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    /* each metric weighted by the samples of the reports that have it */
+    rc = sl__stmt(c,
+                  "SELECT count(*), total(samples), total(loss * samples) / total(samples), "
+                  "total(accuracy * samples) / total(CASE WHEN accuracy IS NULL THEN 0 ELSE "
+                  "samples END), "
+                  "total(mae * samples) / total(CASE WHEN mae IS NULL THEN 0 ELSE samples END), "
+                  "total(rmse * rmse * samples) / total(CASE WHEN rmse IS NULL THEN 0 ELSE "
+                  "samples END), count(accuracy), count(mae), count(rmse) "
+                  "FROM round_evals WHERE round_id = ?1",
+                  &st);
+    if (rc == SL_OK) {
+        sqlite3_bind_int64(st, 1, round_id);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0) {
+            sum.devices = (uint32_t)sqlite3_column_int64(st, 0);
+            sum.samples = (uint64_t)sqlite3_column_double(st, 1);
+            sum.loss = sqlite3_column_double(st, 2);
+            if (sqlite3_column_int64(st, 6) > 0)
+                sum.accuracy = sqlite3_column_double(st, 3);
+            if (sqlite3_column_int64(st, 7) > 0)
+                sum.mae = sqlite3_column_double(st, 4);
+            if (sqlite3_column_int64(st, 8) > 0)
+                sum.rmse = sqrt(sqlite3_column_double(st, 5));
+        }
+        rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    if (rc == SL_OK)
+        *out = sum;
     return rc;
 }
 

@@ -97,6 +97,19 @@ static const char *const migrations[] = {
      "  reason TEXT NOT NULL,"
      "  at INTEGER NOT NULL,"
      "  PRIMARY KEY (task_id, device_id));"),
+    /* 4 -> 5: a task's data contract (device/data/DATA_CONTRACT.md; NULL for none) and the
+     * devices' federated evaluation of each round's base model on their held-out samples */
+    ("ALTER TABLE tasks ADD COLUMN data_contract TEXT;"
+     "CREATE TABLE round_evals ("
+     "  round_id INTEGER NOT NULL REFERENCES rounds(id),"
+     "  device_id INTEGER NOT NULL REFERENCES devices(id),"
+     "  samples INTEGER NOT NULL CHECK (samples > 0),"
+     "  loss REAL NOT NULL,"
+     "  accuracy REAL,"
+     "  mae REAL,"
+     "  rmse REAL,"
+     "  at INTEGER NOT NULL,"
+     "  PRIMARY KEY (round_id, device_id));"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

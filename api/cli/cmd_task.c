@@ -27,6 +27,9 @@
  *                  bce_with_logits, mse, l1, huber)
  *   "model_spec"   object, or "model_spec_file": the task's model spec beside
  *                  layout and model (its params must be the layout's)
+ *   "data_contract" object, or "data_contract_file": what a sample is, for
+ *                  every device and evaluator (device/data/DATA_CONTRACT.md);
+ *                  goes with any of the forms above
  * Exactly one of layout / layout_file and one of model / model_file (with an
  * optional model spec), or init alone, or onnx_file alone. Agents train the
  * task's model spec; a task without one trains the registry model its layout
@@ -43,6 +46,7 @@
 #include "starling/api_sign.h"
 #include "starling/codec.h"
 #include "starling/common.h"
+#include "starling/contract.h"
 #include "starling/nn.h"
 #ifdef SL_HAVE_ONNX
 #include "starling/onnx.h"
@@ -71,6 +75,9 @@ static int task_usage(FILE *out)
             "   \"init\": {\"spec_file\": \"model.json\", \"seed\": 1}\n"
             "or an ONNX file exported from PyTorch (its graph and initial weights):\n"
             "   \"onnx_file\": \"model.onnx\", \"loss\": \"cross_entropy\"\n"
+            "and, with any of them, optionally, what a sample is for every device:\n"
+            "   \"data_contract\": {...}            (device/data/DATA_CONTRACT.md), or\n"
+            "   \"data_contract_file\": \"data.json\"\n"
             "Relative file names are from TASK.json's directory. Prints the task id.\n"
             "  --json           print the API's answer (TaskCreated) as is\n" SL__CLI_CONN_HELP
             "  --help           this text\n"
@@ -164,37 +171,61 @@ done:
     return rc;
 }
 
+/* "<key>" (an object) or "<key>_file" (a JSON file): the document's text into *@text, *@len
+ * (malloc'd); 0 with *@text NULL when the task file has neither. */
+static int doc_text(sl__cli *c, const char *task_file, const cJSON *doc, const char *key,
+                    char **text, size_t *len)
+{
+    char file_key[64];
+    const cJSON *inl = cJSON_GetObjectItemCaseSensitive(doc, key), *file;
+    void *bytes = NULL;
+    snprintf(file_key, sizeof file_key, "%s_file", key);
+    file = cJSON_GetObjectItemCaseSensitive(doc, file_key);
+    *text = NULL;
+    if (inl == NULL && file == NULL)
+        return 0;
+    if (inl != NULL && file != NULL)
+        return sl__cli_error(c, "the task file has \"%s\" and \"%s\": keep one", key, file_key);
+    if (inl != NULL && !cJSON_IsObject(inl))
+        return sl__cli_error(c, "\"%s\" must be an object", key);
+    if (file != NULL && !cJSON_IsString(file))
+        return sl__cli_error(c, "\"%s\" must be a string", file_key);
+    if (file != NULL) {
+        if (read_beside(c, task_file, file->valuestring, 16u << 20, &bytes, len) != 0)
+            return SL__CLI_ERROR;
+        *text = bytes;
+        return 0;
+    }
+    if ((*text = cJSON_PrintUnformatted(inl)) == NULL)
+        return sl__cli_error(c, "out of memory");
+    *len = strlen(*text);
+    return 0;
+}
+
+/* The checked document @text as the request's object @key (takes @text). */
+static int put_doc(sl__cli *c, char *text, size_t len, const char *key, cJSON *req)
+{
+    cJSON *obj = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (obj == NULL || !cJSON_AddItemToObject(req, key, obj)) {
+        cJSON_Delete(obj);
+        return sl__cli_error(c, "out of memory");
+    }
+    return 0;
+}
+
 /* "model_spec" / "model_spec_file" beside layout and model: checked here (the coordinator
  * checks only its params against the layout), sent as an object. */
 static int add_spec(sl__cli *c, const char *task_file, const cJSON *doc, cJSON *req)
 {
-    const cJSON *inl = cJSON_GetObjectItemCaseSensitive(doc, "model_spec");
-    const cJSON *file = cJSON_GetObjectItemCaseSensitive(doc, "model_spec_file");
-    void *bytes = NULL;
     size_t len = 0;
-    char *text = NULL, err[256];
+    char *text, err[256];
     sl_spec *spec = NULL;
-    cJSON *obj;
     int st;
-    if (inl == NULL && file == NULL)
+    if (doc_text(c, task_file, doc, "model_spec", &text, &len) != 0)
+        return SL__CLI_ERROR;
+    if (text == NULL)
         return 0;
-    if (inl != NULL && file != NULL)
-        return sl__cli_error(c, "the task file has \"model_spec\" and \"model_spec_file\": "
-                                "keep one");
-    if (inl != NULL && !cJSON_IsObject(inl))
-        return sl__cli_error(c, "\"model_spec\" must be an object");
-    if (file != NULL && !cJSON_IsString(file))
-        return sl__cli_error(c, "\"model_spec_file\" must be a string");
-    if (file != NULL) {
-        if (read_beside(c, task_file, file->valuestring, 16u << 20, &bytes, &len) != 0)
-            return SL__CLI_ERROR;
-        text = bytes;
-    } else {
-        text = cJSON_PrintUnformatted(inl);
-        if (text == NULL)
-            return sl__cli_error(c, "out of memory");
-        len = strlen(text);
-    }
     st = sl_spec_parse(text, len, &spec, err, sizeof err);
     if (st != SL_OK) {
         sl__cli_error(c, "the model spec: %s", err[0] ? err : sl_strerror(st));
@@ -202,13 +233,29 @@ static int add_spec(sl__cli *c, const char *task_file, const cJSON *doc, cJSON *
         return SL__CLI_ERROR;
     }
     sl_spec_free(spec);
-    obj = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (obj == NULL || !cJSON_AddItemToObject(req, "model_spec", obj)) {
-        cJSON_Delete(obj);
-        return sl__cli_error(c, "out of memory");
+    return put_doc(c, text, len, "model_spec", req);
+}
+
+/* "data_contract" / "data_contract_file": what a sample is (device/data/DATA_CONTRACT.md);
+ * checked here as the coordinator checks it, sent as an object. */
+static int add_contract(sl__cli *c, const char *task_file, const cJSON *doc, cJSON *req)
+{
+    size_t len = 0;
+    char *text, err[400];
+    sl_contract *dc = NULL;
+    int st;
+    if (doc_text(c, task_file, doc, "data_contract", &text, &len) != 0)
+        return SL__CLI_ERROR;
+    if (text == NULL)
+        return 0;
+    st = sl_contract_parse(text, len, &dc, err, sizeof err);
+    sl_contract_free(dc);
+    if (st != SL_OK) {
+        sl__cli_error(c, "the data contract: %s", err[0] ? err : sl_strerror(st));
+        free(text);
+        return SL__CLI_ERROR;
     }
-    return 0;
+    return put_doc(c, text, len, "data_contract", req);
 }
 
 /* "onnx_file" (and "loss"): the spec and initial model of a PyTorch export. */
@@ -459,6 +506,8 @@ static int build_request(sl__cli *c, const char *task_file, char **body)
             goto oom;
     }
 print:
+    if (add_contract(c, task_file, doc, req) != 0)
+        goto done;
     *body = cJSON_PrintUnformatted(req);
     if (*body == NULL)
         goto oom;

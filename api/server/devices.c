@@ -253,6 +253,8 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(out, "participation", (double)res.participation);
     if (res.model_spec_sha256[0] != '\0')
         cJSON_AddStringToObject(out, "model_spec_sha256", res.model_spec_sha256);
+    if (res.data_contract_sha256[0] != '\0')
+        cJSON_AddStringToObject(out, "data_contract_sha256", res.data_contract_sha256);
     cJSON_AddItemToObject(out, "compression", comp);
     cJSON_AddNumberToObject(train, "epochs", st->cfg.local_epochs);
     cJSON_AddNumberToObject(train, "batch", st->cfg.batch);
@@ -342,10 +344,24 @@ done:
     free(rec);
 }
 
+/* An optional metric @key of @doc into *@out (NaN when absent): a finite number in [0, hi]. */
+static int metric(const cJSON *doc, const char *key, double hi, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, key);
+    *out = NAN;
+    if (v == NULL || cJSON_IsNull(v))
+        return SL_OK;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 ||
+        v->valuedouble > hi)
+        return SL_EINVAL;
+    *out = v->valuedouble;
+    return SL_OK;
+}
+
 void sl__h_report_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 {
     cJSON *doc;
-    const cJSON *loss, *acc;
+    sl_store_eval ev = {0, NAN, NAN, NAN, NAN};
     int64_t version, task, samples;
     int64_t reporter = 0;
     int rc;
@@ -363,24 +379,37 @@ void sl__h_report_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__re
     doc = sl__json_body(rq, rs);
     if (doc == NULL)
         return;
-    loss = cJSON_GetObjectItemCaseSensitive(doc, "loss");
-    acc = cJSON_GetObjectItemCaseSensitive(doc, "accuracy");
     if (sl__json_i64(doc, "task_id", 1, INT64_MAX, &task) != SL_OK ||
-        sl__json_i64(doc, "samples", 1, UINT32_MAX, &samples) != SL_OK || !cJSON_IsNumber(loss) ||
-        !cJSON_IsNumber(acc) || !isfinite(loss->valuedouble) || loss->valuedouble < 0 ||
-        !(acc->valuedouble >= 0 && acc->valuedouble <= 1)) {
+        sl__json_i64(doc, "samples", 1, UINT32_MAX, &samples) != SL_OK ||
+        metric(doc, "loss", HUGE_VAL, &ev.loss) != SL_OK || isnan(ev.loss) ||
+        metric(doc, "accuracy", 1, &ev.accuracy) != SL_OK ||
+        metric(doc, "mae", HUGE_VAL, &ev.mae) != SL_OK ||
+        metric(doc, "rmse", HUGE_VAL, &ev.rmse) != SL_OK ||
+        (isnan(ev.accuracy) && isnan(ev.mae) && isnan(ev.rmse))) {
         sl__problem(rs, rq, 400, "bad-request", NULL,
-                    "task_id, samples (>= 1), loss (finite, >= 0) and accuracy (in [0, 1]) are "
-                    "required");
+                    "task_id, samples (>= 1), loss (finite, >= 0) and accuracy (in [0, 1]) or mae "
+                    "and rmse (finite, >= 0) are required");
         cJSON_Delete(doc);
         return;
     }
-    rc = sl_engine_report_metrics(s->engine, task, version, reporter, loss->valuedouble,
-                                  acc->valuedouble, (uint32_t)samples);
+    ev.samples = (uint32_t)samples;
+    rc = sl_engine_report_eval(s->engine, task, version, reporter, &ev);
     cJSON_Delete(doc);
     if (rc == SL_ENOENT) {
         sl__problem(rs, rq, 404, "not-found", NULL, "no task %lld or version %lld", (long long)task,
                     (long long)version);
+        return;
+    }
+    if (rc == SL_ESTATE) {
+        sl__problem(rs, rq, 409, "conflict", NULL,
+                    "version %lld is not the base model of an open round of task %lld this "
+                    "device takes part in",
+                    (long long)version, (long long)task);
+        return;
+    }
+    if (rc == SL_ECONFLICT) {
+        sl__problem(rs, rq, 409, "conflict", NULL,
+                    "this device reported other metrics for this round");
         return;
     }
     if (rc == SL_EINVAL) {

@@ -397,14 +397,15 @@ void sl__h_model(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     }
 }
 
-/* GET /v1/tasks/{id}/model-spec: the task's model spec as stored, with its SHA-256 as a strong
- * ETag (the agent checks it against the check-in's model_spec_sha256). Devices sign; operators
- * read with their token. */
-void sl__h_model_spec(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+/* One of a task's documents as stored, with its SHA-256 as a strong ETag (the agent checks
+ * it against the check-in's model_spec_sha256 / data_contract_sha256). Devices sign;
+ * operators read with their token. */
+static void task_doc(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs, int contract)
 {
+    const char *what = contract ? "data contract" : "model spec";
     sl_task_record t;
     uint8_t sha[32];
-    char hex[65];
+    char hex[65], **doc;
     int64_t task;
     size_t len;
     int rc;
@@ -416,26 +417,40 @@ void sl__h_model_spec(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *
     }
     memset(&t, 0, sizeof t);
     rc = sl_store_get_task(s->store, task, &t);
-    if (rc == SL_OK && t.model_spec == NULL)
+    doc = contract ? &t.data_contract : &t.model_spec;
+    if (rc == SL_OK && *doc == NULL)
         rc = SL_ENOENT;
     if (rc == SL_ENOENT) {
         sl_store_task_free(&t);
-        sl__problem(rs, rq, 404, "not-found", NULL, "task %lld has no model spec", (long long)task);
+        sl__problem(rs, rq, 404, "not-found", NULL, "task %lld has no %s", (long long)task, what);
         return;
     }
     if (rc != SL_OK) {
-        sl__problem_status(rs, rq, rc, "reading the model spec");
+        sl__problem_status(rs, rq, rc,
+                           contract ? "reading the data contract" : "reading the model spec");
         return;
     }
-    len = strlen(t.model_spec);
-    if (mbedtls_sha256_ret((const unsigned char *)t.model_spec, len, sha, 0) != 0) {
+    len = strlen(*doc);
+    if (mbedtls_sha256_ret((const unsigned char *)*doc, len, sha, 0) != 0) {
         sl_store_task_free(&t);
-        sl__problem_status(rs, rq, SL_EIO, "hashing the model spec");
+        sl__problem_status(rs, rq, SL_EIO, "hashing a task document");
         return;
     }
     sl_hex(sha, 32, hex);
     sl__resp_header(rs, "ETag", "\"%s\"", hex);
-    sl__resp_bytes(rs, 200, "application/json", t.model_spec, len);
-    t.model_spec = NULL; /* the response owns it */
+    sl__resp_bytes(rs, 200, "application/json", *doc, len);
+    *doc = NULL; /* the response owns it */
     sl_store_task_free(&t);
+}
+
+/* GET /v1/tasks/{id}/model-spec (device/nn/MODEL_SPEC.md). */
+void sl__h_model_spec(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    task_doc(s, rq, p, rs, 0);
+}
+
+/* GET /v1/tasks/{id}/data-contract (device/data/DATA_CONTRACT.md). */
+void sl__h_data_contract(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    task_doc(s, rq, p, rs, 1);
 }

@@ -229,6 +229,20 @@ static void add_finite(cJSON *o, const char *key, double v)
         cJSON_AddNullToObject(o, key);
 }
 
+int sl__eval_json(cJSON *parent, const char *key, const sl_store_eval_sum *ev)
+{
+    cJSON *o = cJSON_AddObjectToObject(parent, key);
+    if (o == NULL)
+        return SL_ENOMEM;
+    cJSON_AddNumberToObject(o, "devices", ev->devices);
+    cJSON_AddNumberToObject(o, "samples", (double)ev->samples);
+    add_finite(o, "loss", ev->loss);
+    add_finite(o, "accuracy", ev->accuracy);
+    add_finite(o, "mae", ev->mae);
+    add_finite(o, "rmse", ev->rmse);
+    return SL_OK;
+}
+
 void sl__h_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 {
     sl_round_stats st;
@@ -268,6 +282,11 @@ void sl__h_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(out, "time_to_quorum_ms", (double)st.time_to_quorum_ms);
     add_finite(out, "mean_loss", st.mean_loss);
     add_finite(out, "mean_accuracy", st.mean_accuracy);
+    if (sl__eval_json(out, "evaluation", &st.eval) != SL_OK) {
+        cJSON_Delete(out);
+        sl__problem_status(rs, rq, SL_ENOMEM, "reading the round");
+        return;
+    }
     sl__dash_round_model(s, &st.round, out);
     sl__resp_json(rs, 200, out);
 }
@@ -284,8 +303,8 @@ static void audit(sl_server *s, const char *action, const char *detail)
 void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 {
     cJSON *doc = sl__json_body(rq, rs), *out;
-    const cJSON *cfg, *layout, *model, *spec;
-    char *cfg_text = NULL, *spec_text = NULL, err[320] = "", detail[160];
+    const cJSON *cfg, *layout, *model, *spec, *contract;
+    char *cfg_text = NULL, *spec_text = NULL, *contract_text = NULL, err[480] = "", detail[160];
     uint8_t *frame = NULL;
     size_t cap, len = 0;
     int64_t id;
@@ -297,6 +316,7 @@ void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp 
     layout = cJSON_GetObjectItemCaseSensitive(doc, "layout");
     model = cJSON_GetObjectItemCaseSensitive(doc, "model");
     spec = cJSON_GetObjectItemCaseSensitive(doc, "model_spec");
+    contract = cJSON_GetObjectItemCaseSensitive(doc, "data_contract");
     if (!cJSON_IsObject(cfg) || !cJSON_IsString(layout) || !cJSON_IsString(model)) {
         sl__problem(rs, rq, 400, "bad-request", NULL,
                     "config (object), layout (text) and model (base64 frame) are required");
@@ -307,7 +327,13 @@ void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp 
                     "model_spec, when given, is an object (device/nn/MODEL_SPEC.md)");
         goto done;
     }
-    if (spec != NULL && (spec_text = cJSON_PrintUnformatted(spec)) == NULL) {
+    if (contract != NULL && !cJSON_IsObject(contract)) {
+        sl__problem(rs, rq, 400, "bad-request", NULL,
+                    "data_contract, when given, is an object (device/data/DATA_CONTRACT.md)");
+        goto done;
+    }
+    if ((spec != NULL && (spec_text = cJSON_PrintUnformatted(spec)) == NULL) ||
+        (contract != NULL && (contract_text = cJSON_PrintUnformatted(contract)) == NULL)) {
         sl__problem_status(rs, rq, SL_ENOMEM, "creating the task");
         goto done;
     }
@@ -322,8 +348,8 @@ void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp 
         sl__problem(rs, rq, 400, "bad-request", NULL, "model is not valid base64");
         goto done;
     }
-    rc = sl_engine_create_task_spec(s->engine, cfg_text, layout->valuestring, spec_text, frame, len,
-                                    &id, err, sizeof err);
+    rc = sl_engine_create_task_docs(s->engine, cfg_text, layout->valuestring, spec_text,
+                                    contract_text, frame, len, &id, err, sizeof err);
     if (rc == SL_ECONFLICT) {
         sl__problem(rs, rq, 409, "conflict", NULL, "%s",
                     err[0] ? err : "a task with this name and another configuration exists");
@@ -334,7 +360,9 @@ void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp 
         goto done;
     }
     if (rc == SL_ESPEC) {
-        sl__problem(rs, rq, 422, "unprocessable", "model_spec", "%s", err);
+        sl__problem(rs, rq, 422, "unprocessable",
+                    strncmp(err, "data_contract", 13) == 0 ? "data_contract" : "model_spec", "%s",
+                    err);
         goto done;
     }
     if (strncmp(err, "layout", 6) == 0 || strncmp(err, "initial model", 13) == 0) {
@@ -355,6 +383,7 @@ done:
     free(frame);
     free(cfg_text);
     free(spec_text);
+    free(contract_text);
     cJSON_Delete(doc);
 }
 

@@ -55,6 +55,8 @@ static const route routes[] = {
     {"POST", "/v1/rounds/{}/abort", AUTH_ADMIN, sl__h_abort_round, "/v1/rounds/{id}/abort"},
     {"POST", "/v1/tasks", AUTH_ADMIN, sl__h_create_task, "/v1/tasks"},
     {"GET", "/v1/tasks/{}/model-spec", AUTH_CUSTOM, sl__h_model_spec, "/v1/tasks/{id}/model-spec"},
+    {"GET", "/v1/tasks/{}/data-contract", AUTH_CUSTOM, sl__h_data_contract,
+     "/v1/tasks/{id}/data-contract"},
     {"POST", "/v1/backups", AUTH_ADMIN, sl__h_backup_create, "/v1/backups"},
     {"GET", "/v1/backups/{}", AUTH_ADMIN, sl__h_backup_get, "/v1/backups/{id}"},
 };

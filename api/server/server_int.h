@@ -388,6 +388,7 @@ sl__upload_outcome sl__upload_accept(sl_server *s, sl__req *rq, int64_t round_id
 /* models.c */
 void sl__h_model(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_model_spec(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_data_contract(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__cache_free(sl_server *s);
 
 /* operators.c */
@@ -400,6 +401,8 @@ void sl__h_dashboard(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *r
 void sl__h_openapi(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 /* JSON of a round record (shared by status, rounds and round). */
 cJSON *sl__round_json(const sl_round_record *r);
+/* @ev as @parent's object @key: devices, samples, loss, accuracy, mae, rmse (null when none). */
+int sl__eval_json(cJSON *parent, const char *key, const sl_store_eval_sum *ev);
 /* The compression a task's devices use (check-in and status): a new object, NULL on ENOMEM. */
 cJSON *sl__compression_json(const sl_task_config *cfg);
 const char *sl__round_state_name(sl_round_state st);

@@ -58,6 +58,8 @@ void sl_agent_options_default(sl_agent_options *o)
     o->faults.cut_span = 64 * 1024;
     o->faults.straggle_factor = 1.0;
     o->seed = 1;
+    o->data_memory = (uint64_t)256 << 20;
+    o->data_refresh_ms = 5000;
 }
 
 /* ---- small shared helpers ----------------------------------------------------------- */
@@ -234,6 +236,8 @@ int sl_agent_create(const sl_agent_options *o, sl_agent **out, char *err, size_t
         sl__agent_read_i64(a, "device.id", &a->device_id);
     if (rc == SL_OK)
         rc = sl__agent_restore_spec(a); /* the task's model spec, as cached */
+    if (rc == SL_OK)
+        rc = sl__agent_restore_contract(a); /* the device's own data, as the task wants it */
     if (rc == SL_OK && a->model == NULL)
         rc = registry_model(a);
     if (rc == SL_OK && a->model != NULL) {
@@ -265,6 +269,7 @@ void sl_agent_free(sl_agent *a)
     sl_device_key_free(a->key);
     sl_model_free(a->model);
     sl_spec_free(a->spec);
+    sl__agent_live_free(a->live);
     free(a->global);
     free(a->residual);
     free(a->momentum);
@@ -377,6 +382,9 @@ int sl_agent_run(sl_agent *a)
                 break;
             continue;
         }
+        rc = sl__agent_refresh_data(a, 0); /* the samples that arrived: their count goes */
+        if (rc != SL_OK)
+            return rc;
         rc = sl__agent_checkin(a, &asg);
         if (rc != SL_OK) {
             if (fatal(rc) && rc != SL_EINVAL)
@@ -409,6 +417,24 @@ int sl_agent_run(sl_agent *a)
                 sl__agent_sleep(a, wait < a->o.max_wait_ms ? wait : a->o.max_wait_ms);
                 continue;
             }
+        }
+        rc = sl__agent_take_contract(a, asg.data_contract_sha256);
+        if (rc != SL_OK) {
+            if (fatal(rc))
+                return rc;
+            if (backoff(a, &failures))
+                break;
+            continue;
+        }
+        if (a->spec_refusal[0] == '\0' && a->data_refusal[0] != '\0') {
+            int64_t wait = asg.retry_after_ms < 1000 ? 1000 : asg.retry_after_ms;
+            if (!a->data_refusal_sent)
+                continue; /* check in again at once, saying why */
+            if (a->o.once || a->o.rounds > 0)
+                return SL_EUNSUPPORTED;
+            /* not selected while it lasts; the data is read again before the next check-in */
+            sl__agent_sleep(a, wait < a->o.max_wait_ms ? wait : a->o.max_wait_ms);
+            continue;
         }
         ev.round_id = asg.round_id;
         ev.model_version = asg.model_version;
@@ -451,6 +477,12 @@ int sl_agent_run(sl_agent *a)
         }
         if (sl__agent_uniform(a) < a->o.faults.dropout) {
             drop_out(a, &asg, "fault");
+            continue;
+        }
+        if ((rc = sl__agent_refresh_data(a, 1)) != SL_OK) /* train on every sample there is */
+            return rc;
+        if (a->data_refusal[0] != '\0' && strncmp(a->data_refusal, "too few", 7) != 0) {
+            drop_out(a, &asg, "no usable data");
             continue;
         }
         rc = sl__agent_train_round(a, &asg);

@@ -28,6 +28,7 @@
 #include "starling/api_sign.h"
 #include "starling/codec.h"
 #include "starling/common.h"
+#include "starling/contract.h"
 #include "starling/nn.h"
 #include "starling/optim.h"
 
@@ -48,7 +49,44 @@ struct sl_agent_data {
     uint32_t first, count;
     size_t *client_n;     /* [count] */
     uint32_t **client_ix; /* [count][client_n[c]] indices into x / y */
+    /* federated evaluation: each client's held-out samples (the data contract's share, by
+     * sample hash), never trained on; NULL when the data has none */
+    size_t *eval_n;                     /* [count] */
+    uint32_t **eval_ix;                 /* [count][eval_n[c]] */
+    const struct sl_contract *contract; /* what a sample is (NULL: a source without one) */
 };
+
+/* ---- live.c ---------------------------------------------------------------- */
+
+/* A device's own data read through the task's data contract (starling/source.h),
+ * kept in a store capped in bytes (the newest samples, or a reservoir sample of
+ * all seen), taken up again before each check-in as it grows. */
+typedef struct sl__agent_live sl__agent_live;
+
+/* @uri: the device's source; @cap_bytes: the store's memory (samples, labels,
+ * indices); @reservoir: 1 keeps a uniform sample of everything seen, 0 the
+ * newest; @seed: the reservoir's. */
+int sl__agent_live_create(const char *uri, uint64_t cap_bytes, int reservoir, uint64_t seed,
+                          sl__agent_live **out);
+void sl__agent_live_free(sl__agent_live *l);
+/* The task's contract (@text, @len; hex SHA-256 @sha): the store is emptied and the
+ * source opened anew. A contract or source that is not usable leaves the reason in
+ * @why ("" when usable) and returns SL_OK; other statuses are out of memory. */
+int sl__agent_live_set_contract(sl__agent_live *l, const char *text, size_t len, const char *sha,
+                                char *why, size_t cap);
+/* The contract held (NULL: none, or not valid). */
+const sl_contract *sl__agent_live_contract(const sl__agent_live *l);
+/* The hex SHA-256 of the contract held ("" none). */
+const char *sl__agent_live_sha(const sl__agent_live *l);
+/* Take up the samples that arrived since the last refresh (after a refusal: open the
+ * source anew and read everything). @why as above ("no usable data: ..." or "too
+ * few samples: ..."). */
+int sl__agent_live_refresh(sl__agent_live *l, char *why, size_t cap);
+/* The samples to train and evaluate on (one client, 0), or NULL while none is usable. */
+const sl_agent_data *sl__agent_live_data(const sl__agent_live *l);
+/* Bytes the store holds (capped), and samples seen since the contract arrived. */
+size_t sl__agent_live_bytes(const sl__agent_live *l);
+uint64_t sl__agent_live_seen(const sl__agent_live *l);
 
 /* ---- relay.c --------------------------------------------------------------- */
 
@@ -130,6 +168,7 @@ typedef struct sl__agent_assignment {
     int local_norm;                /* FedBN: normalisation layers' parameters stay here */
     char frozen[SL__AGENT_FROZEN]; /* names and module prefixes joined by commas; "" none */
     char model_spec_sha256[65];    /* "" when the task has no model spec */
+    char data_contract_sha256[65]; /* "" when the task has no data contract */
 } sl__agent_assignment;
 
 struct sl_agent {
@@ -151,6 +190,11 @@ struct sl_agent {
     char spec_sha256[65];   /* hex SHA-256 of the spec checked last ("" none) */
     char spec_refusal[256]; /* why this device cannot train it ("" when it can) */
     int spec_refusal_sent;  /* a check-in carried spec_refusal */
+    /* the device's own data through the task's data contract (o.data_source) */
+    sl__agent_live *live;
+    char data_refusal[256]; /* "no usable data: ..." / "too few samples: ..." ("" none) */
+    int data_refusal_sent;  /* a check-in carried data_refusal */
+    int64_t data_refreshed_ms;
     const sl_layout *layout;
     size_t n;
     int64_t version;         /* held; 0: none */
@@ -290,8 +334,20 @@ int sl__agent_restore_spec(sl_agent *a);
 int sl__agent_connect(sl_agent *a);
 int sl__agent_enrol(sl_agent *a);
 int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out);
+/* task_data.c (above net.c, state.c and live.c) */
+/* At start: the live data of o.data_source, and the cached contract applied to it. */
+int sl__agent_restore_contract(sl_agent *a);
+/* The data contract a check-in names (@sha256 hex, "" none): held, cached, or fetched
+ * and checked; applied to the device's source. What makes the data unusable is left
+ * in a->data_refusal. SL_EBUSY / network statuses: try again. */
+int sl__agent_take_contract(sl_agent *a, const char *sha256);
+/* Take up new samples (@force, or when data_refresh_ms passed); a->o.data follows. */
+int sl__agent_refresh_data(sl_agent *a, int force);
 /* GET /v1/tasks/{task}/model-spec: the body (malloc'd) into @text, @len. */
 int sl__agent_fetch_spec(sl_agent *a, void **text, size_t *len);
+/* GET /v1/tasks/{task}/@doc ("model-spec", "data-contract"): the body (malloc'd);
+ * SL_ENOENT when the task has none, SL_EPERM when refused. */
+int sl__agent_fetch_task_doc(sl_agent *a, const char *doc, void **text, size_t *len);
 /* Make version @version the held one (cache, delta from the held one, or
  * full); *@downloaded receives the bytes moved. With a tracking move to
  * absorb and versions missed, the version after the held one comes first
@@ -299,6 +355,9 @@ int sl__agent_fetch_spec(sl_agent *a, void **text, size_t *len);
 int sl__agent_fetch_model(sl_agent *a, int64_t version, uint64_t *downloaded);
 int sl__agent_post_metrics(sl_agent *a, int64_t version, double loss, double accuracy,
                            size_t samples);
+/* POST /v1/models/{version}/metrics with every metric of @m (null where NaN): the
+ * evaluator's, or a device's federated evaluation of its round's base model. */
+int sl__agent_post_eval(sl_agent *a, int64_t version, const sl_metrics *m);
 /* The "type" (after .../problems/) and "reason" members of a problem body. */
 void sl__agent_problem(const sl_client_response *r, char *type, size_t tcap, char *reason,
                        size_t rcap);

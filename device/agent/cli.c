@@ -21,6 +21,7 @@
 
 #include "agent_int.h"
 #include "starling/data.h"
+#include "starling/source.h"
 
 extern char **environ;
 
@@ -56,9 +57,18 @@ static const sl_config_spec specs[] = {
      "state directory (key, model, residual, pending upload)"},
     {"task", SL_CONFIG_INT, NULL, 1, 9.0e15, "task id (required)"},
     {"data", SL_CONFIG_STRING, NULL, 0, 0,
-     "the local data: a Fashion-MNIST directory (idx:DIR; default " SL_DATA_FASHION_MNIST_DIR
-     "), or a CSV file: csv:FILE?label=COLUMN then options joined by &: kind=class with "
+     "the local data, read through the task's data contract (device/data/DATA_CONTRACT.md): "
+     "csv:FILE, npy:X.npy?y=Y.npy, npz:FILE, idx:DIR, images:DIR, wav:DIR or sqlite:FILE "
+     "(starling/source.h); for a task without a contract, a Fashion-MNIST directory "
+     "(idx:DIR; default " SL_DATA_FASHION_MNIST_DIR
+     ") or csv:FILE?label=COLUMN then options joined by &: kind=class with "
      "classes=N, or kind=target; skip=N; timestamp=COLUMN; delimiter=, ; tab or space"},
+    {"data_memory", SL_CONFIG_SIZE, "256M", 4096, 1.0e13,
+     "memory the kept samples may use; beyond it the newest are kept (or a reservoir)"},
+    {"data_keep", SL_CONFIG_STRING, "newest", 0, 0,
+     "newest, or reservoir (a uniform sample of every sample seen)"},
+    {"data_refresh", SL_CONFIG_DURATION, "5s", 0, 86400000,
+     "take up new samples at most this often between check-ins (always before training)"},
     {"partition", SL_CONFIG_STRING, NULL, 0, 0,
      "split among --of clients: iid, dirichlet:<a>, shards:<s>, quantity:<b>"},
     {"client", SL_CONFIG_INT, "0", 0, 1000000, "this device's client of the partition"},
@@ -239,6 +249,20 @@ static void print_stats(const sl_agent_stats *s)
            s->poison != SL_AGENT_POISON_NONE ? sl_agent_poison_name(s->poison) : "");
 }
 
+/* 1 when @uri can only be read through a task's data contract: every source but a
+ * Fashion-MNIST directory and a CSV file whose URI names its label's kind or classes. */
+static int contract_only(const char *uri)
+{
+    size_t q;
+    if (uri == NULL || !sl_source_is_uri(uri) || strncmp(uri, "idx:", 4) == 0)
+        return 0;
+    if (strncmp(uri, "csv:", 4) != 0)
+        return 1;
+    q = strcspn(uri, "?");
+    return uri[q] == '\0' ||
+           (strstr(uri + q, "kind=") == NULL && strstr(uri + q, "classes=") == NULL);
+}
+
 static int run(const sl_config *cfg, sl_agent_options *o, char *err, size_t errcap)
 {
     const char *spec = str(cfg, "partition");
@@ -282,8 +306,25 @@ static int run(const sl_config *cfg, sl_agent_options *o, char *err, size_t errc
         snprintf(err, errcap, "--client %u is not below --of %u", client, of);
         return SL_EINVAL;
     }
-    rc = sl_agent_data_load_source(str(cfg, "data"), spec, of, client, 1, o->seed, &data, err,
-                                   errcap);
+    /* a source read through the task's data contract, and, for a task without one, the data
+     * that can be read without it (Fashion-MNIST, a CSV file with its label options) */
+    o->data_source = sl_source_is_uri(str(cfg, "data")) ? str(cfg, "data") : NULL;
+    if (contract_only(str(cfg, "data"))) {
+        rc = sl_source_check_uri(str(cfg, "data"), err, errcap);
+        if (rc != SL_OK)
+            return rc;
+        if (spec != NULL || of != 1) {
+            snprintf(err, errcap,
+                     "--partition and --of split a data set among simulated clients: %s is "
+                     "this device's own",
+                     str(cfg, "data"));
+            return SL_EINVAL;
+        }
+        rc = SL_OK;
+    } else {
+        rc = sl_agent_data_load_source(str(cfg, "data"), spec, of, client, 1, o->seed, &data, err,
+                                       errcap);
+    }
     if (rc == SL_OK) {
         sl_agent *a = NULL;
         o->data = data;
@@ -394,8 +435,18 @@ int sl_agent_main(int argc, char **argv)
     o.min_density_fraction = dbl(cfg, "min_density_fraction");
     o.dgc_momentum = dbl(cfg, "dgc_momentum");
     o.stop = &stop_flag;
+    sl_config_get_size(cfg, "data_memory", &o.data_memory);
+    o.data_refresh_ms = ms(cfg, "data_refresh");
     rc = SL_OK;
-    if (o.coordinator == NULL || task <= 0) {
+    if (strcmp(str(cfg, "data_keep"), "newest") != 0 &&
+        strcmp(str(cfg, "data_keep"), "reservoir") != 0) {
+        snprintf(err, sizeof err, "--data_keep is newest or reservoir, not \"%s\"",
+                 str(cfg, "data_keep"));
+        rc = SL_EINVAL;
+    }
+    o.data_reservoir = strcmp(str(cfg, "data_keep"), "reservoir") == 0;
+    if (rc != SL_OK) {
+    } else if (o.coordinator == NULL || task <= 0) {
         snprintf(err, sizeof err, "--coordinator and --task are required (--help lists options)");
         rc = SL_EINVAL;
     } else if (parse_straggle(str(cfg, "straggle"), &o.faults.straggle,

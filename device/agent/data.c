@@ -19,6 +19,7 @@
 #include "agent_int.h"
 #include "starling/csv.h"
 #include "starling/data.h"
+#include "starling/source.h"
 
 #define IDX_MAX_N    ((uint64_t)1 << 28)
 #define IDX_MAX_SIDE 4096u
@@ -146,6 +147,11 @@ void sl_agent_data_free(sl_agent_data *d)
             free(d->client_ix[c]);
     free(d->client_ix);
     free(d->client_n);
+    if (d->eval_ix != NULL)
+        for (uint32_t c = 0; c < d->count; c++)
+            free(d->eval_ix[c]);
+    free(d->eval_ix);
+    free(d->eval_n);
     free(d->x);
     free(d->y);
     free(d->t);
@@ -381,6 +387,58 @@ static int csv_uri(const char *uri, char *path, size_t pcap, char *buf, size_t b
     return SL_OK;
 }
 
+/*
+ * The clients @first .. @first + @count - 1 of @d's n samples split among @of by @spec (NULL:
+ * one client with everything), the partition skewed by @labels (@classes classes). With
+ * @held (NULL: none), each client's held-out samples go to its eval list instead.
+ */
+static int split_clients(sl_agent_data *d, const int32_t *labels, uint32_t classes,
+                         const unsigned char *held, const char *spec, uint32_t of, uint32_t first,
+                         uint32_t count, uint64_t seed, char *err, size_t cap)
+{
+    sl_partition *part = NULL;
+    char why[256];
+    int rc = SL_OK;
+    d->first = first;
+    d->count = count;
+    d->client_n = calloc(count, sizeof *d->client_n);
+    d->client_ix = calloc(count, sizeof *d->client_ix);
+    if (held != NULL) {
+        d->eval_n = calloc(count, sizeof *d->eval_n);
+        d->eval_ix = calloc(count, sizeof *d->eval_ix);
+    }
+    if (d->client_n == NULL || d->client_ix == NULL ||
+        (held != NULL && (d->eval_n == NULL || d->eval_ix == NULL)))
+        return SL_ENOMEM;
+    if (spec != NULL) {
+        rc = sl_partition_create(labels, d->n, classes, spec, of, seed, &part, why, sizeof why);
+        if (rc != SL_OK)
+            return errf(err, cap, rc, "partition %s: %s", spec, why);
+    }
+    for (uint32_t k = 0; k < count && rc == SL_OK; k++) {
+        size_t m = part ? part->count[first + k] : d->n, t = 0, e = 0;
+        d->client_ix[k] = malloc((m ? m : 1) * sizeof **d->client_ix);
+        if (held != NULL)
+            d->eval_ix[k] = malloc((m ? m : 1) * sizeof **d->eval_ix);
+        if (d->client_ix[k] == NULL || (held != NULL && d->eval_ix[k] == NULL)) {
+            rc = SL_ENOMEM;
+            break;
+        }
+        for (size_t j = 0; j < m; j++) {
+            uint32_t i = part ? part->idx[first + k][j] : (uint32_t)j;
+            if (held != NULL && held[i])
+                d->eval_ix[k][e++] = i;
+            else
+                d->client_ix[k][t++] = i;
+        }
+        d->client_n[k] = t;
+        if (held != NULL)
+            d->eval_n[k] = e;
+    }
+    sl_partition_free(part);
+    return rc;
+}
+
 /* Every row of the CSV file (whole rows only), split among the clients like the IDX split. */
 static int load_csv(const char *uri, const char *spec, uint32_t of, uint32_t first, uint32_t count,
                     uint64_t seed, sl_agent_data **out, char *err, size_t cap)
@@ -389,7 +447,6 @@ static int load_csv(const char *uri, const char *spec, uint32_t of, uint32_t fir
     sl_csv_options o;
     sl_csv *c = NULL;
     sl_agent_data *d = NULL;
-    sl_partition *part = NULL;
     float *xs = NULL, *ys = NULL;
     int32_t *labels = NULL;
     size_t n = 0, capn = 0, f, got;
@@ -451,43 +508,18 @@ static int load_csv(const char *uri, const char *spec, uint32_t of, uint32_t fir
         d->tdim = 1;
     }
     ys = NULL;
-    d->first = first;
-    d->count = count;
-    d->client_n = calloc(count, sizeof *d->client_n);
-    d->client_ix = calloc(count, sizeof *d->client_ix);
-    if (d->client_n == NULL || d->client_ix == NULL) {
-        rc = SL_ENOMEM;
+    /* a regression target has no classes to skew: every row counts as one class */
+    rc = split_clients(d, d->y ? d->y : labels,
+                       o.label_kind == SL_CSV_CLASS ? (uint32_t)o.classes : 1, NULL, spec, of,
+                       first, count, seed, err, cap);
+    if (rc != SL_OK)
         goto fail;
-    }
-    if (spec != NULL) {
-        /* a regression target has no classes to skew: every row counts as one class */
-        rc = sl_partition_create(d->y ? d->y : labels, n,
-                                 o.label_kind == SL_CSV_CLASS ? (uint32_t)o.classes : 1, spec, of,
-                                 seed, &part, why, sizeof why);
-        if (rc != SL_OK) {
-            errf(err, cap, rc, "partition %s: %s", spec, why);
-            goto fail;
-        }
-    }
-    for (uint32_t k = 0; k < count; k++) {
-        size_t m = part ? part->count[first + k] : n;
-        d->client_n[k] = m;
-        d->client_ix[k] = malloc((m ? m : 1) * sizeof **d->client_ix);
-        if (d->client_ix[k] == NULL) {
-            rc = SL_ENOMEM;
-            goto fail;
-        }
-        for (size_t j = 0; j < m; j++)
-            d->client_ix[k][j] = part ? part->idx[first + k][j] : (uint32_t)j;
-    }
-    sl_partition_free(part);
     free(labels);
     *out = d;
     return SL_OK;
 fail:
     if (rc == SL_ENOMEM)
         errf(err, cap, rc, "out of memory%s%s", "", "");
-    sl_partition_free(part);
     free(labels);
     free(xs);
     free(ys);
@@ -504,4 +536,96 @@ int sl_agent_data_load_source(const char *source, const char *spec, uint32_t of,
     if (source != NULL && strncmp(source, "idx:", 4) == 0)
         source += 4;
     return load_split(source, "train", spec, of, first, count, seed, out, err, errcap);
+}
+
+int sl_agent_data_load_contract(const char *source, const sl_contract *c, const char *spec,
+                                uint32_t of, uint32_t first, uint32_t count, uint64_t seed,
+                                sl_agent_data **out, char *err, size_t errcap)
+{
+    char why[512];
+    sl_source *src = NULL;
+    sl_agent_data *d = NULL;
+    float *xs = NULL, *ys = NULL;
+    int32_t *labels = NULL;
+    unsigned char *held = NULL;
+    size_t n = 0, capn = 0, got = 0, ss, td;
+    int rc;
+    if (source == NULL || c == NULL || out == NULL || of == 0 || count == 0 || first >= of ||
+        count > of - first || (spec == NULL && of != 1))
+        return errf(err, errcap, SL_EINVAL, "bad client range (or --of without --partition)%s%s",
+                    "", "");
+    ss = c->sample_size;
+    td = c->tdim;
+    rc = sl_source_open(source, c, &src, why, sizeof why);
+    if (rc != SL_OK)
+        return errf(err, errcap, rc, "no usable data: %s%s", why, "");
+    do {
+        if (n == capn) {
+            size_t nc = capn ? capn * 2 : 1024;
+            float *nx = realloc(xs, nc * ss * sizeof *xs), *ny;
+            if (nx != NULL)
+                xs = nx;
+            ny = nx ? realloc(ys, nc * td * sizeof *ys) : NULL;
+            if (nx == NULL || ny == NULL) {
+                rc = SL_ENOMEM;
+                break;
+            }
+            ys = ny;
+            capn = nc;
+        }
+        rc = sl_source_read(src, xs + n * ss, ys + n * td, capn - n, &got, why, sizeof why);
+        if (rc != SL_OK)
+            errf(err, errcap, rc, "no usable data: %s%s", why, "");
+        else
+            n += got;
+    } while (rc == SL_OK && got > 0);
+    sl_source_close(src);
+    if (rc == SL_OK && n < of)
+        rc = errf(err, errcap, SL_EINVAL, "no usable data: %s holds %s samples for the clients",
+                  source, n == 0 ? "no" : "fewer");
+    if (rc != SL_OK)
+        goto fail;
+    d = calloc(1, sizeof *d);
+    labels = malloc(n * sizeof *labels);
+    held = malloc(n);
+    if (d == NULL || labels == NULL || held == NULL) {
+        rc = SL_ENOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++) {
+        labels[i] = c->label_kind == SL_LABEL_CLASS ? (int32_t)ys[i * td] : 0;
+        held[i] = (unsigned char)sl_contract_heldout(c, xs + i * ss, ys + i * td);
+    }
+    d->n = n;
+    d->features = ss;
+    d->x = xs;
+    xs = NULL;
+    d->contract = c;
+    if (c->label_kind == SL_LABEL_CLASS) {
+        d->y = labels;
+        labels = NULL;
+        free(ys);
+    } else {
+        d->t = ys;
+        d->tdim = td;
+    }
+    ys = NULL;
+    rc = split_clients(d, d->y ? d->y : labels,
+                       c->label_kind == SL_LABEL_CLASS ? (uint32_t)c->nclasses : 1,
+                       c->eval_share > 0 ? held : NULL, spec, of, first, count, seed, err, errcap);
+    if (rc != SL_OK)
+        goto fail;
+    free(labels);
+    free(held);
+    *out = d;
+    return SL_OK;
+fail:
+    if (rc == SL_ENOMEM)
+        errf(err, errcap, rc, "out of memory%s%s", "", "");
+    free(labels);
+    free(held);
+    free(xs);
+    free(ys);
+    sl_agent_data_free(d);
+    return rc;
 }

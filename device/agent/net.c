@@ -326,6 +326,20 @@ static int parse_local_optimizer(const cJSON *train, sl__agent_assignment *s)
     return SL_OK;
 }
 
+/* An optional member @key of 64 lower-case hex digits into @out ("" when absent). */
+static int hex_sha_of(const cJSON *doc, const char *key, char out[65])
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, key);
+    size_t n = cJSON_IsString(v) ? strlen(v->valuestring) : 0;
+    out[0] = '\0';
+    if (v == NULL)
+        return SL_OK;
+    if (n != 64 || strspn(v->valuestring, "0123456789abcdef") != 64)
+        return SL_ESYNTAX;
+    memcpy(out, v->valuestring, 65);
+    return SL_OK;
+}
+
 static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
 {
     const cJSON *sel = cJSON_GetObjectItemCaseSensitive(doc, "selected");
@@ -353,13 +367,9 @@ static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
         json_f64(train, "prox_mu", &s.prox_mu) != SL_OK)
         return SL_ESYNTAX;
     s.selected = cJSON_IsTrue(sel);
-    scope = cJSON_GetObjectItemCaseSensitive(doc, "model_spec_sha256");
-    if (scope != NULL) {
-        size_t n = cJSON_IsString(scope) ? strlen(scope->valuestring) : 0;
-        if (n != 64 || strspn(scope->valuestring, "0123456789abcdef") != 64)
-            return SL_ESYNTAX;
-        memcpy(s.model_spec_sha256, scope->valuestring, 65);
-    }
+    if (hex_sha_of(doc, "model_spec_sha256", s.model_spec_sha256) != SL_OK ||
+        hex_sha_of(doc, "data_contract_sha256", s.data_contract_sha256) != SL_OK)
+        return SL_ESYNTAX;
     /* absent from coordinators that predate it: they meant per tensor */
     scope = cJSON_GetObjectItemCaseSensitive(comp, "topk_scope");
     s.topk_scope = SL_TOPK_TENSOR;
@@ -398,12 +408,13 @@ int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out)
     char *body;
     int rc;
     size_t samples = sl_agent_data_samples(a->o.data, a->o.client);
+    /* the model first: a device that cannot train it need not say what its data lacks */
+    const char *refusal = a->spec_refusal[0] != '\0' ? a->spec_refusal : a->data_refusal;
     cJSON *doc = cJSON_CreateObject(), *caps = cJSON_AddArrayToObject(doc, "capabilities");
     if (caps == NULL || cJSON_AddNumberToObject(doc, "task_id", (double)a->o.task_id) == NULL ||
         cJSON_AddNumberToObject(doc, "num_samples", (double)samples) == NULL ||
         !cJSON_AddItemToArray(caps, cJSON_CreateString(sl_nn_kernel_variant())) ||
-        (a->spec_refusal[0] != '\0' &&
-         cJSON_AddStringToObject(doc, "refusal", a->spec_refusal) == NULL) ||
+        (refusal[0] != '\0' && cJSON_AddStringToObject(doc, "refusal", refusal) == NULL) ||
         (body = cJSON_PrintUnformatted(doc)) == NULL) {
         cJSON_Delete(doc);
         return SL_ENOMEM;
@@ -414,6 +425,8 @@ int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out)
     free(body);
     if (rc == SL_OK && r.status == 200 && a->spec_refusal[0] != '\0')
         a->spec_refusal_sent = 1;
+    else if (rc == SL_OK && r.status == 200 && a->data_refusal[0] != '\0')
+        a->data_refusal_sent = 1;
     if (rc != SL_OK) {
         sl_log(SL_LOG_WARN, "agent", "check-in: %s", sl_strerror(rc));
         return rc;
@@ -432,20 +445,25 @@ int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out)
 
 int sl__agent_fetch_spec(sl_agent *a, void **text, size_t *len)
 {
+    return sl__agent_fetch_task_doc(a, "model-spec", text, len);
+}
+
+int sl__agent_fetch_task_doc(sl_agent *a, const char *doc, void **text, size_t *len)
+{
     char path[96];
     sl_client_response r;
     int rc;
-    snprintf(path, sizeof path, "/v1/tasks/%" PRId64 "/model-spec", a->o.task_id);
+    snprintf(path, sizeof path, "/v1/tasks/%" PRId64 "/%s", a->o.task_id, doc);
     rc = sl_client_request(a->client, "GET", path, NULL, 0, NULL, NULL, &r);
     if (rc != SL_OK) {
-        sl_log(SL_LOG_WARN, "agent", "model spec: %s", sl_strerror(rc));
+        sl_log(SL_LOG_WARN, "agent", "%s: %s", doc, sl_strerror(rc));
         return rc;
     }
     if (r.status != 200) {
         /* 404: the task has none (the caller knows whether that is news); 401/403: not ours */
         rc = r.status == 404                      ? SL_ENOENT
              : r.status == 401 || r.status == 403 ? SL_EPERM
-                                                  : answer_status("model spec", &r);
+                                                  : answer_status(doc, &r);
         sl_client_response_free(&r);
         return rc;
     }
@@ -825,13 +843,32 @@ int sl__agent_fetch_model(sl_agent *a, int64_t version, uint64_t *downloaded)
 int sl__agent_post_metrics(sl_agent *a, int64_t version, double loss, double accuracy,
                            size_t samples)
 {
-    char path[96], body[256];
+    sl_metrics m = {samples, loss, accuracy, NAN, NAN, 0};
+    return sl__agent_post_eval(a, version, &m);
+}
+
+/* @v as a JSON number, or null when NaN. */
+static void json_metric(char *out, size_t cap, double v)
+{
+    if (isnan(v))
+        snprintf(out, cap, "null");
+    else
+        snprintf(out, cap, "%.9g", v);
+}
+
+int sl__agent_post_eval(sl_agent *a, int64_t version, const sl_metrics *m)
+{
+    char path[96], body[320], acc[32], mae[32], rmse[32];
     sl_client_response r;
     int rc;
     snprintf(path, sizeof path, "/v1/models/%" PRId64 "/metrics", version);
+    json_metric(acc, sizeof acc, m->accuracy);
+    json_metric(mae, sizeof mae, m->mae);
+    json_metric(rmse, sizeof rmse, m->rmse);
     snprintf(body, sizeof body,
-             "{\"task_id\":%" PRId64 ",\"loss\":%.9g,\"accuracy\":%.9g,\"samples\":%zu}",
-             a->o.task_id, loss, accuracy, samples);
+             "{\"task_id\":%" PRId64 ",\"loss\":%.9g,\"accuracy\":%s,\"mae\":%s,\"rmse\":%s,"
+             "\"samples\":%zu}",
+             a->o.task_id, m->loss, acc, mae, rmse, m->n);
     rc = sl_client_request(a->client, "POST", path, body, strlen(body), "application/json", NULL,
                            &r);
     if (rc != SL_OK)

@@ -404,6 +404,32 @@ static int optim_end(sl_agent *a, optim_round *r, float *params)
     return SL_OK;
 }
 
+/* Federated evaluation: the round's base model (the new global one) on this device's
+ * held-out samples, reported with their count before training. A failed report is logged
+ * and costs nothing else: the update matters more than its measurement. */
+static void evaluate_base(sl_agent *a, const sl__agent_assignment *asg, const sl_agent_data *d)
+{
+    size_t k = a->o.client - d->first, n = d->eval_n != NULL ? d->eval_n[k] : 0;
+    size_t batch = a->o.batch ? a->o.batch : asg->batch;
+    sl_metrics m;
+    int rc;
+    if (n == 0)
+        return;
+    rc = sl_model_metrics(a->model, a->global, d->x, d->t != NULL ? NULL : d->y, d->t,
+                          d->eval_ix[k], n, batch < 256 ? 256 : batch, &m, NULL);
+    if (rc == SL_OK)
+        rc = sl__agent_post_eval(a, asg->model_version, &m);
+    if (rc != SL_OK)
+        sl_log(SL_LOG_WARN, "agent", "round %" PRId64 ": federated evaluation not reported: %s",
+               asg->round_id, sl_strerror(rc));
+    else
+        sl_log(SL_LOG_INFO, "agent",
+               "round %" PRId64 ": model %" PRId64 " on %zu held-out samples: loss %.4f%s%.4f",
+               asg->round_id, asg->model_version, n, m.loss,
+               isnan(m.accuracy) ? " rmse " : " accuracy ",
+               isnan(m.accuracy) ? m.rmse : m.accuracy);
+}
+
 int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
 {
     const sl_agent_data *data = a->o.data;
@@ -426,6 +452,7 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         return SL_EINVAL;
     }
     idx = data->client_ix[a->o.client - data->first];
+    evaluate_base(a, asg, data);
     if (sl__agent_uniform(a) < a->o.faults.straggle)
         factor = a->o.faults.straggle_factor > 1 ? a->o.faults.straggle_factor : 1.0;
     memset(&orr, 0, sizeof orr);

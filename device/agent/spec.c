@@ -101,7 +101,9 @@ static int check(sl_agent *a, const char *text, size_t len, uint32_t batch, sl_s
     }
     /* the device's data: class labels (cross_entropy) or regression targets (the other losses
      * but bce), as many features as the model's input (until the task's data contract) */
-    if (a->o.data != NULL && a->o.data->t != NULL) {
+    if (a->o.data != NULL && a->o.data->contract != NULL) {
+        /* the task's data contract says what a sample is: task_data.c checks the fit */
+    } else if (a->o.data != NULL && a->o.data->t != NULL) {
         sl_spec_loss l = sl_spec_loss_kind(s);
         if (sl_spec_inputs(s) != 1 || sl_model_input_size(m) != features) {
             snprintf(why, cap,

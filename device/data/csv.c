@@ -358,6 +358,12 @@ static int label(const sl_csv *c, char *s, uint64_t line, size_t col, float *v, 
         return number(c, s, line, col, v, err, errcap);
     if (c->class_names != NULL) {
         const csv_name *hit = find_name(c->class_sorted, c->classes, s);
+        char *end;
+        long ix = strtol(s, &end, 10);
+        if (hit == NULL && end != s && *end == '\0' && ix >= 0 && (size_t)ix < c->classes) {
+            *v = (float)ix; /* no class has this name: it is a class index */
+            return SL_OK;
+        }
         if (hit == NULL) {
             snprintf(what, sizeof what, "unknown class name (the classes are: %s):",
                      list_names(c->class_names, c->classes, names));

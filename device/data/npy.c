@@ -4,8 +4,10 @@
  * after), then a Python dict literal padded with spaces and '\n':
  *   {'descr': '<f4', 'fortran_order': False, 'shape': (60000, 28, 28), }
  * then the data. The header is parsed strictly (the three keys, each once,
- * nothing else); the data is read row by row with pread(), converted to
- * float32 and checked.
+ * nothing else); the data is read a chunk at a time in increasing offsets,
+ * converted to float32 and checked. The bytes come through a source
+ * (npy_int.h): a file of its own, read with pread(), or a member of an .npz
+ * archive (npz.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "data_int.h"
+#include "npy_int.h"
 #include "starling/npy.h"
 
 #define MAX_HEADER 65536u
@@ -24,15 +27,14 @@
 #define CHUNK      65536u /* bytes read at a time */
 
 struct sl_npy {
-    int fd;
-    char path[256]; /* for messages (cut) */
+    sl__npy_source src;
+    char path[256]; /* for messages (cut): the file, or "archive.npz:member.npy" */
     sl_npy_dtype dtype;
     size_t item;
     uint64_t shape[MAX_DIMS];
     size_t ndim;
     uint64_t rows, row_size;
     uint64_t data_off, data_len;
-    struct stat st; /* at open: a change since is refused */
 };
 
 static const char *skip_ws(const char *p, const char *end)
@@ -168,9 +170,11 @@ static uint32_t le32(const uint8_t *b)
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
-static int read_at(int fd, void *buf, size_t len, uint64_t off)
+int sl__npy_pread(int fd, void *buf, size_t len, uint64_t off)
 {
     size_t done = 0;
+    if (off > (uint64_t)INT64_MAX - len)
+        return SL_ETRUNCATED;
     while (done < len) {
         ssize_t r = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
         if (r < 0 && errno == EINTR)
@@ -182,35 +186,56 @@ static int read_at(int fd, void *buf, size_t len, uint64_t off)
     return SL_OK;
 }
 
+/* The source of a .npy file of its own: pread() at the offset. */
+static int file_read(sl__npy_source *src, void *buf, size_t len, uint64_t off)
+{
+    return sl__npy_pread(src->fd, buf, len, off);
+}
+
+static void file_close(sl__npy_source *src)
+{
+    close(src->fd);
+}
+
 int sl_npy_open(const char *path, sl_npy **out, char *err, size_t errcap)
+{
+    sl__npy_source src = {.read = file_read, .close = file_close, .fd = -1, .name = path};
+    if (path == NULL || out == NULL)
+        return SL_EINVAL;
+    src.fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (src.fd < 0)
+        return sl__data_errf(err, errcap, errno == ENOENT ? SL_ENOENT : SL_EIO, "%s: %s", path,
+                             strerror(errno));
+    if (fstat(src.fd, &src.st) != 0 || !S_ISREG(src.st.st_mode)) {
+        close(src.fd);
+        return sl__data_errf(err, errcap, SL_EIO, "%s: not a regular file", path);
+    }
+    src.size = (uint64_t)src.st.st_size;
+    return sl__npy_open_source(&src, out, err, errcap);
+}
+
+int sl__npy_open_source(sl__npy_source *src, sl_npy **out, char *err, size_t errcap)
 {
     sl_npy *a;
     uint8_t pre[12];
     char *h = NULL;
+    const char *path = src->name;
     uint32_t hlen;
     size_t pre_len;
     uint64_t count = 1;
     int rc;
-    if (path == NULL || out == NULL)
-        return SL_EINVAL;
     a = calloc(1, sizeof *a);
-    if (a == NULL)
+    if (a == NULL) {
+        src->close(src);
         return SL_ENOMEM;
-    snprintf(a->path, sizeof a->path, "%s", path);
-    a->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (a->fd < 0) {
-        rc = sl__data_errf(err, errcap, errno == ENOENT ? SL_ENOENT : SL_EIO, "%s: %s", path,
-                           strerror(errno));
-        free(a);
-        return rc;
     }
-    if (fstat(a->fd, &a->st) != 0 || !S_ISREG(a->st.st_mode)) {
-        rc = sl__data_errf(err, errcap, SL_EIO, "%s: not a regular file", path);
-        goto fail;
-    }
-    rc = read_at(a->fd, pre, 10, 0);
+    a->src = *src;
+    snprintf(a->path, sizeof a->path, "%s", src->name);
+    a->src.name = a->path;
+    path = a->path;
+    rc = a->src.read(&a->src, pre, 10, 0);
     if (rc != SL_OK || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        rc = sl__data_errf(err, errcap, rc == SL_EIO ? SL_EIO : SL_EMAGIC,
+        rc = sl__data_errf(err, errcap, rc == SL_EIO || rc == SL_ENOMEM ? rc : SL_EMAGIC,
                            "%s: not a .npy file (no \\x93NUMPY magic)", path);
         goto fail;
     }
@@ -218,7 +243,7 @@ int sl_npy_open(const char *path, sl_npy **out, char *err, size_t errcap)
         hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
         pre_len = 10;
     } else if ((pre[6] == 2 || pre[6] == 3) && pre[7] == 0) {
-        if ((rc = read_at(a->fd, pre, 12, 0)) != SL_OK) {
+        if ((rc = a->src.read(&a->src, pre + 10, 2, 10)) != SL_OK) {
             rc = sl__data_errf(err, errcap, rc, "%s: the header is cut short", path);
             goto fail;
         }
@@ -238,7 +263,7 @@ int sl_npy_open(const char *path, sl_npy **out, char *err, size_t errcap)
         rc = SL_ENOMEM;
         goto fail;
     }
-    if ((rc = read_at(a->fd, h, hlen, pre_len)) != SL_OK) {
+    if ((rc = a->src.read(&a->src, h, hlen, pre_len)) != SL_OK) {
         rc = sl__data_errf(err, errcap, rc, "%s: the header is cut short", path);
         goto fail;
     }
@@ -257,11 +282,10 @@ int sl_npy_open(const char *path, sl_npy **out, char *err, size_t errcap)
         a->row_size *= a->shape[d];
     a->data_off = pre_len + hlen;
     a->data_len = count * a->item;
-    if ((uint64_t)a->st.st_size != a->data_off + a->data_len) {
+    if (a->src.size != a->data_off + a->data_len) {
         rc = sl__data_errf(
-            err, errcap,
-            (uint64_t)a->st.st_size < a->data_off + a->data_len ? SL_ETRUNCATED : SL_ECORRUPT,
-            "%s: %lld bytes where the header says %llu", path, (long long)a->st.st_size,
+            err, errcap, a->src.size < a->data_off + a->data_len ? SL_ETRUNCATED : SL_ECORRUPT,
+            "%s: %llu bytes where the header says %llu", path, (unsigned long long)a->src.size,
             (unsigned long long)(a->data_off + a->data_len));
         goto fail;
     }
@@ -270,7 +294,7 @@ int sl_npy_open(const char *path, sl_npy **out, char *err, size_t errcap)
     return SL_OK;
 fail:
     free(h);
-    close(a->fd);
+    a->src.close(&a->src);
     free(a);
     return rc;
 }
@@ -279,7 +303,7 @@ void sl_npy_close(sl_npy *a)
 {
     if (a == NULL)
         return;
-    close(a->fd);
+    a->src.close(&a->src);
     free(a);
 }
 
@@ -353,8 +377,9 @@ int sl_npy_read(sl_npy *a, uint64_t first, size_t count, float *out, char *err, 
     int rc = SL_OK;
     if (a == NULL || (out == NULL && count > 0) || first > a->rows || count > a->rows - first)
         return SL_EINVAL;
-    if (fstat(a->fd, &now) != 0 || now.st_size != a->st.st_size || now.st_ino != a->st.st_ino ||
-        now.st_mtim.tv_sec != a->st.st_mtim.tv_sec || now.st_mtim.tv_nsec != a->st.st_mtim.tv_nsec)
+    if (fstat(a->src.fd, &now) != 0 || now.st_size != a->src.st.st_size ||
+        now.st_ino != a->src.st.st_ino || now.st_mtim.tv_sec != a->src.st.st_mtim.tv_sec ||
+        now.st_mtim.tv_nsec != a->src.st.st_mtim.tv_nsec)
         return sl__data_errf(err, errcap, SL_ESTATE, "%s: the file changed since it was opened",
                              a->path);
     total = (uint64_t)count * a->row_size;
@@ -364,8 +389,12 @@ int sl_npy_read(sl_npy *a, uint64_t first, size_t count, float *out, char *err, 
     while (done < total && rc == SL_OK) {
         size_t n = (size_t)((total - done) * a->item < CHUNK ? total - done : CHUNK / a->item);
         size_t bad = 0;
-        rc = read_at(a->fd, buf, n * a->item, a->data_off + (first * a->row_size + done) * a->item);
+        rc = a->src.read(&a->src, buf, n * a->item,
+                         a->data_off + (first * a->row_size + done) * a->item);
+        if (rc == SL_ENOMEM)
+            break;
         if (rc != SL_OK) {
+            /* its size and identity were checked just now: it changed, or the disk failed */
             rc = sl__data_errf(err, errcap, SL_ESTATE, "%s: the file changed while it was read",
                                a->path);
             break;

@@ -277,8 +277,10 @@ static void test_csv_source(void **state)
         static const char *const bad[][2] = {
             {"?kind=target", "?label=COLUMN names the label column"},
             {"?label=y&kind=class", "class labels need &classes=N"},
-            {"?label=y&colour=red", "unknown or bad option \"colour=red\""},
-            {"?label=y&skip=-1", "unknown or bad option \"skip=-1\""},
+            /* without kind= or classes=, a source read through the task's data contract:
+             * its options are checked before enrolment too */
+            {"?label=y&colour=red", "unknown option \"colour\""},
+            {"?label=y&skip=-1", "skip=-1: a number of lines"},
             {"?label=y&kind=class&classes=0", "unknown or bad option \"classes=0\""},
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -227,6 +227,19 @@ int sl_engine_create_task_spec(sl_engine *e, const char *config_json, const char
                                const char *model_spec, const void *model_frame, size_t frame_len,
                                int64_t *task_id, char *err, size_t errcap);
 
+/**
+ * sl_engine_create_task_docs - sl_engine_create_task_spec() with the task's
+ * data contract too (JSON text, device/data/DATA_CONTRACT.md; NULL for
+ * none): parsed and checked in full (SL_ESPEC, @err starting
+ * "data_contract:", nothing stored). Stored as given; check-ins carry its
+ * SHA-256, and a device with fewer samples than its min_samples is not
+ * selected.
+ */
+int sl_engine_create_task_docs(sl_engine *e, const char *config_json, const char *layout_text,
+                               const char *model_spec, const char *data_contract,
+                               const void *model_frame, size_t frame_len, int64_t *task_id,
+                               char *err, size_t errcap);
+
 /** What a device reports about itself when it checks in. */
 typedef struct sl_checkin_info {
     uint32_t num_samples;
@@ -238,13 +251,14 @@ typedef struct sl_checkin_info {
 typedef struct sl_checkin_result {
     int selected; /* 1: take part in round_id */
     int64_t task_id, round_id, round_no;
-    int64_t model_version;      /* the version to train from */
-    int64_t report_deadline_ms; /* wall-clock ms */
-    int64_t retry_after_ms;     /* when not selected: come back after this long */
-    uint32_t participation;     /* how many rounds this device took part in (for warm-up) */
-    char model_spec_sha256[65]; /* hex SHA-256 of the task's model spec; "" when it has none */
-    int refusal_changed;        /* the device began or stopped refusing: record it (the store's
-                                   sl_store_set_refusal(); the engine keeps only who refuses) */
+    int64_t model_version;         /* the version to train from */
+    int64_t report_deadline_ms;    /* wall-clock ms */
+    int64_t retry_after_ms;        /* when not selected: come back after this long */
+    uint32_t participation;        /* how many rounds this device took part in (for warm-up) */
+    char model_spec_sha256[65];    /* hex SHA-256 of the task's model spec; "" when it has none */
+    char data_contract_sha256[65]; /* hex SHA-256 of the task's data contract; "" for none */
+    int refusal_changed;           /* the device began or stopped refusing: record it (the store's
+                                      sl_store_set_refusal(); the engine keeps only who refuses) */
 } sl_checkin_result;
 
 /**
@@ -330,19 +344,34 @@ typedef struct sl_round_stats {
     uint32_t rejected_by_reason[10];
     double compression_vs_dense;     /* dense fp32 bytes / received bytes */
     int64_t time_to_quorum_ms;       /* -1 when not reached */
-    double mean_loss, mean_accuracy; /* device-reported, sample-weighted; NaN if none */
+    double mean_loss, mean_accuracy; /* = eval.loss, eval.accuracy (NaN if none) */
+    sl_store_eval_sum eval; /* the devices' evaluation of the base model (federated evaluation) */
 } sl_round_stats;
 
 /** sl_engine_round_stats - statistics of a round (open or finished). */
 int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out);
 
 /**
- * sl_engine_report_metrics - a device's or evaluator's metrics for a model
- * version (loss, accuracy, samples); kept with the version and, for devices
- * in a round, in the round's statistics.
+ * sl_engine_report_metrics - sl_engine_report_eval() of a loss and an
+ * accuracy.
  */
 int sl_engine_report_metrics(sl_engine *e, int64_t task_id, int64_t version, int64_t device_id,
                              double loss, double accuracy, uint32_t samples);
+
+/**
+ * sl_engine_report_eval - metrics of model @version of task @task_id.
+ * An evaluator's (@device_id 0) become the version's own (the store's
+ * model metrics). A device's are its federated evaluation of the base model
+ * of the open round it was selected for, on its held-out samples: stored
+ * with the round (sl_store_put_eval()), aggregated in sl_engine_round_stats().
+ * @ev: samples > 0, a finite loss >= 0, and at least one of accuracy (in
+ * [0, 1]), mae, rmse (finite, >= 0); NaN for a metric the loss has not.
+ * Returns SL_OK, SL_EINVAL (values), SL_ENOENT (no such task), SL_ESTATE (a
+ * device not selected in an open round of that base version), SL_ECONFLICT
+ * (the device reported other values for the round), or a storage error.
+ */
+int sl_engine_report_eval(sl_engine *e, int64_t task_id, int64_t version, int64_t device_id,
+                          const sl_store_eval *ev);
 
 /**
  * sl_engine_count_download - add @bytes (model bytes device @device_id

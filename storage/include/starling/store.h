@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 4
+#define SL_STORE_SCHEMA_VERSION 5
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
@@ -165,13 +165,23 @@ int sl_store_create_task(sl_store *s, const char *name, const char *config_json,
 int sl_store_create_task_spec(sl_store *s, const char *name, const char *config_json,
                               const char *layout_text, const char *model_spec, int64_t *task_id);
 
+/**
+ * sl_store_create_task_docs - sl_store_create_task_spec() with the task's
+ * data contract too (JSON text, device/data/DATA_CONTRACT.md; NULL for none,
+ * never ""): stored as given and part of the idempotency check.
+ */
+int sl_store_create_task_docs(sl_store *s, const char *name, const char *config_json,
+                              const char *layout_text, const char *model_spec,
+                              const char *data_contract, int64_t *task_id);
+
 /** A task (strings owned by the record; free with sl_store_task_free()). */
 typedef struct sl_task_record {
     int64_t id;
     char *name;
     char *config_json;
     char *layout_text;
-    char *model_spec; /* NULL when the task has none */
+    char *model_spec;    /* NULL when the task has none */
+    char *data_contract; /* NULL when the task has none */
     int64_t created_at_ms;
 } sl_task_record;
 
@@ -186,6 +196,35 @@ int sl_store_list_tasks(sl_store *s, int (*fn)(void *ctx, int64_t task_id), void
 
 /** sl_store_task_free - release the strings of a record filled by sl_store_get_task(). */
 void sl_store_task_free(sl_task_record *t);
+
+/** One device's evaluation of a round's base model on its held-out samples. */
+typedef struct sl_store_eval {
+    uint32_t samples; /* held-out samples evaluated (> 0) */
+    double loss;      /* mean loss over them (finite, >= 0) */
+    double accuracy;  /* in [0, 1]; NaN when the loss has none (regression) */
+    double mae, rmse; /* regression; NaN when the loss has none */
+} sl_store_eval;
+
+/**
+ * sl_store_put_eval - record device @device_id's evaluation @ev of round
+ * @round_id's base model (federated evaluation). A device reports once per
+ * round: the same report again is SL_OK, a different one SL_ECONFLICT.
+ * Durable on SL_OK. SL_EINVAL for values out of range.
+ */
+int sl_store_put_eval(sl_store *s, int64_t round_id, int64_t device_id, const sl_store_eval *ev);
+
+/** The sample-weighted aggregate of a round's evaluations. */
+typedef struct sl_store_eval_sum {
+    uint32_t devices; /* reports */
+    uint64_t samples; /* their samples */
+    double loss;      /* weighted means; NaN when no report has the metric */
+    double accuracy;
+    double mae;
+    double rmse; /* sqrt of the weighted mean of squared RMSEs (the pooled RMSE) */
+} sl_store_eval_sum;
+
+/** sl_store_round_eval - aggregate round @round_id's evaluations (devices 0: none yet). */
+int sl_store_round_eval(sl_store *s, int64_t round_id, sl_store_eval_sum *out);
 
 /**
  * sl_store_set_refusal - record why @device_id refuses the model of

@@ -229,14 +229,15 @@ static void test_class_names(void **state)
     float x[8], y[4];
     sl_csv *c;
     (void)state;
-    put("len,species\n1,virginica\n2, setosa\n3,\"versicolor\"\n4,rose\n");
+    put("len,species\n1,virginica\n2, setosa\n3,\"versicolor\"\n4,1\n5,3\n");
     o.class_names = names;
     c = open_ok(&o);
-    assert_int_equal(read_ok(c, x, y, 3), 3);
-    assert_true(y[0] == 2.0f && y[1] == 0.0f && y[2] == 1.0f);
+    assert_int_equal(read_ok(c, x, y, 4), 4);
+    /* a name, or (no name matching) an index in [0, classes) */
+    assert_true(y[0] == 2.0f && y[1] == 0.0f && y[2] == 1.0f && y[3] == 1.0f);
     read_refused(c, SL_ERANGE,
-                 "line 5, column 2 (species): unknown class name (the classes are: "
-                 "setosa, versicolor, virginica): 'rose'");
+                 "line 6, column 2 (species): unknown class name (the classes are: "
+                 "setosa, versicolor, virginica): '3'");
     sl_csv_close(c);
 }
 

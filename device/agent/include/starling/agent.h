@@ -55,6 +55,7 @@
 #include <stdint.h>
 
 #include "starling/common.h"
+#include "starling/contract.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -105,6 +106,22 @@ int sl_agent_data_load(const char *dir, const char *spec, uint32_t of, uint32_t 
 int sl_agent_data_load_source(const char *source, const char *spec, uint32_t of, uint32_t first,
                               uint32_t count, uint64_t seed, sl_agent_data **out, char *err,
                               size_t errcap);
+
+/**
+ * sl_agent_data_load_contract - every sample of @source (starling/source.h),
+ * read through data contract @c (which must outlive the data), split among
+ * @of clients as sl_agent_data_load() does (class labels skew the split; a
+ * regression or multi-label task splits as one class), keeping clients
+ * @first .. @first + @count - 1. Each client's samples held out by the
+ * contract (evaluation.share, by sample hash) are its federated-evaluation
+ * samples, never trained on. For fleets and benchmarks: a device reads its
+ * own source as it grows (sl_agent_options.data_source).
+ * Errors: SL_EINVAL (range), the source's refusals ("no usable data: ..."),
+ * SL_ENOMEM.
+ */
+int sl_agent_data_load_contract(const char *source, const sl_contract *c, const char *spec,
+                                uint32_t of, uint32_t first, uint32_t count, uint64_t seed,
+                                sl_agent_data **out, char *err, size_t errcap);
 
 /**
  * sl_agent_data_load_test - the test split (10,000 samples) of @dir, for
@@ -251,8 +268,17 @@ typedef struct sl_agent_options {
     /* the device */
     const char *state_dir;     /* created when missing (required) */
     const char *model;         /* registry name; NULL or "": found by the layout hash */
-    const sl_agent_data *data; /* local samples (required to train) */
+    const sl_agent_data *data; /* local samples (required to train without data_source) */
     uint32_t client;           /* which client of @data this device is */
+    /* the device's own data read through the task's data contract (starling/source.h:
+     * csv:, npy:, npz:, idx:, images:, wav:, sqlite:); replaces @data once the task's
+     * contract arrives. NULL: @data only. */
+    const char *data_source;
+    uint64_t data_memory;    /* bytes the kept samples may use (default 256 MiB); beyond it
+                                the newest are kept, or a reservoir sample */
+    int data_reservoir;      /* 1: keep a uniform sample of all seen; 0 (default): the newest */
+    int64_t data_refresh_ms; /* take up new samples at most this often before a check-in
+                                (default 5000); always before training */
     /* training overrides: 0 (or lr <= 0) takes the coordinator's setting */
     uint32_t epochs;
     uint32_t batch;

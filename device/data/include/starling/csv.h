@@ -65,7 +65,8 @@ typedef struct sl_csv_options {
     sl_csv_label_kind label_kind;   /* default SL_CSV_CLASS */
     size_t classes;                 /* SL_CSV_CLASS: the number of classes, 1..SL_CSV_MAX_CLASSES */
     const char *const *class_names; /* NULL: labels are indices; else @classes names, the
-                                       label field holds one of them, mapped to its index */
+                                       label field holds one of them, mapped to its index,
+                                       or (when no name matches) an index */
     const char *const *features;    /* NULL: every column but the label and the timestamp,
                                        in file order; else these columns, in this order */
     size_t nfeatures;               /* entries in @features */

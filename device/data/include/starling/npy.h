@@ -1,7 +1,8 @@
 /*
  * starling/npy.h - arrays a device's application saved with NumPy
- * (numpy.save: the .npy format, versions 1.0, 2.0 and 3.0), read row by row
- * without holding the file in memory.
+ * (numpy.save: the .npy format, versions 1.0, 2.0 and 3.0; numpy.savez and
+ * numpy.savez_compressed: a zip archive of .npy members, stored or deflated),
+ * read row by row without holding the file in memory.
  *
  * A row is everything after the first axis: an array of shape (n, 8) has n
  * rows of 8 values, (n, 28, 28) n rows of 784, (n,) n rows of 1. Values are
@@ -33,7 +34,7 @@ typedef enum sl_npy_dtype {
     SL_NPY_I8 = 3  /* '<i8' */
 } sl_npy_dtype;
 
-/** An open .npy file. Opaque. */
+/** An open .npy file, or an array of an .npz archive. Opaque. */
 typedef struct sl_npy sl_npy;
 
 /**
@@ -46,6 +47,38 @@ typedef struct sl_npy sl_npy;
  * SL_ETRUNCATED, SL_ETOOBIG, SL_EIO, SL_ENOMEM.
  */
 int sl_npy_open(const char *path, sl_npy **out, char *err, size_t errcap);
+
+/**
+ * sl_npz_open - open the array @member of the .npz archive at @path (what
+ * numpy.savez and numpy.savez_compressed write: a zip file whose members are
+ * .npy files; @member "x" is the member "x.npy", the array np.load(path)["x"]).
+ * The archive is read with minizip; members stored or deflated (zip64 too)
+ * are read, encrypted ones and other methods are not. The member is read once
+ * through at open: its size must be what the archive says, its CRC-32 must
+ * match, and it must be a .npy whose header accounts for exactly that size
+ * (the checks of sl_npy_open()). The handle then works with every sl_npy_*
+ * call, sl_npy_close() included.
+ *
+ * Cost of sl_npy_read() on it: a stored member (numpy.savez) is read at any
+ * row directly. A deflated one (numpy.savez_compressed) can only be inflated
+ * from its start: reads in increasing row order continue where the last one
+ * stopped (a whole pass costs one inflation of the member), while a read that
+ * starts before the last row read inflates the member again from its start
+ * and skips forward to that row. Read a compressed array in order.
+ *
+ * @path:   the archive (a regular file); kept open until sl_npy_close().
+ * @member: the array's name in the archive, without ".npy" (at most 250 bytes).
+ * @out:    on success, the new handle, owned by the caller (sl_npy_close()).
+ * Returns SL_OK; SL_ENOENT (no such file, or no such member: the reason lists
+ * the members the archive holds), SL_EMAGIC (not a zip archive),
+ * SL_ETRUNCATED (an empty file, an archive or a member cut short),
+ * SL_ECORRUPT (a CRC-32 mismatch, deflate data that does not inflate, zip
+ * headers that disagree), SL_EUNSUPPORTED (an encrypted member, another
+ * compression method), SL_EINVAL, SL_EIO, SL_ENOMEM, and those of
+ * sl_npy_open() for the .npy inside. On error *@out is untouched. Blocks on
+ * file I/O; reading a large compressed member takes as long as inflating it.
+ */
+int sl_npz_open(const char *path, const char *member, sl_npy **out, char *err, size_t errcap);
 
 /** sl_npy_close - NULL is a no-op. */
 void sl_npy_close(sl_npy *a);
@@ -69,7 +102,8 @@ void sl_npy_shape(const sl_npy *a, uint64_t *shape, size_t *ndim);
  * value float32 cannot hold (SL_ERANGE: a float64 beyond float32's range, an
  * int64 beyond +-2^24), each with its row and column, and a file that
  * changed since it was opened (another size, inode or modification time:
- * SL_ESTATE); @out is then unspecified.
+ * SL_ESTATE); @out is then unspecified. On an .npz member, see
+ * sl_npz_open() for what reading out of order costs.
  */
 int sl_npy_read(sl_npy *a, uint64_t first, size_t count, float *out, char *err, size_t errcap);
 
