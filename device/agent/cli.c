@@ -63,6 +63,9 @@ static const sl_config_spec specs[] = {
      "(idx:DIR; default " SL_DATA_FASHION_MNIST_DIR
      ") or csv:FILE?label=COLUMN then options joined by &: kind=class with "
      "classes=N, or kind=target; skip=N; timestamp=COLUMN; delimiter=, ; tab or space"},
+    {"data_contract", SL_CONFIG_STRING, NULL, 0, 0,
+     "fleets: a data contract file to read --data through, split among the fleet's clients "
+     "(a device, and the evaluator, get the task's from the coordinator)"},
     {"data_memory", SL_CONFIG_SIZE, "256M", 4096, 1.0e13,
      "memory the kept samples may use; beyond it the newest are kept (or a reservoir)"},
     {"data_keep", SL_CONFIG_STRING, "newest", 0, 0,
@@ -263,14 +266,51 @@ static int contract_only(const char *uri)
            (strstr(uri + q, "kind=") == NULL && strstr(uri + q, "classes=") == NULL);
 }
 
+/* A fleet's data: --data read through the --data_contract file, split among its clients. */
+static int load_fleet_contract(const sl_config *cfg, const char *spec, uint32_t of, uint32_t fleet,
+                               uint64_t seed, sl_contract **contract, sl_agent_data **data,
+                               char *err, size_t errcap)
+{
+    const char *file = str(cfg, "data_contract");
+    void *text = NULL;
+    size_t len = 0;
+    char why[400];
+    int rc;
+    if (file == NULL) {
+        snprintf(err, errcap, "--fleet with %s needs --data_contract FILE (what a sample is)",
+                 str(cfg, "data"));
+        return SL_EINVAL;
+    }
+    if ((rc = sl_fs_read_file(file, SL_CONTRACT_MAX_BYTES, &text, &len)) != SL_OK) {
+        snprintf(err, errcap, "--data_contract %s: %s", file, sl_strerror(rc));
+        return rc;
+    }
+    rc = sl_contract_parse(text, len, contract, why, sizeof why);
+    free(text);
+    if (rc != SL_OK) {
+        snprintf(err, errcap, "--data_contract %s: %s", file, why);
+        return SL_EINVAL;
+    }
+    return sl_agent_data_load_contract(str(cfg, "data"), *contract, spec, of, 0, fleet, seed, data,
+                                       err, errcap);
+}
+
 static int run(const sl_config *cfg, sl_agent_options *o, char *err, size_t errcap)
 {
     const char *spec = str(cfg, "partition");
     uint32_t fleet = (uint32_t)num(cfg, "fleet"), of = (uint32_t)num(cfg, "of");
     uint32_t client = (uint32_t)num(cfg, "client");
     sl_agent_data *data = NULL;
+    sl_contract *contract = NULL;
     int rc;
     if (flag(cfg, "evaluator")) {
+        if (contract_only(str(cfg, "data"))) {
+            /* the test data through the task's data contract (fetched first) */
+            if ((rc = sl_source_check_uri(str(cfg, "data"), err, errcap)) != SL_OK)
+                return rc;
+            o->data_source = str(cfg, "data");
+            return sl_agent_evaluate(o, err, errcap);
+        }
         rc = sl_agent_data_load_test(str(cfg, "data"), &data, err, errcap);
         if (rc == SL_OK) {
             o->data = data;
@@ -284,8 +324,11 @@ static int run(const sl_config *cfg, sl_agent_options *o, char *err, size_t errc
             spec = "iid";
         if (of < fleet)
             of = fleet;
-        rc = sl_agent_data_load_source(str(cfg, "data"), spec, of, 0, fleet, o->seed, &data, err,
-                                       errcap);
+        if (contract_only(str(cfg, "data")))
+            rc = load_fleet_contract(cfg, spec, of, fleet, o->seed, &contract, &data, err, errcap);
+        else
+            rc = sl_agent_data_load_source(str(cfg, "data"), spec, of, 0, fleet, o->seed, &data,
+                                           err, errcap);
         if (rc == SL_OK) {
             sl_agent_fleet_summary s;
             o->data = data;
@@ -300,6 +343,7 @@ static int run(const sl_config *cfg, sl_agent_options *o, char *err, size_t errc
                 snprintf(err, errcap, "fleet: %s", sl_strerror(rc));
         }
         sl_agent_data_free(data);
+        sl_contract_free(contract);
         return rc;
     }
     if (client >= of) {

@@ -12,6 +12,7 @@
  * /v1/models/{v}/metrics. A version retired by retention (404) is skipped.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,25 +66,31 @@ static int evaluate_version(sl_agent *a, int64_t v)
 {
     const sl_agent_data *data = a->o.data;
     uint64_t bytes = 0;
-    double accuracy = 0, loss = 0;
+    sl_metrics m;
     size_t n = sl_agent_data_samples(data, 0);
     int rc = sl__agent_fetch_model(a, v, &bytes);
     if (rc != SL_OK)
         return rc;
-    rc = sl_evaluate(a->model, a->global, data->x, data->y, data->client_ix[0], n, EVAL_BATCH,
-                     &accuracy, &loss);
+    /* every metric the model's loss defines: accuracy for classes, MAE and RMSE for targets */
+    rc = sl_model_metrics(a->model, a->global, data->x, data->t != NULL ? NULL : data->y, data->t,
+                          data->client_ix[0], n, EVAL_BATCH, &m, NULL);
     if (rc != SL_OK)
         return rc;
-    sl_log(SL_LOG_INFO, "evaluator",
-           "task %" PRId64 " version %" PRId64 ": accuracy %.4f loss %.4f on %zu samples",
-           a->o.task_id, v, accuracy, loss, n);
-    rc = sl__agent_post_metrics(a, v, loss, accuracy, n);
+    if (isnan(m.accuracy))
+        sl_log(SL_LOG_INFO, "evaluator",
+               "task %" PRId64 " version %" PRId64 ": rmse %.4f mae %.4f loss %.4f on %zu samples",
+               a->o.task_id, v, m.rmse, m.mae, m.loss, n);
+    else
+        sl_log(SL_LOG_INFO, "evaluator",
+               "task %" PRId64 " version %" PRId64 ": accuracy %.4f loss %.4f on %zu samples",
+               a->o.task_id, v, m.accuracy, m.loss, n);
+    rc = sl__agent_post_eval(a, v, &m);
     if (rc == SL_OK) {
         sl_agent_event ev = {.kind = SL_AGENT_EV_EVALUATED,
                              .model_version = v,
                              .bytes = bytes,
-                             .value = accuracy,
-                             .loss = loss};
+                             .value = isnan(m.accuracy) ? m.rmse : m.accuracy,
+                             .loss = m.loss};
         char text[32];
         snprintf(text, sizeof text, "%" PRId64 "\n", v);
         rc = sl__agent_write_text(a, "evaluated", text);
@@ -92,27 +99,75 @@ static int evaluate_version(sl_agent *a, int64_t v)
     return rc;
 }
 
+/* The test data of o.data_source, read through the task's data contract (every sample: the
+ * contract's held-out share is the devices'). SL_EBUSY: try again. */
+static int load_test(sl_agent *a, const char *source, sl_contract **contract, sl_agent_data **data)
+{
+    void *text = NULL;
+    size_t len = 0;
+    char why[512];
+    int rc = sl__agent_fetch_task_doc(a, "data-contract", &text, &len);
+    if (rc == SL_ENOENT) {
+        sl_log(SL_LOG_ERROR, "evaluator", "task %" PRId64 " has no data contract to read %s",
+               a->o.task_id, source);
+        return SL_EUNSUPPORTED;
+    }
+    if (rc != SL_OK)
+        return rc == SL_EPERM ? rc : SL_EBUSY;
+    rc = sl_contract_parse(text, len, contract, why, sizeof why);
+    free(text);
+    if (rc == SL_OK) {
+        (*contract)->eval_share = 0;
+        rc = sl_agent_data_load_contract(source, *contract, NULL, 1, 0, 1, a->o.seed, data, why,
+                                         sizeof why);
+    }
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_ERROR, "evaluator", "task %" PRId64 ": %s", a->o.task_id, why);
+        return rc == SL_ENOMEM ? rc : SL_EUNSUPPORTED;
+    }
+    a->o.data = *data;
+    a->o.client = 0;
+    return SL_OK;
+}
+
 int sl_agent_evaluate(const sl_agent_options *o, char *err, size_t errcap)
 {
     sl_agent *a = NULL;
+    sl_agent_options eo;
+    sl_contract *contract = NULL;
+    sl_agent_data *test = NULL;
     char etag[SL_CLIENT_HEADER_MAX] = "";
     int64_t done = 0, latest = 0;
     uint64_t reported = 0;
     unsigned failures = 0;
     int rc;
-    if (o == NULL || o->admin_token == NULL || o->data == NULL ||
-        sl_agent_data_samples(o->data, 0) == 0) {
+    if (o == NULL || o->admin_token == NULL ||
+        (o->data_source == NULL && (o->data == NULL || sl_agent_data_samples(o->data, 0) == 0))) {
         if (err != NULL)
             snprintf(err, errcap, "the evaluator needs the admin token and the test split");
         return SL_EINVAL;
     }
-    rc = sl_agent_create(o, &a, err, errcap);
+    eo = *o;
+    eo.data_source = NULL; /* read once, whole, below: not a device's growing source */
+    rc = sl_agent_create(&eo, &a, err, errcap);
     if (rc != SL_OK)
         return rc;
     a->admin = 1;
     if (o->threads > 0)
         sl_nn_set_threads(o->threads);
     rc = sl__agent_connect(a);
+    while (rc == SL_OK && o->data == NULL && test == NULL && !sl__agent_stopping(a)) {
+        int step = load_test(a, o->data_source, &contract, &test);
+        if (step == SL_EBUSY) {
+            sl_contract_free(contract);
+            contract = NULL;
+            if (sl__agent_sleep(a, o->retry_base_ms << (failures < 6 ? failures++ : 6)))
+                break;
+            continue;
+        }
+        rc = step;
+    }
+    failures = 0;
     while (rc == SL_OK && !sl__agent_stopping(a)) {
         /* the task's model spec, when it has one: evaluated as devices train it */
         int step = sl__agent_take_task_spec(a, EVAL_BATCH);
@@ -172,5 +227,7 @@ int sl_agent_evaluate(const sl_agent_options *o, char *err, size_t errcap)
     if (rc != SL_OK && err != NULL)
         snprintf(err, errcap, "evaluator: %s", sl_strerror(rc));
     sl_agent_free(a);
+    sl_agent_data_free(test);
+    sl_contract_free(contract);
     return rc;
 }

@@ -98,7 +98,7 @@ void ag_admin(ag_coord *c, const char *method, const char *path, const char *bod
 /* POST /v1/tasks with the layout of @m, @initial as the initial model (NULL: @m's seeded
  * init) and, when @spec_text is given, the spec as the task's "model_spec". */
 static int64_t create_task(ag_coord *c, sl_model *m, const float *initial, const char *spec_text,
-                           const char *config_json)
+                           const char *contract_text, const char *config_json)
 {
     float *params;
     void *frame = NULL;
@@ -119,8 +119,8 @@ static int64_t create_task(ag_coord *c, sl_model *m, const float *initial, const
     b64 = malloc(b64cap);
     assert_non_null(b64);
     assert_int_equal(sl_base64_encode(frame, len, b64, b64cap), SL_OK);
-    cap =
-        b64cap + 2 * sizeof layout + strlen(config_json) + (spec_text ? strlen(spec_text) : 0) + 80;
+    cap = b64cap + 2 * sizeof layout + strlen(config_json) + (spec_text ? strlen(spec_text) : 0) +
+          (contract_text ? strlen(contract_text) : 0) + 120;
     body = malloc(cap);
     assert_non_null(body);
     p = body;
@@ -136,6 +136,8 @@ static int64_t create_task(ag_coord *c, sl_model *m, const float *initial, const
     p += snprintf(p, cap - (size_t)(p - body), "\",\"model\":\"%s\"", b64);
     if (spec_text != NULL)
         p += snprintf(p, cap - (size_t)(p - body), ",\"model_spec\":%s", spec_text);
+    if (contract_text != NULL)
+        p += snprintf(p, cap - (size_t)(p - body), ",\"data_contract\":%s", contract_text);
     snprintf(p, cap - (size_t)(p - body), "}");
     ag_admin(c, "POST", "/v1/tasks", body, &r);
     if (r.status != 201)
@@ -157,13 +159,19 @@ int64_t ag_create_task(ag_coord *c, const char *model_name, const char *config_j
     sl_model *m = NULL;
     int64_t task;
     assert_int_equal(sl_model_create(model_name, &m), SL_OK);
-    task = create_task(c, m, NULL, NULL, config_json);
+    task = create_task(c, m, NULL, NULL, NULL, config_json);
     sl_model_free(m);
     return task;
 }
 
 int64_t ag_create_task_params(ag_coord *c, const char *spec_text, const float *params,
                               const char *config_json)
+{
+    return ag_create_task_docs(c, spec_text, params, NULL, config_json);
+}
+
+int64_t ag_create_task_docs(ag_coord *c, const char *spec_text, const float *params,
+                            const char *contract_text, const char *config_json)
 {
     sl_spec *spec = NULL;
     sl_model *m = NULL;
@@ -173,7 +181,7 @@ int64_t ag_create_task_params(ag_coord *c, const char *spec_text, const float *p
         fail_msg("the spec does not parse: %s", err);
     if (sl_model_create_spec(spec, &m, err, sizeof err) != SL_OK)
         fail_msg("the spec does not build: %s", err);
-    task = create_task(c, m, params, spec_text, config_json);
+    task = create_task(c, m, params, spec_text, contract_text, config_json);
     sl_model_free(m);
     sl_spec_free(spec);
     return task;

@@ -49,6 +49,9 @@ int64_t ag_create_task_spec(ag_coord *c, const char *spec_text, const char *conf
  * model instead of the seeded init (NULL: the seeded init). */
 int64_t ag_create_task_params(ag_coord *c, const char *spec_text, const float *params,
                               const char *config_json);
+/* ag_create_task_params() with the task's data contract too (JSON text; NULL for none). */
+int64_t ag_create_task_docs(ag_coord *c, const char *spec_text, const float *params,
+                            const char *contract_text, const char *config_json);
 /* An operator request; the answer in @r (free it). Asserts an HTTP answer. */
 void ag_admin(ag_coord *c, const char *method, const char *path, const char *body,
               sl_client_response *r);
