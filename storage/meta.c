@@ -507,6 +507,27 @@ int sl_store_round_eval(sl_store *s, int64_t round_id, sl_store_eval_sum *out)
     return rc;
 }
 
+int sl_store_last_eval(sl_store *s, int64_t task_id, int64_t *round_id, sl_store_eval_sum *out)
+{
+    sl_store_eval_sum none = {0, 0, NAN, NAN, NAN, NAN};
+    int64_t id = 0;
+    int rc;
+    if (s == NULL || round_id == NULL || out == NULL)
+        return SL_EINVAL;
+    rc = sl__query_int64(s,
+                         "SELECT coalesce(max(e.round_id), 0) FROM round_evals e JOIN rounds r ON "
+                         "r.id = e.round_id WHERE r.task_id = ?1",
+                         1, task_id, &id);
+    if (rc != SL_OK)
+        return rc;
+    *round_id = id;
+    if (id == 0) {
+        *out = none;
+        return SL_OK;
+    }
+    return sl_store_round_eval(s, id, out);
+}
+
 /* ---- audit --------------------------------------------------------------- */
 
 typedef struct audit_args {

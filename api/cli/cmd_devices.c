@@ -2,7 +2,8 @@
  * cmd_devices.c - `starling devices`: a page of the enrolled devices with
  * what each did (GET /v1/devices): when it enrolled and was last seen, the
  * rounds it was selected for, its acknowledged updates, rejections and late
- * reports.
+ * reports, and the tasks it refuses with its reason (a model over its limits, or
+ * "no usable data: ...").
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ static int devices_usage(FILE *out)
 static void print_devices(const cJSON *list, int colour)
 {
     const char *bold = colour ? "\033[1m" : "", *off = colour ? "\033[0m" : "";
-    const cJSON *d;
+    const cJSON *d, *r;
     int64_t now = sl_clock_wall_ns(NULL) / 1000000;
     int n = 0;
     printf("%s%8s  %-20s  %-12s %7s %8s %8s %5s  %s%s\n", bold, "DEVICE", "ENROLLED", "LAST SEEN",
@@ -45,6 +46,11 @@ static void print_devices(const cJSON *list, int colour)
         printf("%8.0f  %-20s  %-12s %7.0f %8.0f %8.0f %5.0f  %s\n", sl__cli_num(d, "device_id", 0),
                enrolled, seen, sl__cli_num(d, "participations", 0), sl__cli_num(d, "reported", 0),
                sl__cli_num(d, "rejected", 0), sl__cli_num(d, "late", 0), sl__cli_str(d, "state"));
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "refusals"))
+        {
+            printf("%8s  refuses task %.0f: %s\n", "", sl__cli_num(r, "task_id", 0),
+                   sl__cli_str(r, "reason"));
+        }
         n++;
     }
     printf("%d of %.0f devices (from %.0f)\n", n, sl__cli_num(list, "total", 0),

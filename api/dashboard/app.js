@@ -469,6 +469,23 @@
   }
 
   /* ---- tables --------------------------------------------------------------------- */
+  /* the round's federated evaluation: the selected devices' figures of the base version on
+     their held-out samples (sample-weighted); accuracy, or RMSE for a regression task */
+  function fedEval(k, r) {
+    const ev = r.evaluation;
+    let c;
+    if (r.mean_accuracy != null || !ev || ev.rmse == null) {
+      c = td(k('mean_accuracy'), r.mean_accuracy == null ? null : r.mean_accuracy, fmtPct(r.mean_accuracy));
+    } else {
+      c = td(k('eval_rmse'), ev.rmse, 'RMSE ' + ev.rmse.toPrecision(4));
+    }
+    if (ev && ev.devices > 0) {
+      c.title = ev.devices + ' device' + (ev.devices === 1 ? '' : 's') + ', ' + fmtInt(ev.samples) +
+        ' held-out samples, loss ' + (ev.loss == null ? dash : ev.loss.toFixed(4));
+    }
+    return c;
+  }
+
   function renderRoundsTable(rows) {
     const tb = $('#rounds tbody');
     const frag = document.createDocumentFragment();
@@ -505,7 +522,7 @@
           fmtRatio(r.compression_vs_dense)),
         td(k('time_to_quorum_ms'), r.time_to_quorum_ms == null ? null : r.time_to_quorum_ms,
           r.time_to_quorum_ms == null || r.time_to_quorum_ms < 0 ? dash : fmtDur(r.time_to_quorum_ms)),
-        td(k('mean_accuracy'), r.mean_accuracy == null ? null : r.mean_accuracy, fmtPct(r.mean_accuracy)),
+        fedEval(k, r),
         td(k('test_accuracy'), r.model_metrics ? r.model_metrics.accuracy : null,
           fmtPct(r.model_metrics ? r.model_metrics.accuracy : null)),
         td(null, null, fmtDur(end - r.opened_at_ms)),
@@ -547,6 +564,15 @@
     }
   }
 
+  /* what a device refuses and why: its model limits, or "no usable data: ..." */
+  function refusalCell(k, d) {
+    const list = d.refusals || [];
+    const text = list.map((r) => 'task ' + r.task_id + ': ' + r.reason).join('; ');
+    const c = td(k('refusals'), list.length, list.length ? text : '', 'text note');
+    if (list.length) c.title = text;
+    return c;
+  }
+
   function renderDevices() {
     const tb = $('#devices tbody');
     tb.textContent = '';
@@ -560,7 +586,8 @@
         td(k('reported'), d.reported, fmtInt(d.reported)),
         td(k('rejected'), d.rejected, fmtInt(d.rejected)),
         td(k('late'), d.late, fmtInt(d.late)),
-        td(k('state'), d.state, d.state, 'text'));
+        td(k('state'), d.state, d.state, 'text'),
+        refusalCell(k, d));
       tb.appendChild(tr);
     }
     $('#devices-note').textContent = st.devicesTotal > st.devices.length

@@ -428,6 +428,7 @@ void sl__h_report_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__re
 #define DEVICES_MAX_LIMIT 1000
 
 typedef struct devices_ctx {
+    sl_server *s;
     cJSON *array;
     int failed;
 } devices_ctx;
@@ -449,6 +450,15 @@ static int add_device(void *ctx, const sl_device_summary *d)
     cJSON_AddNumberToObject(o, "reported", d->reported);
     cJSON_AddNumberToObject(o, "rejected", d->rejected);
     cJSON_AddNumberToObject(o, "late", d->late);
+    {
+        /* what the device refuses, and why: its model limits, or no usable data */
+        cJSON *refusals = cJSON_AddArrayToObject(o, "refusals");
+        if (refusals == NULL ||
+            sl_store_list_refusals(c->s->store, 0, d->id, add_refusal, refusals) != SL_OK) {
+            c->failed = 1;
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -457,7 +467,7 @@ void sl__h_devices(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     char text[32];
     int64_t offset = 0, limit = 100;
     uint64_t total = 0;
-    devices_ctx ctx = {NULL, 0};
+    devices_ctx ctx = {s, NULL, 0};
     cJSON *out;
     int rc;
     (void)p;

@@ -2,6 +2,7 @@
  * metrics.c - counters and histograms of the server, the Prometheus text
  * exposition (format 0.0.4) at GET /metrics, and the health checks.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,40 @@ static int add_task(void *ctx, int64_t id)
     return 0;
 }
 
+/* The newest federated evaluation of each task: the selected devices' figures of a round's
+ * base model on their held-out samples, sample-weighted (only the metrics it has). */
+static void fed_eval_text(sl_server *s, sl__text *b, const task_ids *t)
+{
+    static const char *const names[4] = {"loss", "accuracy", "mae", "rmse"};
+    sl_store_eval_sum ev[256];
+    int64_t round[256];
+    for (size_t i = 0; i < t->n; i++)
+        if (sl_store_last_eval(s->store, t->ids[i], &round[i], &ev[i]) != SL_OK)
+            round[i] = 0;
+    head(b, "starling_federated_eval_samples", "gauge",
+         "Held-out samples the devices evaluated the newest evaluated round's base model on.");
+    for (size_t i = 0; i < t->n; i++)
+        if (round[i] > 0)
+            sl__text_printf(
+                b, "starling_federated_eval_samples{task=\"%lld\",round=\"%lld\"} %llu\n",
+                (long long)t->ids[i], (long long)round[i], (unsigned long long)ev[i].samples);
+    for (int m = 0; m < 4; m++) {
+        char name[64];
+        snprintf(name, sizeof name, "starling_federated_eval_%s", names[m]);
+        head(b, name, "gauge",
+             "The devices' sample-weighted figure of the newest evaluated round's base model.");
+        for (size_t i = 0; i < t->n; i++) {
+            double v = m == 0   ? ev[i].loss
+                       : m == 1 ? ev[i].accuracy
+                       : m == 2 ? ev[i].mae
+                                : ev[i].rmse;
+            if (round[i] > 0 && isfinite(v))
+                sl__text_printf(b, "%s{task=\"%lld\",round=\"%lld\"} %.9g\n", name,
+                                (long long)t->ids[i], (long long)round[i], v);
+        }
+    }
+}
+
 /* Rounds by state and model versions, read from the store and the engine. */
 static void rounds_text(sl_server *s, sl__text *b)
 {
@@ -144,6 +179,7 @@ static void rounds_text(sl_server *s, sl__text *b)
             sl__text_printf(b, "starling_model_version{task=\"%lld\"} %lld\n", (long long)t->ids[i],
                             (long long)ts.model_version);
     }
+    fed_eval_text(s, b, t);
     free(t);
 }
 

@@ -140,6 +140,18 @@ void sl__h_status(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
             cJSON_AddItemToObject(t, "round", sl__round_json(&st[i].round));
         else
             cJSON_AddNullToObject(t, "round");
+        {
+            /* the newest federated evaluation: the devices' figures of a round's base model */
+            sl_store_eval_sum ev;
+            int64_t round_id = 0;
+            cJSON *e;
+            if (sl_store_last_eval(s->store, st[i].task_id, &round_id, &ev) == SL_OK &&
+                round_id > 0 && sl__eval_json(t, "evaluation", &ev) == SL_OK &&
+                (e = cJSON_GetObjectItemCaseSensitive(t, "evaluation")) != NULL)
+                cJSON_AddNumberToObject(e, "round_id", (double)round_id);
+            else if (!cJSON_HasObjectItem(t, "evaluation"))
+                cJSON_AddNullToObject(t, "evaluation");
+        }
         cJSON_AddItemToArray(tasks, t);
     }
     server = cJSON_AddObjectToObject(out, "server");

@@ -240,6 +240,21 @@ static void test_contract_csv(void **state)
         free(body);
     }
     {
+        /* the status and the metrics name the newest federated evaluation */
+        sl_client_response r;
+        body = get_json(&c, "/v1/status");
+        p = strstr(body, "\"evaluation\":{\"devices\":1,");
+        if (p == NULL || strstr(p, "\"round_id\":1") == NULL)
+            fail_msg("no federated evaluation in the status: %s", body);
+        free(body);
+        ag_admin(&c, "GET", "/metrics", NULL, &r);
+        assert_int_equal(r.status, 200);
+        if (strstr((const char *)r.body,
+                   "starling_federated_eval_accuracy{task=\"1\",round=\"1\"} ") == NULL)
+            fail_msg("no federated evaluation in /metrics");
+        sl_client_response_free(&r);
+    }
+    {
         /* the contract is cached, byte for byte what the coordinator serves */
         char *cached;
         snprintf(path, sizeof path, "%s/data_contract.json", dev);
@@ -296,6 +311,26 @@ static void test_bad_data_refused(void **state)
     snprintf(src, sizeof src, "npy:%.300s/none.npy?y=%.300s/none_y.npy", dir, dir);
     snprintf(dev, sizeof dev, "%s/dev5", dir);
     refused(&c, task, src, dev, log, "none.npy");
+    {
+        /* every refusal is listed with its device: GET /v1/devices and `starling devices` */
+        char cmd[3000], out[700], line[1024];
+        int seen = 0;
+        char *body = get_json(&c, "/v1/devices?limit=10");
+        if (strstr(body, "\"refusals\":[{\"task_id\":1,\"reason\":\"no usable data: ") == NULL ||
+            strstr(body, "too few samples: ") == NULL)
+            fail_msg("the device list does not show the refusals: %s", body);
+        free(body);
+        snprintf(out, sizeof out, "%s/devices.txt", dir);
+        snprintf(cmd, sizeof cmd, "%s devices --url %s --token-file %s > %s 2>&1", SL_STARLING_BIN,
+                 c.url, c.admin_file, out);
+        assert_int_equal(system(cmd), 0);
+        f = fopen(out, "r");
+        assert_non_null(f);
+        while (fgets(line, sizeof line, f) != NULL)
+            seen += strstr(line, "refuses task 1: no usable data: ") != NULL;
+        fclose(f);
+        assert_int_equal(seen, 4);
+    }
     sl_test_rmtree(dir);
     ag_coord_close(&c);
 }

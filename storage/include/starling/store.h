@@ -227,6 +227,13 @@ typedef struct sl_store_eval_sum {
 int sl_store_round_eval(sl_store *s, int64_t round_id, sl_store_eval_sum *out);
 
 /**
+ * sl_store_last_eval - the newest round of task @task_id that has
+ * evaluations: its id into *@round_id and their aggregate into @out;
+ * *@round_id 0 (and @out zeroed, metrics NaN) when no round has any.
+ */
+int sl_store_last_eval(sl_store *s, int64_t task_id, int64_t *round_id, sl_store_eval_sum *out);
+
+/**
  * sl_store_set_refusal - record why @device_id refuses the model of
  * @task_id (its agent's limits: "the model needs 300 MB of activations ...";
  * at most SL_STORE_MAX_TEXT - 1 bytes), replacing an earlier reason; an

@@ -1,4 +1,5 @@
 /* The store: every entity's typed functions, idempotency, migrations, retention, backup. */
+#include <math.h>
 #include <pthread.h>
 #include <sqlite3.h>
 
@@ -826,6 +827,52 @@ static void test_delete_and_expired_upload(void **state)
     assert_int_equal(sl_store_get_upload(f->s, "exp-2", &got), SL_ENOENT);
 }
 
+/* Federated evaluation: one report per device and round, aggregated weighted by samples. */
+static void test_evals(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[3], last = -1, task;
+    sl_store_eval_sum sum;
+    sl_round_record r;
+    sl_store_eval a = {100, 0.5, 0.8, NAN, NAN}, b = {300, 1.0, 0.6, NAN, NAN};
+    sl_store_eval reg = {50, 4.0, NAN, 1.5, 2.0}, bad = a;
+    sl_test_store_fixture(f->s, &round_id, devices, 3);
+    assert_int_equal(sl_store_get_round(f->s, round_id, &r), SL_OK);
+    task = r.task_id;
+    assert_int_equal(sl_store_round_eval(f->s, round_id, &sum), SL_OK);
+    assert_int_equal(sum.devices, 0);
+    assert_true(isnan(sum.loss) && isnan(sum.accuracy));
+    assert_int_equal(sl_store_last_eval(f->s, task, &last, &sum), SL_OK);
+    assert_int_equal(last, 0);
+    assert_int_equal(sl_store_put_eval(f->s, round_id, devices[0], &a), SL_OK);
+    assert_int_equal(sl_store_put_eval(f->s, round_id, devices[0], &a), SL_OK); /* a retry */
+    bad.loss = 0.25;
+    assert_int_equal(sl_store_put_eval(f->s, round_id, devices[0], &bad), SL_ECONFLICT);
+    assert_int_equal(sl_store_put_eval(f->s, round_id, devices[1], &b), SL_OK);
+    assert_int_equal(sl_store_put_eval(f->s, round_id, devices[2], &reg), SL_OK);
+    /* refused values change nothing */
+    bad = a;
+    bad.samples = 0;
+    assert_int_equal(sl_store_put_eval(f->s, round_id, devices[2], &bad), SL_EINVAL);
+    bad = a;
+    bad.accuracy = 1.5;
+    assert_int_equal(sl_store_put_eval(f->s, round_id, devices[2], &bad), SL_EINVAL);
+    bad = a;
+    bad.loss = INFINITY;
+    assert_int_equal(sl_store_put_eval(f->s, round_id, devices[2], &bad), SL_EINVAL);
+    assert_int_equal(sl_store_round_eval(f->s, round_id, &sum), SL_OK);
+    assert_int_equal(sum.devices, 3);
+    assert_int_equal(sum.samples, 450);
+    /* each metric over the reports that have it, weighted by their samples */
+    assert_true(fabs((sum.loss) - ((100 * 0.5 + 300 * 1.0 + 50 * 4.0) / 450)) < 1e-12);
+    assert_true(fabs((sum.accuracy) - ((100 * 0.8 + 300 * 0.6) / 400)) < 1e-12);
+    assert_true(fabs((sum.mae) - (1.5)) < 1e-12);
+    assert_true(fabs((sum.rmse) - (2.0)) < 1e-12);
+    assert_int_equal(sl_store_last_eval(f->s, task, &last, &sum), SL_OK);
+    assert_int_equal(last, round_id);
+    assert_int_equal(sum.devices, 3);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -846,6 +893,7 @@ int main(void)
         T(test_corrupt_file),
         T(test_audit),
         T(test_locked_database),
+        T(test_evals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
