@@ -335,6 +335,173 @@ static void test_bad_data_refused(void **state)
     ag_coord_close(&c);
 }
 
+static void put_file(const char *path, const void *bytes, size_t len)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(bytes, 1, len, fp), len);
+    fclose(fp);
+}
+
+/* A .npy file of @rows x 4 float32 values (v, v+1, ...), one of them NaN when @nan. */
+static void write_npy(const char *path, int rows, int nan)
+{
+    char hdr[128];
+    float *v = malloc((size_t)rows * 4 * sizeof *v);
+    FILE *fp = fopen(path, "wb");
+    int len = snprintf(hdr + 10, sizeof hdr - 10,
+                       "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, 4), }", rows);
+    assert_non_null(fp);
+    memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+    while ((10 + len + 1) % 64 != 0)
+        hdr[10 + len++] = ' ';
+    hdr[10 + len++] = '\n';
+    hdr[8] = (char)(len & 0xff);
+    hdr[9] = (char)(len >> 8);
+    for (int i = 0; i < rows * 4; i++)
+        v[i] = (float)i;
+    if (nan)
+        v[rows * 2 + 1] = NAN;
+    assert_int_equal(fwrite(hdr, 1, (size_t)(10 + len), fp), (size_t)(10 + len));
+    assert_int_equal(fwrite(v, sizeof *v, (size_t)rows * 4, fp), (size_t)rows * 4);
+    fclose(fp);
+    free(v);
+}
+
+/* Images, audio and arrays the task's contract cannot use: refused, nothing uploaded. */
+static void test_bad_media_refused(void **state)
+{
+    char dir[512], src[1400], dev[600], log[600], path[900];
+    static const char img_contract[] =
+        "{\"input\":{\"shape\":[4]},\"label\":{\"kind\":\"class\","
+        "\"classes\":[\"setosa\",\"versicolor\",\"virginica\"]},"
+        "\"preprocess\":{\"image\":{\"width\":2,\"height\":2,\"channels\":1}}}";
+    static const char wav_contract[] =
+        "{\"input\":{\"shape\":[4]},\"label\":{\"kind\":\"class\","
+        "\"classes\":[\"setosa\",\"versicolor\",\"virginica\"]},"
+        "\"preprocess\":{\"audio\":{\"n_fft\":64,\"hop\":32,\"n_mels\":2,\"frames\":2}}}";
+    static const char npy_contract[] =
+        "{\"input\":{\"shape\":[4]},\"label\":{\"kind\":\"class\",\"classes\":3}}";
+    ag_coord c;
+    int64_t task;
+    (void)state;
+    sl_test_mkdtemp(dir, sizeof dir, "agent_bad_media");
+    snprintf(log, sizeof log, "%s/agent.log", dir);
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    {
+        /* a corrupt PNG among the class folders */
+        static const unsigned char png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n',
+                                            0,    0,   0,   13,  'I',  'H',  'D',  'R'};
+        task = ag_create_task_docs(&c, SPEC, NULL, img_contract, TASK("images"));
+        snprintf(path, sizeof path, "%s/img", dir);
+        assert_int_equal(mkdir(path, 0755), 0);
+        snprintf(path, sizeof path, "%s/img/versicolor", dir);
+        assert_int_equal(mkdir(path, 0755), 0);
+        snprintf(path, sizeof path, "%s/img/versicolor/leaf.png", dir);
+        put_file(path, png, sizeof png);
+        snprintf(src, sizeof src, "images:%.600s/img", dir);
+        snprintf(dev, sizeof dev, "%s/dev1", dir);
+        refused(&c, task, src, dev, log, "leaf.png");
+    }
+    {
+        /* a WAV at 22050 Hz where the task wants 16 kHz */
+        unsigned char wav[44 + 200];
+        uint32_t rate = 22050, brate = 44100, size = 200, riff = 36 + 200;
+        memset(wav, 0, sizeof wav);
+        memcpy(wav, "RIFF", 4);
+        memcpy(wav + 4, &riff, 4);
+        memcpy(wav + 8, "WAVEfmt ", 8);
+        wav[16] = 16;
+        wav[20] = 1; /* PCM */
+        wav[22] = 1; /* mono */
+        memcpy(wav + 24, &rate, 4);
+        memcpy(wav + 28, &brate, 4);
+        wav[32] = 2;
+        wav[34] = 16;
+        memcpy(wav + 36, "data", 4);
+        memcpy(wav + 40, &size, 4);
+        task = ag_create_task_docs(&c, SPEC, NULL, wav_contract, TASK("audio"));
+        snprintf(path, sizeof path, "%s/wav", dir);
+        assert_int_equal(mkdir(path, 0755), 0);
+        snprintf(path, sizeof path, "%s/wav/setosa", dir);
+        assert_int_equal(mkdir(path, 0755), 0);
+        snprintf(path, sizeof path, "%s/wav/setosa/hello.wav", dir);
+        put_file(path, wav, sizeof wav);
+        snprintf(src, sizeof src, "wav:%.600s/wav", dir);
+        snprintf(dev, sizeof dev, "%s/dev2", dir);
+        refused(&c, task, src, dev, log, "22050 Hz; the task wants 16000 Hz");
+    }
+    {
+        /* NumPy arrays: a NaN; then labels outside the task's classes */
+        int64_t y[40];
+        char ypath[900];
+        task = ag_create_task_docs(&c, SPEC, NULL, npy_contract, TASK("arrays"));
+        snprintf(path, sizeof path, "%s/x.npy", dir);
+        snprintf(ypath, sizeof ypath, "%s/y.npy", dir);
+        write_npy(path, 40, 1);
+        {
+            char hdr[128];
+            int len = snprintf(hdr + 10, sizeof hdr - 10,
+                               "{'descr': '<i8', 'fortran_order': False, 'shape': (40,), }");
+            FILE *fp = fopen(ypath, "wb");
+            assert_non_null(fp);
+            memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+            while ((10 + len + 1) % 64 != 0)
+                hdr[10 + len++] = ' ';
+            hdr[10 + len++] = '\n';
+            hdr[8] = (char)len;
+            hdr[9] = 0;
+            for (int i = 0; i < 40; i++)
+                y[i] = i % 3;
+            y[7] = 5;
+            assert_int_equal(fwrite(hdr, 1, (size_t)(10 + len), fp), (size_t)(10 + len));
+            assert_int_equal(fwrite(y, sizeof *y, 40, fp), 40);
+            fclose(fp);
+        }
+        snprintf(src, sizeof src, "npy:%.400s?y=%.400s", path, ypath);
+        snprintf(dev, sizeof dev, "%s/dev3", dir);
+        refused(&c, task, src, dev, log, "x.npy");
+        write_npy(path, 40, 0);
+        snprintf(dev, sizeof dev, "%s/dev4", dir);
+        refused(&c, task, src, dev, log, "outside the task's 3 classes");
+    }
+    sl_test_rmtree(dir);
+    ag_coord_close(&c);
+}
+
+/* A contract the model does not fit: the device says so (the coordinator does not read
+ * specs), nothing is uploaded. */
+static void test_model_does_not_fit(void **state)
+{
+    char dir[512], csv[600], src[700], dev[600], log[600];
+    static const char three[] = "{\"input\":{\"features\":[\"petal\",\"sepal\",\"stem\"]},"
+                                "\"label\":{\"kind\":\"class\",\"column\":\"species\","
+                                "\"classes\":[\"setosa\",\"versicolor\",\"virginica\"]}}";
+    static const char four_classes[] =
+        "{\"input\":{\"features\":[\"petal\",\"sepal\",\"stem\",\"leaf\"]},"
+        "\"label\":{\"kind\":\"class\",\"column\":\"species\","
+        "\"classes\":[\"setosa\",\"versicolor\",\"virginica\",\"rose\"]}}";
+    ag_coord c;
+    int64_t task;
+    (void)state;
+    sl_test_mkdtemp(dir, sizeof dir, "agent_fit");
+    snprintf(csv, sizeof csv, "%s/flowers.csv", dir);
+    snprintf(log, sizeof log, "%s/agent.log", dir);
+    write_csv(csv, 60);
+    snprintf(src, sizeof src, "csv:%s", csv);
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    task = ag_create_task_docs(&c, SPEC, NULL, three, TASK("three"));
+    snprintf(dev, sizeof dev, "%s/dev1", dir);
+    refused(&c, task, src, dev, log,
+            "the model takes 4 values per sample; the task's data "
+            "contract makes 3");
+    task = ag_create_task_docs(&c, SPEC, NULL, four_classes, TASK("four"));
+    snprintf(dev, sizeof dev, "%s/dev2", dir);
+    refused(&c, task, src, dev, log, "4 classes need a cross_entropy model of 4 outputs");
+    sl_test_rmtree(dir);
+    ag_coord_close(&c);
+}
+
 /* Wait until @device has @n updates of @task stored; their samples into @out. */
 static void wait_updates(const ag_coord *c, int64_t task, int64_t device, size_t n, int64_t *out,
                          const char *log)
@@ -403,6 +570,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contract_csv),
         cmocka_unit_test(test_bad_data_refused),
+        cmocka_unit_test(test_bad_media_refused),
+        cmocka_unit_test(test_model_does_not_fit),
         cmocka_unit_test(test_growth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
