@@ -36,7 +36,11 @@ static int fail(parser *ps, const char *path, const char *fmt, ...)
     return SL_EINVAL;
 }
 
-/* Every member of @obj is one of @keys (NULL-terminated). */
+/*
+ * Every member of @obj is one of @keys (NULL-terminated), once: cJSON keeps
+ * both of a repeated name and finds the first, where another reader of the
+ * same document may take the last.
+ */
 static int only_keys(parser *ps, const cJSON *obj, const char *path, const char *const *keys)
 {
     const cJSON *it;
@@ -47,6 +51,9 @@ static int only_keys(parser *ps, const cJSON *obj, const char *path, const char 
             i++;
         if (keys[i] == NULL)
             return fail(ps, path, "unknown member \"%s\"", it->string);
+        for (const cJSON *before = obj->child; before != it; before = before->next)
+            if (strcmp(before->string, it->string) == 0)
+                return fail(ps, path, "member \"%s\" given twice", it->string);
     }
     return SL_OK;
 }
@@ -103,12 +110,32 @@ static int num_of(parser *ps, const cJSON *obj, const char *key, const char *pat
     return SL_OK;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * @n names sorted into a new array (NULL: out of memory). Names are compared
+ * sorted, not pairwise: up to SL_CONTRACT_MAX_NAMES of them, pairs would take
+ * seconds on a device.
+ */
+static char **sorted_names(char *const *names, size_t n)
+{
+    char **sorted = malloc(n * sizeof *sorted);
+    if (sorted != NULL) {
+        memcpy(sorted, names, n * sizeof *sorted);
+        qsort(sorted, n, sizeof *sorted, cmp_name);
+    }
+    return sorted;
+}
+
 /* A non-empty array of distinct, non-empty strings into *@out (owned by the contract). */
 static int names_of(parser *ps, const cJSON *v, const char *path, char ***out, size_t *n)
 {
-    int count, i = 0;
+    int count, i = 0, rc = SL_OK;
     const cJSON *it;
-    char **names;
+    char **names, **sorted;
     if (!cJSON_IsArray(v) || (count = cJSON_GetArraySize(v)) < 1 ||
         (unsigned)count > SL_CONTRACT_MAX_NAMES)
         return fail(ps, path, "must be an array of 1 to %u names", SL_CONTRACT_MAX_NAMES);
@@ -121,15 +148,18 @@ static int names_of(parser *ps, const cJSON *v, const char *path, char ***out, s
     {
         if (!cJSON_IsString(it) || it->valuestring[0] == '\0' || strlen(it->valuestring) > 256)
             return fail(ps, path, "entry %d must be a non-empty name of at most 256 bytes", i);
-        for (int j = 0; j < i; j++)
-            if (strcmp(names[j], it->valuestring) == 0)
-                return fail(ps, path, "\"%s\" is named twice", it->valuestring);
         names[i] = strdup(it->valuestring);
         if (names[i] == NULL)
             return SL_ENOMEM;
         i++;
     }
-    return SL_OK;
+    if ((sorted = sorted_names(names, (size_t)count)) == NULL)
+        return SL_ENOMEM;
+    for (i = 1; i < count && rc == SL_OK; i++)
+        if (strcmp(sorted[i - 1], sorted[i]) == 0)
+            rc = fail(ps, path, "\"%s\" is named twice", sorted[i]);
+    free(sorted);
+    return rc;
 }
 
 /* "column": "y" or "columns": [...] of the label. */
@@ -151,10 +181,19 @@ static int label_columns(parser *ps, const cJSON *label)
         if (rc != SL_OK)
             return rc;
     }
-    for (size_t i = 0; i < c->nlabel_columns; i++)
-        for (size_t j = 0; j < c->nfeatures; j++)
-            if (strcmp(c->label_columns[i], c->features[j]) == 0)
-                return fail(ps, "label", "\"%s\" is a feature and a label column", c->features[j]);
+    if (c->nlabel_columns > 0 && c->nfeatures > 0) {
+        char **features = sorted_names(c->features, c->nfeatures);
+        int rc = SL_OK;
+        if (features == NULL)
+            return SL_ENOMEM;
+        for (size_t i = 0; i < c->nlabel_columns && rc == SL_OK; i++)
+            if (bsearch(&c->label_columns[i], features, c->nfeatures, sizeof *features, cmp_name) !=
+                NULL)
+                rc = fail(ps, "label", "\"%s\" is a feature and a label column",
+                          c->label_columns[i]);
+        free(features);
+        return rc;
+    }
     return SL_OK;
 }
 
@@ -264,8 +303,9 @@ static int parse_input(parser *ps, const cJSON *root)
 /* One finite number (above 0 when @positive) into @out, else SL_EINVAL naming entry @i. */
 static int float_at(parser *ps, const cJSON *it, const char *path, int i, int positive, float *out)
 {
+    /* above 0 as stored: 1e-50 is a double above 0 and a float of 0 */
     if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || fabs(it->valuedouble) > 3.0e38 ||
-        (positive && !(it->valuedouble > 0)))
+        (positive && !((float)it->valuedouble > 0)))
         return fail(ps, path, "entry %d must be a finite number%s", i, positive ? " above 0" : "");
     *out = (float)it->valuedouble;
     return SL_OK;
@@ -340,7 +380,8 @@ static int parse_audio(parser *ps, const cJSON *a)
     if (mels > fft / 2 + 1)
         return fail(ps, "preprocess.audio.n_mels", "%zu mel bands need n_fft >= %zu", mels,
                     2 * (mels - 1));
-    if (!(fmin < fmax) || fmax > (double)rate / 2)
+    /* compared as stored: 7999.9999999 and 8000 are one float, and sl_logmel wants fmin < fmax */
+    if (!((float)fmin < (float)fmax) || fmax > (double)rate / 2)
         return fail(ps, "preprocess.audio", "needs 0 <= fmin < fmax <= sample_rate / 2");
     c->raw = SL_RAW_AUDIO;
     c->sample_rate = (unsigned)rate;
@@ -514,6 +555,7 @@ int sl_contract_parse(const char *text, size_t len, sl_contract **out, char *err
     static const char *const keys[] = {"contract",    "input",      "label", "preprocess",
                                        "min_samples", "evaluation", NULL};
     const cJSON *ev;
+    const char *end = text;
     cJSON *root;
     size_t version;
     int rc;
@@ -526,8 +568,11 @@ int sl_contract_parse(const char *text, size_t len, sl_contract **out, char *err
             snprintf(err, errcap, "data contract: larger than %zu bytes", SL_CONTRACT_MAX_BYTES);
         return SL_ETOOBIG;
     }
-    root = cJSON_ParseWithLength(text, len);
-    if (root == NULL || !cJSON_IsObject(root)) {
+    root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    /* cJSON stops after the value: what follows it must be white space */
+    while (root != NULL && end < text + len && (unsigned char)*end <= ' ')
+        end++;
+    if (root == NULL || !cJSON_IsObject(root) || end != text + len) {
         if (err != NULL && errcap > 0)
             snprintf(err, errcap, "data contract: not a JSON object");
         cJSON_Delete(root);
@@ -549,7 +594,7 @@ int sl_contract_parse(const char *text, size_t len, sl_contract **out, char *err
     if (ev != NULL) {
         static const char *const ekeys[] = {"share", NULL};
         if ((rc = only_keys(&ps, ev, "evaluation", ekeys)) != SL_OK ||
-            (rc = num_of(&ps, ev, "share", "evaluation.share", 0, 0.9, 0.2, &ps.c->eval_share)) !=
+            (rc = num_of(&ps, ev, "share", "evaluation.share", 0, 0.9, 0, &ps.c->eval_share)) !=
                 SL_OK)
             goto done;
     }

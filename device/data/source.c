@@ -56,8 +56,9 @@ struct sl_source {
     /* folder sources: the files taken, sorted; the classes' folders */
     char **seen;
     size_t nseen, capseen;
-    float *pcm; /* a clip's samples (wav:) */
-    int failed; /* a read refused: every later one refuses with @why */
+    float *pcm;     /* a clip's samples (wav:) */
+    uint64_t taken; /* samples returned so far */
+    int failed;     /* a read refused: every later one refuses with @why */
     int why_rc;
     char why[512];
 };
@@ -444,6 +445,8 @@ static int read_rows(sl_source *s, size_t max, size_t *n, char *err, size_t cap)
     const sl_contract *c = s->c;
     char why[512];
     size_t got = 0, extra = c->tdim > 1 ? c->tdim - 1 : 0;
+    /* the rows before these, for the reasons below (the readers count their own) */
+    uint64_t before = s->k == K_NPY ? s->npy_next : s->k == K_IDX ? s->idx_next : s->rows_seen;
     int64_t last;
     int rc = SL_OK;
     switch (s->k) {
@@ -483,7 +486,7 @@ static int read_rows(sl_source *s, size_t max, size_t *n, char *err, size_t cap)
             memmove(s->rx + i * c->raw_size, s->rx + i * s->row_vals, c->raw_size * sizeof *s->rx);
     }
     for (size_t i = 0; i < got; i++) {
-        uint64_t row = (s->k == K_NPY ? s->npy_next : s->rows_seen) + i + 1;
+        uint64_t row = before + i + 1;
         if ((rc = check_label(s, s->ry + i * c->tdim, row, err, cap)) != SL_OK)
             return rc;
     }
@@ -624,10 +627,15 @@ static int take(sl_source *s, const char *rel)
 /* The class folders of @dir: each must be one of the contract's classes. */
 static int check_folders(sl_source *s, char *err, size_t cap)
 {
-    DIR *d = opendir(s->path);
+    DIR *d;
     struct dirent *e;
     size_t classes = 0;
-    if (d == NULL)
+    /* "..", "." or "a/b" would take files from outside the class folders */
+    for (size_t k = 0; k < s->c->nclasses; k++)
+        if (s->c->classes[k][0] == '.' || strchr(s->c->classes[k], '/') != NULL)
+            return say(err, cap, SL_EINVAL, "%s: class \"%s\" cannot be a folder's name", s->path,
+                       s->c->classes[k]);
+    if ((d = opendir(s->path)) == NULL)
         return say(err, cap, errno == ENOENT ? SL_ENOENT : SL_EIO, "%s: cannot open the folder",
                    s->path);
     while ((e = readdir(d)) != NULL) {
@@ -639,9 +647,11 @@ static int check_folders(sl_source *s, char *err, size_t cap)
         if (stat(sub, &st) != 0 || !S_ISDIR(st.st_mode))
             continue; /* files beside the class folders are not samples */
         if (sl_contract_class(s->c, e->d_name) < 0) {
+            /* the reason first: e->d_name lives in @d */
+            say(err, cap, SL_ERANGE, "%s: folder \"%s\" is not one of the task's classes", s->path,
+                e->d_name);
             closedir(d);
-            return say(err, cap, SL_ERANGE, "%s: folder \"%s\" is not one of the task's classes",
-                       s->path, e->d_name);
+            return SL_ERANGE;
         }
         classes++;
     }
@@ -788,6 +798,12 @@ int sl_source_open(const char *uri, const sl_contract *c, sl_source **out, char 
         return say(
             err, errcap, SL_EINVAL,
             "\"%s\": a data source is csv:, npy:, npz:, idx:, images:, wav: or sqlite:", uri);
+    /* before a row source's own checks, whose reason (a row's size) would mislead */
+    if ((c->raw == SL_RAW_IMAGE || c->raw == SL_RAW_AUDIO) && strncmp(uri, "images:", 7) != 0 &&
+        strncmp(uri, "wav:", 4) != 0)
+        return say(err, errcap, SL_EINVAL,
+                   "%s: the task's samples are %s; this source gives rows of values", uri,
+                   c->raw == SL_RAW_IMAGE ? "images (images:DIR)" : "audio clips (wav:DIR)");
     if ((s = calloc(1, sizeof *s)) == NULL)
         return SL_ENOMEM;
     s->c = c;
@@ -823,12 +839,8 @@ int sl_source_open(const char *uri, const sl_contract *c, sl_source **out, char 
             rc = SL_ENOMEM;
     }
     if (rc == SL_OK && s->k != K_IMAGES && s->k != K_WAV) {
-        if (c->raw == SL_RAW_IMAGE || c->raw == SL_RAW_AUDIO)
-            rc = say(err, errcap, SL_EINVAL,
-                     "%s: the task's samples are %s; this source gives rows of values", s->path,
-                     c->raw == SL_RAW_IMAGE ? "images (images:DIR)" : "audio clips (wav:DIR)");
-        else if ((s->rx = malloc(CHUNK_ROWS * (s->row_vals + c->tdim) * sizeof *s->rx)) == NULL ||
-                 (s->ry = malloc(CHUNK_ROWS * c->tdim * sizeof *s->ry)) == NULL)
+        if ((s->rx = malloc(CHUNK_ROWS * (s->row_vals + c->tdim) * sizeof *s->rx)) == NULL ||
+            (s->ry = malloc(CHUNK_ROWS * c->tdim * sizeof *s->ry)) == NULL)
             rc = SL_ENOMEM;
         else if (c->raw == SL_RAW_SERIES &&
                  ((s->ring = malloc(c->window * c->raw_size * sizeof *s->ring)) == NULL ||
@@ -868,6 +880,21 @@ int sl_source_read(sl_source *s, float *x, float *y, size_t max, size_t *n, char
         return say(err, errcap, rc, "%s", s->why);
     }
     sl_contract_finish(s->c, x, got);
+    /* a finite raw value can overflow the contract's scale or a tiny std: refused like a raw
+     * non-finite value, never trained on */
+    for (size_t i = 0; i < got * s->c->sample_size; i++) {
+        if (!isfinite(x[i])) {
+            s->failed = 1;
+            s->why_rc = SL_ENONFINITE;
+            say(s->why, sizeof s->why, SL_ENONFINITE,
+                "%s: sample %llu, value %zu: not finite after the contract's "
+                "scale and standardize",
+                s->path, (unsigned long long)(s->taken + i / s->c->sample_size + 1),
+                i % s->c->sample_size);
+            return say(err, errcap, SL_ENONFINITE, "%s", s->why);
+        }
+    }
+    s->taken += got;
     *n = got;
     return SL_OK;
 }

@@ -93,7 +93,8 @@ typedef struct sl_contract {
 
 /**
  * sl_contract_parse - parse and check the JSON contract @text (@len bytes,
- * need not be NUL-terminated). Every member is checked: unknown members,
+ * need not be NUL-terminated; white space may follow the object, nothing
+ * else). Every member is checked: unknown members, members given twice,
  * wrong types, sizes that disagree (shape against features, image, window or
  * log-mel; standardisation lengths; label columns against the kind), a
  * std <= 0, non-finite numbers. Returns SL_OK and *@out, or SL_ESYNTAX (not

@@ -16,7 +16,8 @@
  *       or savez_compressed); members "x" and "y" by default.
  *   idx:DIR   Fashion-MNIST's training files (train-images-idx3-ubyte and
  *       train-labels-idx1-ubyte, plain or .gz) in DIR; pixel values 0..255.
- *   images:DIR   one subfolder per class, named as the contract's class;
+ *   images:DIR   one subfolder per class, named as the contract's class
+ *       (a contract with a class named ".*" or holding a '/' is refused);
  *       PNG and JPEG files (by their signature) decoded, converted and
  *       resized to the contract's image, values 0..255.
  *   wav:DIR   one subfolder per class; 16-bit mono PCM WAV files at the
