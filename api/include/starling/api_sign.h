@@ -102,6 +102,72 @@ void sl_nonce_cache_free(sl_nonce_cache *c);
 int sl_nonce_check(sl_nonce_cache *c, int64_t device_id, const char *nonce, int64_t timestamp_ms,
                    int64_t now_ms);
 
+/* ------------------------------------------------------------------------ */
+/* Sessions (api/common/session.c)                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A device request under a session carries X-Starling-Device,
+ * X-Starling-Timestamp and X-Starling-Nonce as a signed one does, the
+ * session's token in X-Starling-Session and, instead of X-Starling-Signature,
+ * X-Starling-Mac: base64 of HMAC-SHA256 under the session's key of
+ *   "STARLING-S1\n" TOKEN "\n" METHOD "\n" PATH-WITH-QUERY "\n" TIMESTAMP "\n"
+ *   NONCE "\n" lowercase-hex(SHA-256(body))
+ * The token is "s1.<epoch>.<device>.<expires_ms>.<id: 32 lowercase hex>";
+ * the key is HKDF-SHA256(salt "starling-session-v1", the coordinator's secret
+ * of that epoch, info = the token): bound to the device, the expiry, the
+ * epoch and the id, and never stored.
+ */
+#define SL_HDR_SESSION         "X-Starling-Session"
+#define SL_HDR_MAC             "X-Starling-Mac"
+#define SL_SESSION_SECRET_LEN  32
+#define SL_SESSION_KEY_LEN     32
+#define SL_SESSION_ID_LEN      16
+#define SL_SESSION_TOKEN_MAX   96 /* bytes of a token, its NUL included */
+#define SL_SESSION_MAC_B64_MAX 48
+
+/** A session, as its token names it. */
+typedef struct sl_session {
+    uint32_t epoch;                /* which coordinator secret derives its key */
+    int64_t device_id;             /* the device it belongs to */
+    int64_t expires_ms;            /* wall-clock ms after which it is refused */
+    uint8_t id[SL_SESSION_ID_LEN]; /* random */
+} sl_session;
+
+/** sl_session_token - @s as its token (at most SL_SESSION_TOKEN_MAX bytes) into @out. */
+int sl_session_token(const sl_session *s, char *out, size_t cap);
+
+/**
+ * sl_session_parse - a token into @out. One spelling per session: no signs,
+ * no leading zeros, lowercase hex. Returns SL_OK or SL_ESYNTAX.
+ */
+int sl_session_parse(const char *token, sl_session *out);
+
+/**
+ * sl_session_key - the session key of @token under the epoch's @secret
+ * (HKDF-SHA256). Returns SL_OK, SL_EINVAL, SL_EIO.
+ */
+int sl_session_key(const uint8_t secret[SL_SESSION_SECRET_LEN], const char *token,
+                   uint8_t key[SL_SESSION_KEY_LEN]);
+
+/**
+ * sl_session_mac - the base64 HMAC of a request's canonical string under
+ * @key into @mac (at least SL_SESSION_MAC_B64_MAX bytes). Fields may not be
+ * empty or hold a newline (SL_EINVAL).
+ */
+int sl_session_mac(const uint8_t key[SL_SESSION_KEY_LEN], const char *token, const char *method,
+                   const char *path, int64_t timestamp_ms, const char *nonce,
+                   const uint8_t body_sha256[32], char *mac, size_t cap);
+
+/**
+ * sl_session_verify - check @mac against the request, in constant time.
+ * Returns SL_OK, SL_EPERM (another MAC), SL_ESYNTAX (malformed MAC or
+ * fields). Thread-safe.
+ */
+int sl_session_verify(const uint8_t key[SL_SESSION_KEY_LEN], const char *token, const char *method,
+                      const char *path, int64_t timestamp_ms, const char *nonce,
+                      const uint8_t body_sha256[32], const char *mac);
+
 /** sl_base64_encode / _decode - standard alphabet with padding; decode rejects junk. */
 int sl_base64_encode(const uint8_t *in, size_t len, char *out, size_t cap);
 int sl_base64_decode(const char *in, uint8_t *out, size_t cap, size_t *len);
