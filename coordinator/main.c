@@ -58,6 +58,8 @@ static const sl_config_spec specs[] = {
      "allowed clock skew of signed requests"},
     {"upload_ttl", SL_CONFIG_DURATION, "24h", 1000, 2592000000.0,
      "upload sessions expire after this"},
+    {"session_ttl", SL_CONFIG_DURATION, "1h", 1000, 2592000000.0,
+     "how long a device session lasts (one ECDSA handshake, then HMAC-signed requests)"},
     {"model_cache", SL_CONFIG_SIZE, "64M", 0, 17179869184.0, "memory for encoded models"},
     {"log_level", SL_CONFIG_STRING, "info", 0, 0, "error, warn, info, debug or trace"},
     {"grace", SL_CONFIG_DURATION, "10s", 0, 3600000,
@@ -176,6 +178,7 @@ int main(int argc, char **argv)
     so.device_burst = d;
     sl_config_get_duration_ms(cfg, "timestamp_window", &so.timestamp_window_ms);
     sl_config_get_duration_ms(cfg, "upload_ttl", &so.upload_ttl_ms);
+    sl_config_get_duration_ms(cfg, "session_ttl", &so.session_ttl_ms);
     sl_config_get_size(cfg, "model_cache", &size);
     so.model_cache_bytes = size > SIZE_MAX ? SIZE_MAX : (size_t)size;
     sl_config_get_duration_ms(cfg, "grace", &grace);

@@ -110,6 +110,20 @@ static const char *const migrations[] = {
      "  rmse REAL,"
      "  at INTEGER NOT NULL,"
      "  PRIMARY KEY (round_id, device_id));"),
+    /* 5 -> 6: device sessions (#20): the coordinator's session secrets by epoch, and the
+     * sessions it issued (their keys are derived, never stored), for listing and revocation */
+    ("CREATE TABLE session_secrets ("
+     "  epoch INTEGER PRIMARY KEY,"
+     "  secret BLOB NOT NULL CHECK (length(secret) = 32),"
+     "  created_at INTEGER NOT NULL);"
+     "CREATE TABLE sessions ("
+     "  id TEXT PRIMARY KEY,"
+     "  device_id INTEGER NOT NULL REFERENCES devices(id),"
+     "  epoch INTEGER NOT NULL,"
+     "  issued_at INTEGER NOT NULL,"
+     "  expires_at INTEGER NOT NULL,"
+     "  revoked_at INTEGER);"
+     "CREATE INDEX sessions_device ON sessions(device_id, expires_at);"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "client_int.h"
 
 /* ------------------------------------------------------------------------ */
@@ -122,6 +124,7 @@ int sl_client_create(const sl_client_options *o, sl_client **out)
     }
     c->device_id = o->device_id;
     c->device_key = o->device_key;
+    c->use_sessions = o->use_sessions && o->device_key != NULL;
     c->clock = o->clock;
     c->sleep = o->sleep != NULL ? o->sleep : sleep_real;
     c->sleep_ctx = o->sleep_ctx;
@@ -240,13 +243,97 @@ void sl__client_backoff(sl_client *c, unsigned failures, int64_t retry_after_s)
     c->sleep(c->sleep_ctx, delay);
 }
 
+/* ---- device sessions ------------------------------------------------------------------ */
+
+#define SESSION_MARGIN_MS 60000 /* renew this long before the session expires */
+
+/* Open a session with one signed POST /v1/sessions; on any failure, requests stay signed. */
+static void open_session(sl_client *c)
+{
+    sl__request rq = {.method = "POST", .path = "/v1/sessions", .force_signature = 1};
+    sl_client_response r;
+    cJSON *doc = NULL;
+    const cJSON *token, *key, *exp;
+    size_t len = 0;
+    int retryable = 0;
+    c->have_session = 0;
+    if (sl__client_attempt(c, &rq, &r, &retryable) != SL_OK)
+        return;
+    if (r.status == 201)
+        doc = cJSON_ParseWithLength((const char *)r.body, r.body_len);
+    token = cJSON_GetObjectItemCaseSensitive(doc, "token");
+    key = cJSON_GetObjectItemCaseSensitive(doc, "key");
+    exp = cJSON_GetObjectItemCaseSensitive(doc, "expires_at_ms");
+    if (cJSON_IsString(token) && cJSON_IsString(key) && cJSON_IsNumber(exp) &&
+        strlen(token->valuestring) < sizeof c->sess_token &&
+        sl_base64_decode(key->valuestring, c->sess_key, sizeof c->sess_key, &len) == SL_OK &&
+        len == sizeof c->sess_key) {
+        snprintf(c->sess_token, sizeof c->sess_token, "%s", token->valuestring);
+        c->sess_expires_ms = (int64_t)exp->valuedouble;
+        c->have_session = 1;
+        c->sessions_opened++;
+    } else {
+        sl_log(SL_LOG_INFO, "client", "no session (HTTP %ld): requests stay signed", r.status);
+    }
+    if (key != NULL && cJSON_IsString(key))
+        memset(key->valuestring, 0, strlen(key->valuestring));
+    cJSON_Delete(doc);
+    if (r.body != NULL)
+        memset(r.body, 0, r.body_len);
+    sl_client_response_free(&r);
+}
+
+/* A session fresh enough for the next request, opened or renewed when it is not. */
+static void ensure_session(sl_client *c, const sl__request *rq)
+{
+    int64_t now = sl_clock_wall_ns(c->clock) / 1000000;
+    if (!c->use_sessions || rq->force_signature)
+        return;
+    if (!c->have_session || now >= c->sess_expires_ms - SESSION_MARGIN_MS)
+        open_session(c);
+}
+
+/* A 401 whose problem type says the session ended (expired, revoked, an epoch retired). */
+static int session_ended(const sl_client_response *r)
+{
+    return r->status == 401 && r->body != NULL &&
+           (memmem(r->body, r->body_len, "session-expired", 15) != NULL ||
+            memmem(r->body, r->body_len, "session-revoked", 15) != NULL ||
+            memmem(r->body, r->body_len, "session-invalid", 15) != NULL);
+}
+
+void sl_client_drop_session(sl_client *c)
+{
+    if (c == NULL)
+        return;
+    c->have_session = 0;
+    memset(c->sess_key, 0, sizeof c->sess_key);
+}
+
+uint64_t sl_client_sessions_opened(const sl_client *c)
+{
+    return c != NULL ? c->sessions_opened : 0;
+}
+
 int sl__client_send(sl_client *c, const sl__request *rq, sl_client_response *out)
 {
+    int renewed = 0;
     for (unsigned attempt = 1;; attempt++) {
         sl_client_response r;
-        int retryable = 0;
-        int rc = sl__client_attempt(c, rq, &r, &retryable);
-        int last = attempt >= c->max_attempts;
+        int retryable = 0, rc, last;
+        ensure_session(c, rq);
+        rc = sl__client_attempt(c, rq, &r, &retryable);
+        if (rc == SL_OK && c->have_session && !renewed && session_ended(&r)) {
+            /* once per request: a new session, and the same request again at once */
+            sl_log(SL_LOG_INFO, "client", "%s %s: the session ended; opening a new one", rq->method,
+                   rq->path);
+            sl_client_response_free(&r);
+            sl_client_drop_session(c);
+            renewed = 1;
+            attempt--;
+            continue;
+        }
+        last = attempt >= c->max_attempts;
         if (!retryable || last) {
             if (rc == SL_OK) {
                 r.attempts = attempt;

@@ -39,6 +39,15 @@ struct sl_client {
     size_t max_response_bytes;
     size_t max_download_bytes;
     size_t upload_chunk_bytes;
+    /* device sessions (api_sign.h): opened with one signed POST /v1/sessions, then requests
+     * carry an HMAC under the session's key; renewed before expiry and after a 401 that says
+     * the session ended */
+    int use_sessions;
+    int have_session;
+    char sess_token[SL_SESSION_TOKEN_MAX];
+    uint8_t sess_key[SL_SESSION_KEY_LEN];
+    int64_t sess_expires_ms;
+    uint64_t sessions_opened;
 };
 
 /* sl__text_ok - 1 when @s has no control characters (a header value must not break lines). */
@@ -69,6 +78,7 @@ typedef struct sl__request {
     const char *const *headers; /* NULL-terminated "Name: value", or NULL */
     sl__sink *sink;             /* NULL: body into the response */
     size_t max_body;            /* 0: the client's max_response_bytes */
+    int force_signature;        /* signed with the device key even when a session is held */
 } sl__request;
 
 /*

@@ -221,8 +221,9 @@ static int path_ok(const char *p)
 /* Extra headers may not break lines or speak for the client's identity. */
 static int extra_header_ok(const char *h)
 {
-    static const char *const reserved[] = {SL_HDR_DEVICE, SL_HDR_TIMESTAMP, SL_HDR_NONCE,
-                                           SL_HDR_SIGNATURE, "Authorization"};
+    static const char *const reserved[] = {SL_HDR_DEVICE,    SL_HDR_TIMESTAMP, SL_HDR_NONCE,
+                                           SL_HDR_SIGNATURE, SL_HDR_SESSION,   SL_HDR_MAC,
+                                           "Authorization"};
     const char *colon = strchr(h, ':');
     if (colon == NULL || colon == h || !sl__text_ok(h))
         return 0;
@@ -274,6 +275,37 @@ static int add_signature(sl_client *c, const sl__request *rq, const uint8_t body
     return add_header(list, line);
 }
 
+/* The session headers of api_sign.h for this attempt: the token and the HMAC. */
+static int add_session_mac(sl_client *c, const sl__request *rq, const uint8_t body_sha[32],
+                           struct curl_slist **list)
+{
+    char path[SL__URL_MAX + SL__PATH_MAX + 1], nonce[33], mac[SL_SESSION_MAC_B64_MAX];
+    char line[SL_SESSION_TOKEN_MAX + 64];
+    int n = snprintf(path, sizeof path, "%s%s", c->prefix, rq->path);
+    int64_t ts = sl_clock_wall_ns(c->clock) / 1000000;
+    int rc;
+    if (n < 0 || (size_t)n >= sizeof path)
+        return SL_EINVAL;
+    if ((rc = sl_nonce_new(nonce, sizeof nonce)) != SL_OK ||
+        (rc = sl_session_mac(c->sess_key, c->sess_token, rq->method, path, ts, nonce, body_sha, mac,
+                             sizeof mac)) != SL_OK)
+        return rc;
+    snprintf(line, sizeof line, "%s: %" PRId64, SL_HDR_DEVICE, c->device_id);
+    if ((rc = add_header(list, line)) != SL_OK)
+        return rc;
+    snprintf(line, sizeof line, "%s: %" PRId64, SL_HDR_TIMESTAMP, ts);
+    if ((rc = add_header(list, line)) != SL_OK)
+        return rc;
+    snprintf(line, sizeof line, "%s: %s", SL_HDR_NONCE, nonce);
+    if ((rc = add_header(list, line)) != SL_OK)
+        return rc;
+    snprintf(line, sizeof line, "%s: %s", SL_HDR_SESSION, c->sess_token);
+    if ((rc = add_header(list, line)) != SL_OK)
+        return rc;
+    snprintf(line, sizeof line, "%s: %s", SL_HDR_MAC, mac);
+    return add_header(list, line);
+}
+
 static int build_headers(sl_client *c, const sl__request *rq, const uint8_t body_sha[32],
                          struct curl_slist **out)
 {
@@ -304,7 +336,8 @@ static int build_headers(sl_client *c, const sl__request *rq, const uint8_t body
         }
     }
     if (rc == SL_OK && c->device_key != NULL)
-        rc = add_signature(c, rq, body_sha, &list);
+        rc = c->have_session && !rq->force_signature ? add_session_mac(c, rq, body_sha, &list)
+                                                     : add_signature(c, rq, body_sha, &list);
     if (rc != SL_OK) {
         curl_slist_free_all(list);
         return rc;

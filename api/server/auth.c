@@ -27,21 +27,33 @@ int sl__auth_device(sl_server *s, sl__req *rq, sl__resp *rs)
     const char *ts = sl__req_header(rq, SL_HDR_TIMESTAMP);
     const char *nonce = sl__req_header(rq, SL_HDR_NONCE);
     const char *sig = sl__req_header(rq, SL_HDR_SIGNATURE);
+    const char *session = sl__req_header(rq, SL_HDR_SESSION);
     sl_device_record rec;
     int64_t device, stamp, now, retry;
     uint8_t digest[32];
     int rc;
 
-    if (dev == NULL || ts == NULL || nonce == NULL || sig == NULL)
+    if (dev == NULL || ts == NULL || nonce == NULL || (sig == NULL && session == NULL))
         return deny(s, rq, rs,
-                    "a signed request needs the headers " SL_HDR_DEVICE ", " SL_HDR_TIMESTAMP
-                    ", " SL_HDR_NONCE " and " SL_HDR_SIGNATURE);
+                    "a device request needs the headers " SL_HDR_DEVICE ", " SL_HDR_TIMESTAMP
+                    ", " SL_HDR_NONCE " and " SL_HDR_SIGNATURE " (or " SL_HDR_SESSION
+                    " and " SL_HDR_MAC ")");
+    if (sig != NULL && session != NULL)
+        return deny(s, rq, rs,
+                    "a request is signed or under a session, not both: drop " SL_HDR_SESSION
+                    " or " SL_HDR_SIGNATURE);
     if (sl__parse_i64(dev, 1, INT64_MAX, &device) != SL_OK ||
         sl__parse_i64(ts, 0, INT64_MAX, &stamp) != SL_OK)
         return deny(s, rq, rs, "malformed device id or timestamp");
     now = sl__wall_ms(s);
     if (stamp < now - s->opt.timestamp_window_ms || stamp > now + s->opt.timestamp_window_ms)
         return deny(s, rq, rs, "the timestamp is outside the allowed window");
+    if (session != NULL) {
+        /* the session's MAC, with no storage read (sessions.c) */
+        if (!sl__auth_session(s, rq, rs, device, stamp, nonce))
+            return 0;
+        goto admitted;
+    }
     rc = sl_store_get_device(s->store, device, &rec);
     if (rc == SL_ENOENT)
         return deny(s, rq, rs, "unknown device");
@@ -57,6 +69,7 @@ int sl__auth_device(sl_server *s, sl__req *rq, sl__resp *rs)
                            digest, sig);
     if (rc != SL_OK)
         return deny(s, rq, rs, "the signature does not verify");
+admitted:
     rc = sl_nonce_check(s->nonces, device, nonce, stamp, now);
     if (rc == SL_EDUPLICATE)
         return deny(s, rq, rs, "the nonce was used before (replay)");

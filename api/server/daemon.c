@@ -46,6 +46,7 @@ void sl_server_options_default(sl_server_options *o)
     o->timestamp_window_ms = 300000;
     o->nonce_capacity = 262144;
     o->upload_ttl_ms = 24 * 3600 * 1000LL;
+    o->session_ttl_ms = 3600 * 1000LL;
     o->model_cache_bytes = 64u << 20;
     o->tick_interval_ms = 100;
 }
@@ -133,6 +134,7 @@ int sl_server_create(const sl_server_options *o, sl_store *store, sl_engine *eng
     s->engine = engine;
     s->clock = o->clock;
     pthread_mutex_init(&s->rate_lock, NULL);
+    pthread_rwlock_init(&s->sess_lock, NULL);
     pthread_mutex_init(&s->cache_lock, NULL);
     pthread_mutex_init(&s->tomb_lock, NULL);
     pthread_mutex_init(&s->tick_lock, NULL);
@@ -197,6 +199,8 @@ int sl_server_create(const sl_server_options *o, sl_store *store, sl_engine *eng
     sl__random(&s->rid_prefix, sizeof s->rid_prefix);
     sl__random(s->session_secret, sizeof s->session_secret);
     s->started_ms = sl__wall_ms(s);
+    if ((rc = sl__sessions_init(s, err, errcap)) != SL_OK)
+        goto fail;
     *out = s;
     return SL_OK;
 fail:
@@ -546,6 +550,8 @@ void sl_server_free(sl_server *s)
     sl__cache_free(s);
     sl__backups_free(s);
     sl_nonce_cache_free(s->nonces);
+    sl__sessions_free(s);
+    pthread_rwlock_destroy(&s->sess_lock);
     sl__metrics_free(&s->metrics);
     pthread_mutex_destroy(&s->rate_lock);
     pthread_mutex_destroy(&s->cache_lock);

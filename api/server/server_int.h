@@ -69,6 +69,7 @@ typedef struct sl__req {
     uint8_t body_sha256[32]; /* SHA-256 of the body, once body_sha_known */
     int body_sha_known;      /* auth.c hashed the body for the signature */
     int admin;               /* the admin token was presented and matched */
+    int via_session;         /* the device was authenticated by a session's MAC */
     int route;               /* index in the route table, -1 when none matched */
     int64_t start_ns;        /* monotonic */
     int status;              /* the answer's status, once queued */
@@ -199,7 +200,7 @@ void sl__pool_free(sl__pool *p);
 /* ------------------------------------------------------------------------ */
 
 #define SL__HIST_BUCKETS 12
-#define SL__MAX_ROUTES   24
+#define SL__MAX_ROUTES   32
 #define SL__MAX_STATUSES 16
 
 typedef struct sl__hist {
@@ -307,6 +308,15 @@ struct sl_server {
     char backup_dir[512];        /* "" until the first backup */
     sl__backup backups[SL__BACKUPS];
 
+    /* device sessions (sessions.c): the secrets of the current and previous epochs, and the
+     * revoked sessions' ids (sorted), under sess_lock */
+    pthread_rwlock_t sess_lock;
+    uint32_t sess_epoch;
+    uint8_t sess_secret[SL_SESSION_SECRET_LEN], sess_prev_secret[SL_SESSION_SECRET_LEN];
+    int sess_have_prev;
+    char (*revoked)[33];
+    size_t nrevoked, caprevoked;
+
     uint8_t session_secret[32]; /* keys the upload ids derived from what they upload */
     uint64_t rid_prefix;
     atomic_uint_fast64_t rid_counter;
@@ -342,6 +352,20 @@ int sl__has_admin(sl_server *s, sl__req *rq);
 int sl__token_matches(const uint8_t digest[32], const char *given, size_t len);
 /* A device's token bucket: 1 allowed, 0 limited (*retry_after_s set). */
 int sl__rate_allow(sl_server *s, int64_t device, int64_t *retry_after_s);
+
+/* sessions.c: the secrets and the revoked set from the store; freed with the server. */
+int sl__sessions_init(sl_server *s, char *err, size_t errcap);
+void sl__sessions_free(sl_server *s);
+/* A request under a session (X-Starling-Session, X-Starling-Mac) of @device: 1 when its MAC
+ * verifies under a live, unrevoked session of that device; else 0 with a 401 in @rs
+ * (problem types session-invalid, session-expired, session-revoked, unauthorized). The
+ * caller checks the timestamp window before and the nonce after. */
+int sl__auth_session(sl_server *s, sl__req *rq, sl__resp *rs, int64_t device, int64_t stamp,
+                     const char *nonce);
+void sl__h_session_create(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_sessions_list(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_sessions_revoke(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_sessions_rotate(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 
 /* ------------------------------------------------------------------------ */
 /* Handlers                                                                 */

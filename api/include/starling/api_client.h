@@ -92,6 +92,10 @@ typedef struct sl_client_options {
      * @device_id (> 0, the id given at enrolment). */
     int64_t device_id;
     const sl_device_key *device_key;
+    /* With a device key: open a session (one signed POST /v1/sessions) and sign later requests
+     * with its HMAC key instead of ECDSA; renewed a minute before it expires and after a 401
+     * that says it ended. A session that cannot be opened leaves requests signed. */
+    int use_sessions;
     /* Operator identity: when set, "Authorization: Bearer <token>" is sent. */
     const char *admin_token;
     /* Test hooks. */
@@ -103,6 +107,12 @@ typedef struct sl_client_options {
 
 /** A client. Opaque; one per thread. */
 typedef struct sl_client sl_client;
+
+/** sl_client_drop_session - forget the held session (the next request opens a new one). */
+void sl_client_drop_session(sl_client *c);
+
+/** sl_client_sessions_opened - sessions this client opened so far (tests, statistics). */
+uint64_t sl_client_sessions_opened(const sl_client *c);
 
 /**
  * An HTTP answer. Fill it with sl_client_request() and friends, release it

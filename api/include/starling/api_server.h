@@ -67,6 +67,7 @@ typedef struct sl_server_options {
     int64_t timestamp_window_ms;      /* signed requests: allowed clock skew (default 300000) */
     size_t nonce_capacity;            /* replay cache entries (default 262144) */
     int64_t upload_ttl_ms;            /* an upload session expires after this (default 24 h) */
+    int64_t session_ttl_ms;           /* a device session lasts this long (default 1 h) */
     size_t model_cache_bytes;         /* encoded deltas kept in memory (default 64 MiB) */
     int64_t tick_interval_ms;         /* longest wait between engine ticks (default 100) */
     const sl_clock *clock;            /* NULL: the system clock */

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 5
+#define SL_STORE_SCHEMA_VERSION 6
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
@@ -232,6 +232,49 @@ int sl_store_round_eval(sl_store *s, int64_t round_id, sl_store_eval_sum *out);
  * *@round_id 0 (and @out zeroed, metrics NaN) when no round has any.
  */
 int sl_store_last_eval(sl_store *s, int64_t task_id, int64_t *round_id, sl_store_eval_sum *out);
+
+/* ---- device sessions (#20) ---------------------------------------------- */
+
+#define SL_STORE_SECRET_LEN 32
+
+/**
+ * sl_store_session_secret - the newest session secret and its epoch; the
+ * first call makes epoch 1 (from getrandom()). With @rotate, a new secret
+ * (epoch + 1) is made and returned: sessions of the previous epoch stay
+ * valid as long as the caller accepts that epoch. Durable on SL_OK.
+ */
+int sl_store_session_secret(sl_store *s, int rotate, uint32_t *epoch,
+                            uint8_t secret[SL_STORE_SECRET_LEN]);
+
+/** sl_store_session_secret_of - the secret of @epoch; SL_ENOENT when there is none. */
+int sl_store_session_secret_of(sl_store *s, uint32_t epoch, uint8_t secret[SL_STORE_SECRET_LEN]);
+
+/** A session the coordinator issued. */
+typedef struct sl_store_session {
+    char id[33]; /* 32 lowercase hex digits */
+    int64_t device_id;
+    uint32_t epoch;
+    int64_t issued_at_ms, expires_at_ms;
+    int64_t revoked_at_ms; /* 0: not revoked */
+} sl_store_session;
+
+/** sl_store_put_session - record an issued session. Durable on SL_OK. */
+int sl_store_put_session(sl_store *s, const sl_store_session *rec);
+
+/**
+ * sl_store_list_sessions - call @fn with every session of @device_id (0:
+ * every device) not expired at @now_ms, oldest first; stops at the first
+ * non-zero return of @fn and returns it.
+ */
+int sl_store_list_sessions(sl_store *s, int64_t device_id, int64_t now_ms,
+                           int (*fn)(void *ctx, const sl_store_session *rec), void *ctx);
+
+/**
+ * sl_store_revoke_sessions - revoke session @id of @device_id (NULL: every
+ * live session of the device); *@count (may be NULL) the sessions revoked
+ * now. Durable on SL_OK.
+ */
+int sl_store_revoke_sessions(sl_store *s, int64_t device_id, const char *id, uint64_t *count);
 
 /**
  * sl_store_set_refusal - record why @device_id refuses the model of
