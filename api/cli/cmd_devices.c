@@ -14,7 +14,10 @@
 static int devices_usage(FILE *out)
 {
     fprintf(out, "usage: starling devices [options]\n"
-                 "A page of the enrolled devices, in id order (GET /v1/devices).\n"
+                 "       starling devices sessions ID       a device's live sessions\n"
+                 "       starling devices revoke ID [--session S]   revoke them (or one)\n"
+                 "A page of the enrolled devices, in id order (GET /v1/devices), with what each\n"
+                 "refuses; a device's sessions (GET / DELETE /v1/devices/{id}/sessions).\n"
                  "  --limit N        devices (default 50, at most 1000)\n"
                  "  --offset N       skip the first N\n"
                  "  --json           the API's JSON (DeviceList of api/openapi.yaml) as "
@@ -57,6 +60,72 @@ static void print_devices(const cJSON *list, int colour)
            sl__cli_num(list, "offset", 0) + (n > 0));
 }
 
+static void print_sessions(const cJSON *doc)
+{
+    const cJSON *s;
+    int n = 0;
+    printf("%-32s  %5s  %-20s  %-20s  %s\n", "SESSION", "EPOCH", "ISSUED", "EXPIRES", "REVOKED");
+    cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(doc, "sessions"))
+    {
+        char issued[40], expires[40], revoked[40] = "-";
+        sl__cli_time((int64_t)sl__cli_num(s, "issued_at_ms", 0), issued, sizeof issued);
+        sl__cli_time((int64_t)sl__cli_num(s, "expires_at_ms", 0), expires, sizeof expires);
+        if (sl__cli_num(s, "revoked_at_ms", 0) > 0)
+            sl__cli_time((int64_t)sl__cli_num(s, "revoked_at_ms", 0), revoked, sizeof revoked);
+        printf("%-32s  %5.0f  %-20s  %-20s  %s\n", sl__cli_str(s, "session_id"),
+               sl__cli_num(s, "epoch", 0), issued, expires, revoked);
+        n++;
+    }
+    printf("%d live session%s of device %.0f\n", n, n == 1 ? "" : "s",
+           sl__cli_num(doc, "device_id", 0));
+}
+
+/* `starling devices sessions ID` and `starling devices revoke ID [--session S]`. */
+static int sessions_cmd(int argc, char **argv, int revoke)
+{
+    sl__cli c = {"devices", NULL, NULL, NULL, 0, NULL};
+    const char *session = NULL;
+    int64_t id = 0;
+    char path[160];
+    cJSON *doc = NULL;
+    int rc;
+    for (int i = 2; i < argc; i++) {
+        const char *v = NULL;
+        int o = sl__cli_conn_opt(&c, argc, argv, &i);
+        if (o < 0)
+            return SL__CLI_USAGE;
+        if (o > 0)
+            continue;
+        if (revoke && (o = sl__cli_opt(argc, argv, &i, "--session", &v)) != 0) {
+            if (o < 0 || strlen(v) != 32 || strspn(v, "0123456789abcdef") != 32)
+                return sl__cli_usage_error(&c, "--session takes a session id (32 hex digits)");
+            session = v;
+        } else if (id == 0 && argv[i][0] >= '0' && argv[i][0] <= '9') {
+            if (sl__cli_int(&c, "the device id", argv[i], 1, INT64_MAX, &id) != 0)
+                return SL__CLI_USAGE;
+        } else {
+            return sl__cli_usage_error(&c, "unknown argument \"%s\"", argv[i]);
+        }
+    }
+    if (id == 0)
+        return sl__cli_usage_error(&c, "which device? starling devices %s ID",
+                                   revoke ? "revoke" : "sessions");
+    if (sl__cli_connect(&c) != 0)
+        return SL__CLI_ERROR;
+    snprintf(path, sizeof path, "/v1/devices/%lld/sessions%s%s", (long long)id,
+             session ? "?session=" : "", session ? session : "");
+    rc = sl__cli_call(&c, revoke ? "DELETE" : "GET", path, NULL, &doc, NULL);
+    if (rc == 0 && revoke)
+        printf("device %lld: %.0f session%s revoked (refused at their next request)\n",
+               (long long)id, sl__cli_num(doc, "revoked", 0),
+               sl__cli_num(doc, "revoked", 0) == 1 ? "" : "s");
+    else if (rc == 0)
+        print_sessions(doc);
+    cJSON_Delete(doc);
+    sl__cli_close(&c);
+    return rc;
+}
+
 int sl__cli_devices(int argc, char **argv)
 {
     sl__cli c = {"devices", NULL, NULL, NULL, 0, NULL};
@@ -65,6 +134,8 @@ int sl__cli_devices(int argc, char **argv)
     char path[96];
     cJSON *list = NULL;
     sl_client_response raw;
+    if (argc > 1 && (strcmp(argv[1], "sessions") == 0 || strcmp(argv[1], "revoke") == 0))
+        return sessions_cmd(argc, argv, argv[1][0] == 'r');
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int o = sl__cli_conn_opt(&c, argc, argv, &i);

@@ -42,6 +42,7 @@ void sl_agent_options_default(sl_agent_options *o)
 {
     memset(o, 0, sizeof *o);
     o->threads = 1;
+    o->sessions = 1;
     o->chunk_bytes = 64 * 1024;
     o->download_chunk_bytes = 256 * 1024;
     o->max_attempts = 5;

@@ -105,6 +105,8 @@ static const sl_config_spec specs[] = {
     {"poison", SL_CONFIG_STRING, NULL, 0, 0,
      "fault P:MODE: this fraction of the devices poison every update; MODE scale100 (x100), "
      "flip (negated) or nan (a NaN in the frame)"},
+    {"sessions", SL_CONFIG_BOOL, "true", 0, 0,
+     "one signed session request, then HMAC-signed requests (false: sign every request)"},
     {"chunk", SL_CONFIG_SIZE, "64K", 256, 268435456.0, "upload chunk (one PATCH)"},
     {"download_chunk", SL_CONFIG_SIZE, "256K", 1024, 4194304.0,
      "model download range (one GET; kept on disk as it arrives)"},
@@ -470,6 +472,7 @@ int sl_agent_main(int argc, char **argv)
     sl_config_get_size(cfg, "download_chunk", &size);
     o.download_chunk_bytes = (size_t)size;
     o.audit = flag(cfg, "audit");
+    o.sessions = flag(cfg, "sessions");
     o.retry_base_ms = ms(cfg, "retry_base");
     o.max_attempts = (unsigned)num(cfg, "max_attempts");
     o.request_timeout_ms = ms(cfg, "request_timeout");

@@ -165,6 +165,25 @@ size_t sl_agent_data_samples(const sl_agent_data *d, uint32_t client)
     return d->client_n[client - d->first];
 }
 
+int sl_agent_data_sample(const sl_agent_data *d, uint32_t client, size_t i, const float **x,
+                         float *y, size_t ycap)
+{
+    uint32_t k;
+    size_t tdim;
+    if (x == NULL || y == NULL || i >= sl_agent_data_samples(d, client))
+        return SL_EINVAL;
+    k = d->client_ix[client - d->first][i];
+    tdim = d->t != NULL ? d->tdim : 1;
+    if (ycap < tdim)
+        return SL_EINVAL;
+    *x = d->x + (size_t)k * d->features;
+    if (d->t != NULL)
+        memcpy(y, d->t + (size_t)k * tdim, tdim * sizeof *y);
+    else
+        y[0] = (float)d->y[k];
+    return SL_OK;
+}
+
 /* Stream the images, keeping sample i when keep[i] != UINT32_MAX (its slot). */
 static int read_images(const char *path, size_t n, const uint32_t *keep, sl_agent_data *d,
                        char *err, size_t cap)

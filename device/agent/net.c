@@ -54,6 +54,7 @@ int sl__agent_connect(sl_agent *a)
     } else if (a->device_id > 0 && a->key != NULL) {
         co.device_id = a->device_id;
         co.device_key = a->key;
+        co.use_sessions = a->o.sessions;
     }
     rc = sl_client_create(&co, &a->client);
     if (rc != SL_OK)

@@ -140,6 +140,9 @@ int sl__agent_take_contract(sl_agent *a, const char *sha256)
         return SL_OK;
     }
     if (a->live == NULL) {
+        /* a fleet's device: its client of the split the fleet read through --data_contract */
+        if (a->o.data != NULL && a->o.data->contract != NULL)
+            return SL_OK;
         set_refusal(a, "no usable data: the task has a data contract and this device names no "
                        "data source (--data)");
         return SL_OK;

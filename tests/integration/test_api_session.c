@@ -286,12 +286,55 @@ static void test_client_sessions(void **state)
     ah_fx_close(&f);
 }
 
+/* `starling devices sessions ID` lists them; `starling devices revoke ID` revokes them. */
+static void test_cli_sessions(void **state)
+{
+    ah_fx f;
+    ah_dev a;
+    sess s;
+    int64_t task;
+    char tok[700], out[700], cmd[6000], line[512], type[96];
+    FILE *fp;
+    int listed = 0, revoked = 0;
+    (void)state;
+    ah_fx_open(&f, "session_cli", NULL);
+    task = ah_create_task(&f, TASK);
+    ah_dev_enrol(&f, &a);
+    open_session(&f, &a, &s);
+    snprintf(tok, sizeof tok, "%s/admin.token", f.dir);
+    snprintf(out, sizeof out, "%s/cli.txt", f.dir);
+    fp = fopen(tok, "w");
+    assert_non_null(fp);
+    fputs(AH_ADMIN "\n", fp);
+    fclose(fp);
+    snprintf(cmd, sizeof cmd,
+             "%s devices sessions %lld --url %s --token-file %s > %s 2>&1 && "
+             "%s devices revoke %lld --url %s --token-file %s >> %s 2>&1",
+             SL_STARLING_BIN, (long long)a.id, f.base, tok, out, SL_STARLING_BIN, (long long)a.id,
+             f.base, tok, out);
+    assert_int_equal(system(cmd), 0);
+    fp = fopen(out, "r");
+    assert_non_null(fp);
+    while (fgets(line, sizeof line, fp) != NULL) {
+        listed += strstr(line, "1 live session of device") != NULL;
+        revoked += strstr(line, ": 1 session revoked") != NULL;
+    }
+    fclose(fp);
+    assert_int_equal(listed, 1);
+    assert_int_equal(revoked, 1);
+    assert_int_equal(checkin(&f, &s, a.id, task, type, sizeof type), 401);
+    assert_non_null(strstr(type, "session-revoked"));
+    ah_dev_free(&a);
+    ah_fx_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_session_properties),
         cmocka_unit_test(test_session_expires),
         cmocka_unit_test(test_client_sessions),
+        cmocka_unit_test(test_cli_sessions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,6 +132,17 @@ int sl_agent_data_load_test(const char *dir, sl_agent_data **out, char *err, siz
 /** sl_agent_data_samples - samples held for @client (0 when not loaded). */
 size_t sl_agent_data_samples(const sl_agent_data *d, uint32_t client);
 
+/**
+ * sl_agent_data_sample - training sample @i (0 .. sl_agent_data_samples() - 1)
+ * of @client, in the order the client trains from: *@x points at its input
+ * (the contract's sample_size floats, owned by @d) and @y receives its label
+ * (a class index as a float, or the targets: @ycap floats of room). For
+ * benchmarks that train the same split elsewhere. Returns SL_OK, or SL_EINVAL
+ * (no such client or sample, or @ycap too small).
+ */
+int sl_agent_data_sample(const sl_agent_data *d, uint32_t client, size_t i, const float **x,
+                         float *y, size_t ycap);
+
 /** sl_agent_data_free - NULL is a no-op. */
 void sl_agent_data_free(sl_agent_data *d);
 
@@ -300,6 +311,8 @@ typedef struct sl_agent_options {
      * sl_agent_evaluate(): report the versions not yet reported, return */
     int once;
     /* network */
+    int sessions;                /* 1 (default): one signed session request, then HMAC'd
+                                    requests (api_sign.h); 0: every request signed */
     size_t chunk_bytes;          /* upload PATCH size (default 64 KiB) */
     size_t download_chunk_bytes; /* model download Range size (default 256 KiB, at most
                                     4 MiB); each range is kept in model.partial */
