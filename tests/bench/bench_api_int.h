@@ -52,6 +52,11 @@ typedef struct bench {
     uint8_t frame_sha[32];
     char frame_hex[65];
     unsigned long failures;
+    /* device sessions (#20): each device's token and key, made after the server loaded the
+     * secret; uploads carry the session's HMAC instead of an ECDSA signature when set */
+    int use_sessions;
+    char (*tokens)[SL_SESSION_TOKEN_MAX];
+    uint8_t (*skeys)[SL_SESSION_KEY_LEN];
 } bench;
 
 /* One connection: a status poller, or a device uploading (a create with

@@ -51,11 +51,36 @@ static size_t on_header(char *p, size_t size, size_t n, void *ctx)
     return len;
 }
 
-/* The four signature headers of a device request. */
+/* The five session headers of a device request (its session's HMAC). */
+static void session_mac(job *j, const char *method, const char *path, const uint8_t *body_sha)
+{
+    char nonce[48], mac[SL_SESSION_MAC_B64_MAX], line[300];
+    int64_t ts = sl_clock_wall_ns(NULL) / 1000000;
+    if (sl_nonce_new(nonce, sizeof nonce) != SL_OK ||
+        sl_session_mac(j->b->skeys[j->dev], j->b->tokens[j->dev], method, path, ts, nonce, body_sha,
+                       mac, sizeof mac) != SL_OK)
+        abort();
+    snprintf(line, sizeof line, SL_HDR_DEVICE ": %lld", (long long)j->b->ids[j->dev]);
+    j->hdrs = curl_slist_append(j->hdrs, line);
+    snprintf(line, sizeof line, SL_HDR_TIMESTAMP ": %lld", (long long)ts);
+    j->hdrs = curl_slist_append(j->hdrs, line);
+    snprintf(line, sizeof line, SL_HDR_NONCE ": %s", nonce);
+    j->hdrs = curl_slist_append(j->hdrs, line);
+    snprintf(line, sizeof line, SL_HDR_SESSION ": %s", j->b->tokens[j->dev]);
+    j->hdrs = curl_slist_append(j->hdrs, line);
+    snprintf(line, sizeof line, SL_HDR_MAC ": %s", mac);
+    j->hdrs = curl_slist_append(j->hdrs, line);
+}
+
+/* The four signature headers of a device request (or, with sessions, the session's). */
 static void sign(job *j, const char *method, const char *path, const uint8_t *body_sha)
 {
     char nonce[48], sig[SL_SIGNATURE_B64_MAX], line[300];
     int64_t ts = sl_clock_wall_ns(NULL) / 1000000;
+    if (j->b->use_sessions) {
+        session_mac(j, method, path, body_sha);
+        return;
+    }
     if (sl_nonce_new(nonce, sizeof nonce) != SL_OK ||
         sl_sign_request(j->b->keys[j->dev], method, path, ts, nonce, body_sha, sig, sizeof sig) !=
             SL_OK)
