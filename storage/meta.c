@@ -69,6 +69,36 @@ int sl_store_enrol_device(sl_store *s, const uint8_t *key, size_t key_len, const
     return rc;
 }
 
+typedef struct disable_args {
+    int64_t id;
+    int disabled;
+} disable_args;
+
+static int disable_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    disable_args *a = arg;
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c, "UPDATE devices SET state = ?2 WHERE id = ?1", &st);
+    (void)s;
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, a->id);
+    sqlite3_bind_text(st, 2, a->disabled ? "disabled" : "active", -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return sl__status_from_sqlite(rc);
+    return sqlite3_changes(c->db) == 1 ? SL_OK : SL_ENOENT;
+}
+
+int sl_store_set_device_disabled(sl_store *s, int64_t device_id, int disabled)
+{
+    disable_args a = {device_id, disabled != 0};
+    if (s == NULL || device_id < 1)
+        return SL_EINVAL;
+    return sl__write(s, disable_exec, &a, SL__WRITE_TIMEOUT_MS);
+}
+
 int sl_store_get_device(sl_store *s, int64_t device_id, sl_device_record *out)
 {
     sl__conn *c;
@@ -79,7 +109,7 @@ int sl_store_get_device(sl_store *s, int64_t device_id, sl_device_record *out)
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c,
-                  "SELECT public_key, enrolled_at, last_seen, capabilities FROM devices "
+                  "SELECT public_key, enrolled_at, last_seen, capabilities, state FROM devices "
                   "WHERE id = ?1",
                   &st);
     if (rc == SL_OK) {
@@ -96,6 +126,10 @@ int sl_store_get_device(sl_store *s, int64_t device_id, sl_device_record *out)
                 out->enrolled_at_ms = sqlite3_column_int64(st, 1);
                 out->last_seen_ms = sqlite3_column_int64(st, 2);
                 sl__copy_text(st, 3, out->capabilities, sizeof out->capabilities);
+                {
+                    const char *state = (const char *)sqlite3_column_text(st, 4);
+                    out->disabled = state != NULL && strcmp(state, "disabled") == 0;
+                }
                 rc = SL_OK;
             }
         } else {

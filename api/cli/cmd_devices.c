@@ -16,6 +16,7 @@ static int devices_usage(FILE *out)
     fprintf(out, "usage: starling devices [options]\n"
                  "       starling devices sessions ID       a device's live sessions\n"
                  "       starling devices revoke ID [--session S]   revoke them (or one)\n"
+                 "       starling devices disable ID | enable ID   refuse it (and its sessions)\n"
                  "A page of the enrolled devices, in id order (GET /v1/devices), with what each\n"
                  "refuses; a device's sessions (GET / DELETE /v1/devices/{id}/sessions).\n"
                  "  --limit N        devices (default 50, at most 1000)\n"
@@ -80,9 +81,12 @@ static void print_sessions(const cJSON *doc)
            sl__cli_num(doc, "device_id", 0));
 }
 
-/* `starling devices sessions ID` and `starling devices revoke ID [--session S]`. */
-static int sessions_cmd(int argc, char **argv, int revoke)
+/* `starling devices sessions ID`, `revoke ID [--session S]`, `disable ID`, `enable ID`. */
+static int sessions_cmd(int argc, char **argv)
 {
+    const char *action = argv[1];
+    int revoke = strcmp(action, "revoke") == 0;
+    int toggle = strcmp(action, "disable") == 0 || strcmp(action, "enable") == 0;
     sl__cli c = {"devices", NULL, NULL, NULL, 0, NULL};
     const char *session = NULL;
     int64_t id = 0;
@@ -108,14 +112,24 @@ static int sessions_cmd(int argc, char **argv, int revoke)
         }
     }
     if (id == 0)
-        return sl__cli_usage_error(&c, "which device? starling devices %s ID",
-                                   revoke ? "revoke" : "sessions");
+        return sl__cli_usage_error(&c, "which device? starling devices %s ID", action);
     if (sl__cli_connect(&c) != 0)
         return SL__CLI_ERROR;
-    snprintf(path, sizeof path, "/v1/devices/%lld/sessions%s%s", (long long)id,
-             session ? "?session=" : "", session ? session : "");
-    rc = sl__cli_call(&c, revoke ? "DELETE" : "GET", path, NULL, &doc, NULL);
-    if (rc == 0 && revoke)
+    if (toggle)
+        snprintf(path, sizeof path, "/v1/devices/%lld/%s", (long long)id, action);
+    else
+        snprintf(path, sizeof path, "/v1/devices/%lld/sessions%s%s", (long long)id,
+                 session ? "?session=" : "", session ? session : "");
+    rc = sl__cli_call(&c,
+                      toggle   ? "POST"
+                      : revoke ? "DELETE"
+                               : "GET",
+                      path, toggle ? "" : NULL, &doc, NULL);
+    if (rc == 0 && toggle)
+        printf("device %lld: %s (%.0f session%s revoked)\n", (long long)id,
+               sl__cli_str(doc, "state"), sl__cli_num(doc, "sessions_revoked", 0),
+               sl__cli_num(doc, "sessions_revoked", 0) == 1 ? "" : "s");
+    else if (rc == 0 && revoke)
         printf("device %lld: %.0f session%s revoked (refused at their next request)\n",
                (long long)id, sl__cli_num(doc, "revoked", 0),
                sl__cli_num(doc, "revoked", 0) == 1 ? "" : "s");
@@ -134,8 +148,9 @@ int sl__cli_devices(int argc, char **argv)
     char path[96];
     cJSON *list = NULL;
     sl_client_response raw;
-    if (argc > 1 && (strcmp(argv[1], "sessions") == 0 || strcmp(argv[1], "revoke") == 0))
-        return sessions_cmd(argc, argv, argv[1][0] == 'r');
+    if (argc > 1 && (strcmp(argv[1], "sessions") == 0 || strcmp(argv[1], "revoke") == 0 ||
+                     strcmp(argv[1], "disable") == 0 || strcmp(argv[1], "enable") == 0))
+        return sessions_cmd(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int o = sl__cli_conn_opt(&c, argc, argv, &i);

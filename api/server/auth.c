@@ -61,6 +61,8 @@ int sl__auth_device(sl_server *s, sl__req *rq, sl__resp *rs)
         sl__problem_status(rs, rq, rc, "reading the device");
         return 0;
     }
+    if (rec.disabled)
+        return deny(s, rq, rs, "the device is disabled (an operator enables it again)");
     sl_sha256(rq->body_len ? (const void *)rq->body : "", rq->body_len, digest);
     /* kept: an upload's whole body is the update, whose digest is checked next */
     memcpy(rq->body_sha256, digest, sizeof digest);

@@ -153,8 +153,10 @@ void sl__dash_round_model(sl_server *s, const sl_round_record *r, cJSON *out)
     if (sl_store_get_model(s->store, r->task_id, version, &m) == SL_OK) {
         if (m.parent == r->base_version && m.metrics != NULL) {
             metrics = cJSON_Parse(m.metrics);
+            /* a classifier's accuracy, or a regression's RMSE (its accuracy is null) */
             if (!cJSON_IsObject(metrics) ||
-                !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(metrics, "accuracy"))) {
+                (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(metrics, "accuracy")) &&
+                 !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(metrics, "rmse")))) {
                 cJSON_Delete(metrics);
                 metrics = NULL;
             }

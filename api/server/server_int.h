@@ -366,6 +366,8 @@ void sl__h_session_create(sl_server *s, sl__req *rq, const sl__params *p, sl__re
 void sl__h_sessions_list(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_sessions_revoke(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_sessions_rotate(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_device_disable(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
+void sl__h_device_enable(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 
 /* ------------------------------------------------------------------------ */
 /* Handlers                                                                 */

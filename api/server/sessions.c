@@ -347,6 +347,54 @@ void sl__h_sessions_revoke(sl_server *s, sl__req *rq, const sl__params *p, sl__r
     sl__resp_json(rs, 200, out);
 }
 
+/* POST /v1/devices/{id}/disable and /enable: a disabled device's sessions are revoked (its next
+ * request under one is refused) and its signed requests are refused, a new session included,
+ * until it is enabled. */
+static void set_disabled(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs, int disabled)
+{
+    char detail[64];
+    int64_t id;
+    uint64_t count = 0;
+    revoke_ctx ctx = {s, NULL, 0};
+    cJSON *out;
+    int rc;
+    if (!device_of(s, rq, p, rs, &id))
+        return;
+    rc = sl_store_set_device_disabled(s->store, id, disabled);
+    if (rc == SL_OK && disabled)
+        rc = sl_store_revoke_sessions(s->store, id, NULL, &count);
+    if (rc == SL_OK && disabled) {
+        pthread_rwlock_wrlock(&s->sess_lock);
+        rc = sl_store_list_sessions(s->store, id, sl__wall_ms(s), mark_revoked, &ctx);
+        pthread_rwlock_unlock(&s->sess_lock);
+        if (rc == SL_OK && ctx.failed)
+            rc = SL_ENOMEM;
+    }
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, disabled ? "disabling the device" : "enabling the device");
+        return;
+    }
+    snprintf(detail, sizeof detail, "device %lld", (long long)id);
+    sl_store_audit(s->store, "admin", disabled ? "disable-device" : "enable-device", detail);
+    out = cJSON_CreateObject();
+    if (out != NULL) {
+        cJSON_AddNumberToObject(out, "device_id", (double)id);
+        cJSON_AddStringToObject(out, "state", disabled ? "disabled" : "active");
+        cJSON_AddNumberToObject(out, "sessions_revoked", (double)count);
+    }
+    sl__resp_json(rs, 200, out);
+}
+
+void sl__h_device_disable(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    set_disabled(s, rq, p, rs, 1);
+}
+
+void sl__h_device_enable(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    set_disabled(s, rq, p, rs, 0);
+}
+
 /* POST /v1/sessions/rotate: a new secret; the previous epoch's sessions stay valid, older
  * ones end. */
 void sl__h_sessions_rotate(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)

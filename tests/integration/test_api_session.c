@@ -286,6 +286,47 @@ static void test_client_sessions(void **state)
     ah_fx_close(&f);
 }
 
+/* A disabled device: its session is refused at its next request, its signed requests too
+ * (a new session included); enabled, it works again. */
+static void test_disabled_device(void **state)
+{
+    ah_fx f;
+    ah_dev a;
+    sess s;
+    int64_t task;
+    char type[96], path[96], body[64];
+    ah_resp r;
+    (void)state;
+    ah_fx_open(&f, "session_disable", NULL);
+    task = ah_create_task(&f, TASK);
+    ah_dev_enrol(&f, &a);
+    open_session(&f, &a, &s);
+    assert_int_equal(checkin(&f, &s, a.id, task, NULL, 0), 200);
+    snprintf(path, sizeof path, "/v1/devices/%lld/disable", (long long)a.id);
+    ah_admin(&f, "POST", path, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"state\":\"disabled\""));
+    ah_resp_free(&r);
+    assert_int_equal(checkin(&f, &s, a.id, task, type, sizeof type), 401);
+    assert_non_null(strstr(type, "session-revoked"));
+    snprintf(body, sizeof body, "{\"task_id\":%lld,\"num_samples\":10}", (long long)task);
+    ah_dev_call(&f, &a, "POST", "/v1/checkin", body, strlen(body), NULL, 0, &r);
+    ah_expect_problem(&r, 401, "unauthorized");
+    assert_non_null(strstr(r.body, "disabled"));
+    ah_resp_free(&r);
+    ah_dev_call(&f, &a, "POST", "/v1/sessions", NULL, 0, NULL, 0, &r);
+    ah_expect_problem(&r, 401, "unauthorized");
+    ah_resp_free(&r);
+    snprintf(path, sizeof path, "/v1/devices/%lld/enable", (long long)a.id);
+    ah_admin(&f, "POST", path, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    ah_resp_free(&r);
+    open_session(&f, &a, &s);
+    assert_int_equal(checkin(&f, &s, a.id, task, NULL, 0), 200);
+    ah_dev_free(&a);
+    ah_fx_close(&f);
+}
+
 /* `starling devices sessions ID` lists them; `starling devices revoke ID` revokes them. */
 static void test_cli_sessions(void **state)
 {
@@ -331,10 +372,9 @@ static void test_cli_sessions(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_session_properties),
-        cmocka_unit_test(test_session_expires),
-        cmocka_unit_test(test_client_sessions),
-        cmocka_unit_test(test_cli_sessions),
+        cmocka_unit_test(test_session_properties), cmocka_unit_test(test_session_expires),
+        cmocka_unit_test(test_client_sessions),    cmocka_unit_test(test_cli_sessions),
+        cmocka_unit_test(test_disabled_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

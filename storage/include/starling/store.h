@@ -94,6 +94,7 @@ typedef struct sl_device_record {
     int64_t enrolled_at_ms;
     int64_t last_seen_ms;
     char capabilities[SL_STORE_MAX_TEXT]; /* JSON, as given at enrolment */
+    int disabled;                         /* an operator disabled it: refused until enabled */
 } sl_device_record;
 
 /**
@@ -106,6 +107,13 @@ int sl_store_enrol_device(sl_store *s, const uint8_t *key, size_t key_len, const
 
 /** sl_store_get_device - read a device; SL_ENOENT when unknown. */
 int sl_store_get_device(sl_store *s, int64_t device_id, sl_device_record *out);
+
+/**
+ * sl_store_set_device_disabled - disable (@disabled 1) or enable (0) a
+ * device: its state becomes "disabled" or "active". SL_ENOENT when unknown.
+ * Durable on SL_OK.
+ */
+int sl_store_set_device_disabled(sl_store *s, int64_t device_id, int disabled);
 
 /** sl_store_touch_device - set last_seen to now. */
 int sl_store_touch_device(sl_store *s, int64_t device_id);
