@@ -20,9 +20,10 @@ LIBS="libcurl4-openssl-dev libmicrohttpd-dev libmbedtls-dev libzstd-dev libsqlit
 # The operator's side only (ONNX import and export in the `starling` CLI, its tests): native
 # builds, never the agents' sysroots.
 OPERATOR="protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-onnx"
-# Real data: Fashion-MNIST; the CSVs python3-sklearn installs; espeak-ng synthesises the
-# keyword-spotting example's speech (deploy/examples).
-DATA="dataset-fashion-mnist python3-sklearn espeak-ng"
+# Real data: Fashion-MNIST; the CSVs python3-sklearn installs; Mauna Loa's weekly CO2
+# readings (python3-statsmodels' data sets); espeak-ng synthesises the keyword-spotting
+# example's speech; NumPy, SciPy and Pillow write the examples' files (deploy/examples).
+DATA="dataset-fashion-mnist python3-sklearn python3-statsmodels espeak-ng python3-numpy python3-scipy python3-pil"
 # Only for `starling bench gemm` / `bench train` (compared side by side with these).
 BENCH="libopenblas0 python3-torch"
 

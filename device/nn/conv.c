@@ -98,9 +98,16 @@ int sl__nn_conv_set_algo(sl__nn_conv *c, sl__nn_conv_algo algo)
 
 size_t sl__nn_conv_workspace(const sl__nn_conv *c, size_t batch)
 {
+    size_t per, whole, chunk;
     if (c->algo == SL__NN_CONV_DIRECT)
         return c->pad > 0 ? batch * (c->h + 2 * c->pad) * (c->w + 2 * c->pad) : 0;
-    return c->cin * c->k * c->k * chunk_samples(c, batch) * c->ho * c->wo;
+    /* room for any batch up to @batch: a smaller one may be taken whole (chunk_samples) where
+     * this one is cut into smaller chunks, as the last batch of an epoch is */
+    per = c->cin * c->k * c->k * c->ho * c->wo;
+    whole = SL__NN_COLS_ONE_BYTES / (per * sizeof(float));
+    whole = whole < batch ? whole : batch;
+    chunk = chunk_samples(c, batch);
+    return per * (chunk > whole ? chunk : whole);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -36,14 +36,14 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0},
-    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0},
-    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0},
-    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0},
-    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0},
-    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0},
-    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0},
-    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0},
+    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0},
+    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0},
+    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0},
+    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0},
+    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0},
+    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0},
+    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0, 0},
+    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -91,10 +91,15 @@ static int usage(FILE *out)
         "  --plot FILE.png    accuracy vs cumulative upload bytes (gnuplot, Debian\n"
         "                     gnuplot-nox); FILE.gp and FILE.dat are kept beside it\n"
         "  --md FILE.md       the table in markdown\n"
+        "  --task FILE.json --data-dir DIR   instead: a task file's own model spec and data\n"
+        "                     contract (deploy/examples/*) beside PyTorch FedAvg on the same\n"
+        "                     split (below)\n"
         "Programs: starling-coordinator and starling-agent next to this program or in\n"
         "the build tree (../coordinator, ../device), or $STARLING_COORDINATOR and\n"
         "$STARLING_AGENT.\n"
         "exit status: 0 every setting ran, 1 a setting or an output failed, 2 usage\n");
+    fputc('\n', out);
+    sl__bench_fl_task_usage(out);
     return out == stdout ? 0 : 2;
 }
 
@@ -106,7 +111,7 @@ static int bad(const char *fmt, const char *what)
     return 2;
 }
 
-static int parse_u32(const char *text, uint32_t lo, uint32_t hi, uint32_t *out)
+int sl__bench_fl_u32(const char *text, uint32_t lo, uint32_t hi, uint32_t *out)
 {
     char *end;
     unsigned long long v;
@@ -143,7 +148,8 @@ static int parse_warmup(const char *word, fl_setting *st)
     if (strncmp(word, "wu", 2) != 0 || colon == NULL || (size_t)(colon - word - 2) >= sizeof n)
         return -1;
     snprintf(n, sizeof n, "%.*s", (int)(colon - word - 2), word + 2);
-    if (parse_u32(n, 1, 1000, &rounds) != 0 || parse_double(colon + 1, 1e-9, 1.0, &density) != 0)
+    if (sl__bench_fl_u32(n, 1, 1000, &rounds) != 0 ||
+        parse_double(colon + 1, 1e-9, 1.0, &density) != 0)
         return -1;
     st->warmup_rounds = rounds;
     st->warmup_density = density;
@@ -220,7 +226,7 @@ static int parse_setting(const char *name, fl_setting *st)
     return 0;
 }
 
-static int parse_settings(const char *list, fl_setting *out, size_t *n)
+int sl__bench_fl_settings(const char *list, int allow_task, fl_setting *out, size_t *n)
 {
     char buf[512];
     size_t k = 0;
@@ -235,8 +241,13 @@ static int parse_settings(const char *list, fl_setting *out, size_t *n)
         snprintf(name, sizeof name, "%.*s", (int)len, p);
         if (k == MAX_SETTINGS)
             return bad("--settings: more than 16 settings in \"%s\"", list);
-        if (parse_setting(name, &out[k]) != 0)
+        if (allow_task && strcmp(name, "task") == 0) {
+            memset(&out[k], 0, sizeof out[k]);
+            snprintf(out[k].name, sizeof out[k].name, "task");
+            out[k].as_task = 1;
+        } else if (parse_setting(name, &out[k]) != 0) {
             return bad("--settings: unknown setting \"%s\"", name);
+        }
         for (size_t j = 0; j < k; j++)
             if (strcmp(out[j].name, out[k].name) == 0)
                 return bad("--settings: \"%s\" twice", name);
@@ -288,6 +299,37 @@ static void on_signal(int sig)
     sl__bench_fl_interrupted = 1;
 }
 
+void sl__bench_fl_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int sl__bench_fl_programs(fl_setup *su)
+{
+    ssize_t len = readlink("/proc/self/exe", su->self, sizeof su->self - 1);
+    if (len <= 0) {
+        fprintf(stderr, "starling bench fl: cannot find this program: %s\n", strerror(errno));
+        return 1;
+    }
+    su->self[len] = '\0';
+    if (find_program(su->self, "STARLING_COORDINATOR", "coordinator", "starling-coordinator",
+                     su->coordinator, sizeof su->coordinator) != 0 ||
+        find_program(su->self, "STARLING_AGENT", "device", "starling-agent", su->agent,
+                     sizeof su->agent) != 0) {
+        fprintf(stderr,
+                "starling bench fl: starling-coordinator and starling-agent must be next to %s "
+                "or in its build tree (or set STARLING_COORDINATOR and STARLING_AGENT)\n",
+                su->self);
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- the command -------------------------------------------------------------------- */
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -299,8 +341,12 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return 0;
 }
 
-/* "--name V" or "--name=V": 1 with *value set, 0 not this option, -1 value missing. */
-static int opt(int argc, char **argv, int *i, const char *name, const char **value)
+void sl__bench_fl_rmtree(const char *dir)
+{
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int sl__bench_fl_opt(int argc, char **argv, int *i, const char *name, const char **value)
 {
     size_t len = strlen(name);
     if (strncmp(argv[*i], name, len) != 0)
@@ -342,11 +388,12 @@ int sl_bench_fl(int argc, char **argv)
     double dense_bytes = 0;
     uint64_t params = 0;
     size_t n = 0;
-    struct sigaction sa;
     FILE *out;
-    ssize_t len;
     char err[512];
 
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--task") == 0 || strncmp(argv[i], "--task=", 7) == 0)
+            return sl__bench_fl_task(argc, argv);
     memset(&su, 0, sizeof su);
     su.acc_target = 0.85;
     for (int i = 0; i < argc; i++) {
@@ -359,54 +406,54 @@ int sl_bench_fl(int argc, char **argv)
             smoke = 1;
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
-        } else if ((o = opt(argc, argv, &i, "--settings", &list)) != 0) {
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--settings", &list)) != 0) {
             if (o < 0)
                 return 2;
-        } else if ((o = opt(argc, argv, &i, "--plot", &plot_path)) != 0) {
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--plot", &plot_path)) != 0) {
             size_t l = o > 0 ? strlen(plot_path) : 0;
             if (o < 0)
                 return 2;
             if (l < 5 || strcmp(plot_path + l - 4, ".png") != 0)
                 return bad("--plot: \"%s\" is not a .png file name", plot_path);
-        } else if ((o = opt(argc, argv, &i, "--md", &md_path)) != 0) {
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--md", &md_path)) != 0) {
             if (o < 0)
                 return 2;
             if (md_path[0] == '\0')
                 return bad("--md: an empty file name%s", "");
-        } else if ((o = opt(argc, argv, &i, "--dir", &dir)) != 0) {
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--dir", &dir)) != 0) {
             if (o < 0)
                 return 2;
             if (dir[0] == '\0' || strlen(dir) > FL_PATH_MAX - 64)
                 return bad("--dir: bad directory \"%s\"", dir);
-        } else if ((o = opt(argc, argv, &i, "--data", &data)) != 0) {
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--data", &data)) != 0) {
             if (o < 0)
                 return 2;
             if (data[0] == '\0' || strlen(data) >= FL_PATH_MAX)
                 return bad("--data: bad directory \"%s\"", data);
-        } else if ((o = opt(argc, argv, &i, "--fleet", &fleet)) != 0) {
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--fleet", &fleet)) != 0) {
             if (o < 0)
                 return 2;
             if (strcmp(fleet, "full") != 0 && strcmp(fleet, "partial") != 0)
                 return bad("--fleet: \"%s\" is not full or partial", fleet);
-        } else if ((o = opt(argc, argv, &i, "--model", &model)) != 0) {
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--model", &model)) != 0) {
             if (o < 0)
                 return 2;
             if (strcmp(model, "lenet5") != 0 && strcmp(model, "logreg") != 0 &&
                 strcmp(model, "mlp") != 0 && strcmp(model, "cnn") != 0)
                 return bad("--model: \"%s\" is not logreg, mlp, lenet5 or cnn", model);
-        } else if ((o = opt(argc, argv, &i, "--rounds", &v)) != 0) {
-            if (o < 0 || parse_u32(v, 1, 10000, &rounds) != 0)
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--rounds", &v)) != 0) {
+            if (o < 0 || sl__bench_fl_u32(v, 1, 10000, &rounds) != 0)
                 return o < 0 ? 2 : bad("--rounds: \"%s\" is not in 1..10000", v);
-        } else if ((o = opt(argc, argv, &i, "--epochs", &v)) != 0) {
-            if (o < 0 || parse_u32(v, 1, 1000, &epochs) != 0)
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--epochs", &v)) != 0) {
+            if (o < 0 || sl__bench_fl_u32(v, 1, 1000, &epochs) != 0)
                 return o < 0 ? 2 : bad("--epochs: \"%s\" is not in 1..1000", v);
-        } else if ((o = opt(argc, argv, &i, "--clients", &v)) != 0) {
-            if (o < 0 || parse_u32(v, 1, 1000, &clients) != 0)
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--clients", &v)) != 0) {
+            if (o < 0 || sl__bench_fl_u32(v, 1, 1000, &clients) != 0)
                 return o < 0 ? 2 : bad("--clients: \"%s\" is not in 1..1000", v);
-        } else if ((o = opt(argc, argv, &i, "--deadline", &v)) != 0) {
-            if (o < 0 || parse_u32(v, 1, 7 * 86400, &deadline_s) != 0)
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--deadline", &v)) != 0) {
+            if (o < 0 || sl__bench_fl_u32(v, 1, 7 * 86400, &deadline_s) != 0)
                 return o < 0 ? 2 : bad("--deadline: \"%s\" is not in 1..604800 seconds", v);
-        } else if ((o = opt(argc, argv, &i, "--target-acc", &v)) != 0) {
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--target-acc", &v)) != 0) {
             if (o < 0 || parse_double(v, 0.0, 1.0, &su.acc_target) != 0)
                 return o < 0 ? 2 : bad("--target-acc: \"%s\" is not in 0..1", v);
         } else {
@@ -476,7 +523,7 @@ int sl_bench_fl(int argc, char **argv)
         su.deadline_ms = (int64_t)deadline_s * 1000;
     if (list == NULL)
         list = smoke ? SMOKE_SETTINGS : quick ? QUICK_SETTINGS : FULL_SETTINGS;
-    if (parse_settings(list, settings, &n) != 0)
+    if (sl__bench_fl_settings(list, 0, settings, &n) != 0)
         return 2;
 
     /* what the run needs, before anything starts */
@@ -492,22 +539,8 @@ int sl_bench_fl(int argc, char **argv)
                 su.data);
         return 1;
     }
-    len = readlink("/proc/self/exe", su.self, sizeof su.self - 1);
-    if (len <= 0) {
-        fprintf(stderr, "starling bench fl: cannot find this program: %s\n", strerror(errno));
+    if (sl__bench_fl_programs(&su) != 0)
         return 1;
-    }
-    su.self[len] = '\0';
-    if (find_program(su.self, "STARLING_COORDINATOR", "coordinator", "starling-coordinator",
-                     su.coordinator, sizeof su.coordinator) != 0 ||
-        find_program(su.self, "STARLING_AGENT", "device", "starling-agent", su.agent,
-                     sizeof su.agent) != 0) {
-        fprintf(stderr,
-                "starling bench fl: starling-coordinator and starling-agent must be next to %s "
-                "or in its build tree (or set STARLING_COORDINATOR and STARLING_AGENT)\n",
-                su.self);
-        return 1;
-    }
     if (dir != NULL) {
         if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
             fprintf(stderr, "starling bench fl: --dir %s: %s\n", dir, strerror(errno));
@@ -546,11 +579,7 @@ int sl_bench_fl(int argc, char **argv)
                 settings[j].server_lr == settings[i].server_lr)
                 res[i].alias_of = (int)j;
 
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sl__bench_fl_signals();
     out = json ? stderr : stdout;
     su.progress = stderr;
     fprintf(out, "starling bench fl: %zu settings through %s and %s; runs in %s\n", n,
@@ -598,6 +627,6 @@ int sl_bench_fl(int argc, char **argv)
     for (size_t i = 0; i < n; i++)
         sl_fl_run_free(&res[i].run);
     if (tmpdir)
-        nftw(su.workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        sl__bench_fl_rmtree(su.workdir);
     return status;
 }

@@ -31,6 +31,7 @@ typedef struct fl_setting {
     double server_lr;       /* the task's server_lr; 0 = its default */
     uint32_t warmup_rounds; /* the task's density warm-up (participations); 0 = none */
     double warmup_density;  /* its first participation's density */
+    int as_task;            /* "task": the task file's own configuration, unchanged */
 } fl_setting;
 
 /** What every setting shares. */
@@ -49,7 +50,13 @@ typedef struct fl_setup {
     int64_t window_ms, deadline_ms; /* selection window, report deadline */
     uint64_t seed;                  /* partition, selection and shuffles: the same everywhere */
     double acc_target;              /* for "rounds to" (0..1) */
-    char data[FL_PATH_MAX];         /* Fashion-MNIST directory */
+    char data[FL_PATH_MAX];         /* Fashion-MNIST directory, or the fleet's source URI */
+    /* --task mode (bench_fl_task.c); task_config NULL otherwise */
+    const char *task_config;         /* the task file's configuration, canonical JSON */
+    char spec_file[FL_PATH_MAX];     /* its init.spec_file, absolute */
+    uint64_t init_seed;              /* its init.seed */
+    char contract_file[FL_PATH_MAX]; /* its data_contract_file, absolute */
+    char eval_data[FL_PATH_MAX];     /* the evaluator's source URI ("": data) */
     char coordinator[FL_PATH_MAX], agent[FL_PATH_MAX], self[FL_PATH_MAX]; /* programs */
     char workdir[FL_PATH_MAX]; /* one subdirectory per setting */
     FILE *progress;            /* per-round lines (stderr) */
@@ -69,6 +76,31 @@ typedef struct fl_result {
 
 /* Set by SIGINT/SIGTERM while the bench runs; the runner stops its programs. */
 extern volatile int sl__bench_fl_interrupted;
+
+/* ---- shared by bench_fl.c and bench_fl_task.c ---------------------------------------- */
+
+/* --settings LIST into @out (MAX_SETTINGS); "task" is accepted when @allow_task. Prints the
+ * problem and returns 2 on a bad list, else 0. */
+int sl__bench_fl_settings(const char *list, int allow_task, fl_setting *out, size_t *n);
+/* This program, starling-coordinator and starling-agent into @su: 0, or 1 after a message. */
+int sl__bench_fl_programs(fl_setup *su);
+/* "--name V" or "--name=V": 1 with *value set, 0 not this option, -1 value missing. */
+int sl__bench_fl_opt(int argc, char **argv, int *i, const char *name, const char **value);
+/* "--name" whole numbers and decimals in [lo, hi]: 0, or -1. */
+int sl__bench_fl_u32(const char *text, uint32_t lo, uint32_t hi, uint32_t *out);
+/* Remove the directory tree @dir (best effort). */
+void sl__bench_fl_rmtree(const char *dir);
+/* SIGINT and SIGTERM set sl__bench_fl_interrupted; SIGPIPE ignored. */
+void sl__bench_fl_signals(void);
+
+/**
+ * sl__bench_fl_task - `starling bench fl --task TASK.json ...` (bench_fl_task.c): a task
+ * file's model and data contract through the real programs, beside PyTorch FedAvg on the
+ * same split. Returns a process exit code.
+ */
+int sl__bench_fl_task(int argc, char **argv);
+/* Its options, for `starling bench fl --help`. */
+void sl__bench_fl_task_usage(FILE *out);
 
 /**
  * sl__bench_fl_run_setting - start a coordinator (its own data directory

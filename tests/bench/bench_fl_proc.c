@@ -154,6 +154,63 @@ static int wait_port(const char *log, pid_t coordinator, unsigned *port, char *e
     return -1;
 }
 
+/* --task mode: the task file's configuration with the bench's fleet (every client every
+ * round), rounds, seed and the setting's compression, its model spec and data contract. */
+static int write_file_task(const fl_setup *su, const fl_setting *st, const char *path)
+{
+    cJSON *cfg = cJSON_Parse(su->task_config), *doc = cJSON_CreateObject(), *init;
+    char name[96], *text = NULL;
+    int rc = -1;
+    snprintf(name, sizeof name, "bench-fl-%s", st->name);
+#define SET_NUM(key, v)                                 \
+    (cJSON_DeleteItemFromObjectCaseSensitive(cfg, key), \
+     cJSON_AddNumberToObject(cfg, key, v) != NULL)
+#define SET_STR(key, v)                                 \
+    (cJSON_DeleteItemFromObjectCaseSensitive(cfg, key), \
+     cJSON_AddStringToObject(cfg, key, v) != NULL)
+    if (cfg == NULL || doc == NULL || !SET_STR("name", name) || !SET_NUM("rounds", su->rounds) ||
+        !SET_NUM("target", su->target) || !SET_NUM("over_selection", su->over_selection) ||
+        !SET_NUM("quorum", su->quorum) || !SET_NUM("selection_window_ms", (double)su->window_ms) ||
+        !SET_NUM("report_deadline_ms", (double)su->deadline_ms) ||
+        !SET_NUM("local_epochs", su->epochs) || !SET_NUM("seed", (double)su->seed))
+        goto done;
+    if (!st->as_task) {
+        if (!st->is_default && (!SET_STR("values", st->values) || !SET_NUM("density", st->density)))
+            goto done;
+        if (st->scope[0] != '\0' && !SET_STR("topk_scope", st->scope))
+            goto done;
+        if (st->feedback[0] != '\0' && !SET_STR("error_feedback", st->feedback))
+            goto done;
+        if (st->decay > 0 && !SET_NUM("residual_decay", st->decay))
+            goto done;
+        if (st->aggregator[0] != '\0' && !SET_STR("aggregator", st->aggregator))
+            goto done;
+        if (st->server_lr > 0 && !SET_NUM("server_lr", st->server_lr))
+            goto done;
+        if (st->warmup_rounds > 0 && (!SET_NUM("warmup_rounds", st->warmup_rounds) ||
+                                      !SET_NUM("warmup_density", st->warmup_density)))
+            goto done;
+    }
+#undef SET_NUM
+#undef SET_STR
+    if (!cJSON_AddItemToObject(doc, "config", cfg)) /* the document owns it from here */
+        goto done;
+    cfg = NULL;
+    init = cJSON_AddObjectToObject(doc, "init");
+    if (init == NULL || cJSON_AddStringToObject(init, "spec_file", su->spec_file) == NULL ||
+        cJSON_AddNumberToObject(init, "seed", (double)su->init_seed) == NULL ||
+        cJSON_AddStringToObject(doc, "data_contract_file", su->contract_file) == NULL)
+        goto done;
+    text = cJSON_Print(doc);
+    if (text != NULL)
+        rc = write_text(path, text);
+done:
+    free(text);
+    cJSON_Delete(cfg);
+    cJSON_Delete(doc);
+    return rc;
+}
+
 static int write_task(const fl_setup *su, const fl_setting *st, const char *path)
 {
     char text[2048], vd[256] = "", decay[64] = "", agg[64] = "fedavg", slr[160] = "";
@@ -167,6 +224,8 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr),
                  "\"warmup_rounds\": %u, \"warmup_density\": %.17g, ", st->warmup_rounds,
                  st->warmup_density);
+    if (su->task_config != NULL)
+        return write_file_task(su, st, path);
     if (!st->is_default)
         snprintf(vd, sizeof vd, "\"values\": \"%s\", \"density\": %.17g, %s%s%s%s%s%s%s",
                  st->values, st->density, st->scope[0] ? "\"topk_scope\": \"" : "", st->scope,
@@ -247,7 +306,7 @@ static int start_agents(const fl_setup *su, const char *dir, const char *url, in
                         "--state-dir",
                         ev_state,
                         "--data",
-                        (char *)su->data,
+                        (char *)(su->eval_data[0] != '\0' ? su->eval_data : su->data),
                         "--log-level",
                         "warn",
                         NULL};
@@ -288,7 +347,14 @@ static int start_agents(const fl_setup *su, const char *dir, const char *url, in
                         fl_state,
                         "--log-level",
                         "warn",
+                        NULL, /* --data_contract FILE in --task mode */
+                        NULL,
                         NULL};
+        if (su->contract_file[0] != '\0') {
+            size_t k = sizeof argv / sizeof argv[0] - 3;
+            argv[k] = "--data_contract";
+            argv[k + 1] = (char *)su->contract_file;
+        }
         if (spawn(argv, out2, log2, &p->fleet) != 0) {
             snprintf(err, cap, "cannot start %s: %s", su->agent, strerror(errno));
             return -1;
@@ -380,19 +446,27 @@ static int poll_rounds(const fl_setup *su, const fl_setting *st, sl_client *c, i
         }
         {
             const cJSON *m = cJSON_GetObjectItemCaseSensitive(detail, "model_metrics");
-            char up[24], acc[16];
+            const cJSON *fe = cJSON_GetObjectItemCaseSensitive(detail, "evaluation");
+            char up[24], acc[32], fed[48] = "";
             double bytes_up = num(detail, "bytes_up", 0);
             f->cum_up += bytes_up;
             sl_fl_human_bytes(f->cum_up, up, sizeof up);
-            if (cJSON_IsObject(m))
+            if (cJSON_IsObject(m) && !isnan(num(m, "accuracy", NAN)))
                 snprintf(acc, sizeof acc, "%.2f%%", 100.0 * num(m, "accuracy", NAN));
+            else if (cJSON_IsObject(m) && !isnan(num(m, "rmse", NAN)))
+                snprintf(acc, sizeof acc, "rmse %.4g", num(m, "rmse", NAN));
             else
                 snprintf(acc, sizeof acc, "-");
+            if (cJSON_IsObject(fe) && num(fe, "devices", 0) > 0)
+                snprintf(fed, sizeof fed, "  fed. eval %.0f devices %s %.4g", num(fe, "devices", 0),
+                         isnan(num(fe, "accuracy", NAN)) ? "rmse" : "acc",
+                         isnan(num(fe, "accuracy", NAN)) ? num(fe, "rmse", NAN)
+                                                         : num(fe, "accuracy", NAN));
             fprintf(su->progress,
                     "  %-14s round %3lld/%u  %-9s  reported %2.0f/%-2.0f  acc %7s  "
-                    "up %9s total  %5.0f s\n",
+                    "up %9s total  %5.0f s%s\n",
                     st->name, (long long)f->next_no, su->rounds, state, num(detail, "reported", 0),
-                    num(detail, "selected", 0), acc, up, (double)(now_ms() - start) / 1000.0);
+                    num(detail, "selected", 0), acc, up, (double)(now_ms() - start) / 1000.0, fed);
             fflush(su->progress);
         }
         cJSON_Delete(detail);

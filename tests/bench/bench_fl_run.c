@@ -116,27 +116,29 @@ static int add_round(void *ctx, const sl_round_record *r)
     x->bytes_down = r->bytes_down;
     x->opened_at_ms = r->opened_at_ms;
     x->closed_at_ms = r->closed_at_ms;
-    x->accuracy = x->loss = NAN;
+    x->accuracy = x->loss = x->mae = x->rmse = NAN;
+    x->fed_loss = x->fed_accuracy = x->fed_rmse = NAN;
     snprintf(x->error, sizeof x->error, "%s", r->error);
     return 0;
 }
 
-/* The evaluator's metrics of @version when it was made from @parent (-1: any parent). */
-static void version_metrics(sl_store *s, int64_t task, int64_t version, int64_t parent, double *acc,
-                            double *loss)
+/* The evaluator's metrics of @version when it was made from @parent (-1: any parent):
+ * accuracy, loss, mae, rmse (NaN each when absent). */
+static void version_metrics(sl_store *s, int64_t task, int64_t version, int64_t parent,
+                            double out[4])
 {
+    static const char *const keys[4] = {"accuracy", "loss", "mae", "rmse"};
     sl_model_record m;
-    *acc = *loss = NAN;
+    out[0] = out[1] = out[2] = out[3] = NAN;
     if (version <= 0 || sl_store_get_model(s, task, version, &m) != SL_OK)
         return;
     if ((parent < 0 || m.parent == parent) && m.metrics != NULL) {
         cJSON *j = cJSON_Parse(m.metrics);
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "accuracy");
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(j, "loss");
-        if (cJSON_IsNumber(a))
-            *acc = a->valuedouble;
-        if (cJSON_IsNumber(l))
-            *loss = l->valuedouble;
+        for (int k = 0; k < 4; k++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[k]);
+            if (cJSON_IsNumber(v))
+                out[k] = v->valuedouble;
+        }
         cJSON_Delete(j);
     }
     sl_store_model_free(&m);
@@ -185,7 +187,13 @@ static int read_run(sl_store *s, int64_t task_id, sl_fl_run *out, char *err, siz
     out->params = sl_layout_params(layout);
     out->dense_bytes = 4.0 * (double)out->params;
     sl_layout_free(layout);
-    version_metrics(s, task_id, 1, -1, &out->initial_accuracy, &out->initial_loss);
+    {
+        double v[4];
+        version_metrics(s, task_id, 1, -1, v);
+        out->initial_accuracy = v[0];
+        out->initial_loss = v[1];
+        out->initial_rmse = v[3];
+    }
 
     for (uint32_t offset = 0;; offset += ROUND_PAGE) {
         size_t before = rounds.n;
@@ -206,9 +214,22 @@ static int read_run(sl_store *s, int64_t task_id, sl_fl_run *out, char *err, siz
     }
     for (size_t i = 0; i < rounds.n; i++) {
         sl_fl_round *r = &rounds.v[i];
-        if (r->model_version > 0)
-            version_metrics(s, task_id, r->model_version, r->model_version - 1, &r->accuracy,
-                            &r->loss);
+        sl_store_eval_sum fed;
+        if (r->model_version > 0) {
+            double v[4];
+            version_metrics(s, task_id, r->model_version, r->model_version - 1, v);
+            r->accuracy = v[0];
+            r->loss = v[1];
+            r->mae = v[2];
+            r->rmse = v[3];
+        }
+        if (sl_store_round_eval(s, r->round_id, &fed) == SL_OK && fed.devices > 0) {
+            r->fed_devices = fed.devices;
+            r->fed_samples = fed.samples;
+            r->fed_loss = fed.loss;
+            r->fed_accuracy = fed.accuracy;
+            r->fed_rmse = fed.rmse;
+        }
     }
     out->rounds = rounds.v;
     out->nrounds = rounds.n;
@@ -274,6 +295,7 @@ void sl_fl_run_totals(const sl_fl_run *r, double acc_target, sl_fl_totals *t)
     int64_t first = 0, last = 0;
     memset(t, 0, sizeof *t);
     t->final_accuracy = t->final_loss = t->best_accuracy = NAN;
+    t->final_rmse = t->best_rmse = NAN;
     t->compression_up = t->down_fraction = NAN;
     for (size_t i = 0; i < r->nrounds; i++) {
         const sl_fl_round *x = &r->rounds[i];
@@ -291,6 +313,11 @@ void sl_fl_run_totals(const sl_fl_run *r, double acc_target, sl_fl_totals *t)
             first = x->opened_at_ms;
         if (x->closed_at_ms > last)
             last = x->closed_at_ms;
+        if (!isnan(x->rmse)) {
+            t->final_rmse = x->rmse;
+            if (isnan(t->best_rmse) || x->rmse < t->best_rmse)
+                t->best_rmse = x->rmse;
+        }
         if (!isnan(x->accuracy)) {
             t->final_accuracy = x->accuracy;
             t->final_loss = x->loss;

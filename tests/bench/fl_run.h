@@ -28,7 +28,13 @@ typedef struct sl_fl_round {
     int64_t bytes_up, bytes_down;
     int64_t opened_at_ms, closed_at_ms; /* closed_at_ms 0 while open */
     double accuracy, loss;              /* the evaluator's, for model_version; NaN if none */
-    char error[256];                    /* why an abandoned round ended */
+    double mae, rmse;                   /* the evaluator's, regression; NaN if none */
+    /* federated evaluation of the round's base model: the devices' reports on their
+     * held-out samples, weighted by samples (devices 0: none; metrics NaN if none) */
+    uint32_t fed_devices;
+    uint64_t fed_samples;
+    double fed_loss, fed_accuracy, fed_rmse;
+    char error[256]; /* why an abandoned round ended */
 } sl_fl_round;
 
 /** A task's run. */
@@ -39,6 +45,7 @@ typedef struct sl_fl_run {
     uint64_t params;                       /* fp32 parameters of the layout */
     double dense_bytes;                    /* params * 4: one dense fp32 update or model */
     double initial_accuracy, initial_loss; /* version 1 (NaN when not evaluated) */
+    double initial_rmse;                   /* version 1, regression (NaN: none) */
     sl_fl_round *rounds;                   /* ascending round_no; malloc'd */
     size_t nrounds;
 } sl_fl_run;
@@ -59,11 +66,13 @@ typedef struct sl_fl_totals {
     double final_accuracy; /* of the last closed round with metrics (NaN: none) */
     double final_loss;
     int64_t final_version;
-    double best_accuracy;       /* NaN when no round has metrics */
-    double mean_accuracy;       /* mean over rounds mean_from..mean_to (NaN: none) */
-    int64_t mean_from, mean_to; /* the last SL_FL_MEAN_ROUNDS rounds with metrics: 30..50 of 50 */
-    int64_t rounds_to_target;   /* first round_no whose version reached the target; 0: never */
-    double wall_s;              /* first round opened to last round closed */
+    double best_accuracy;         /* NaN when no round has metrics */
+    double final_rmse, best_rmse; /* regression: of the last closed round with an RMSE, and
+                                     the lowest (NaN: none) */
+    double mean_accuracy;         /* mean over rounds mean_from..mean_to (NaN: none) */
+    int64_t mean_from, mean_to;   /* the last SL_FL_MEAN_ROUNDS rounds with metrics: 30..50 of 50 */
+    int64_t rounds_to_target;     /* first round_no whose version reached the target; 0: never */
+    double wall_s;                /* first round opened to last round closed */
 } sl_fl_totals;
 
 /**

@@ -711,13 +711,45 @@ static void test_variants(void **state)
     assert_int_equal(sl__nn_elementwise_use(SL__NN_EW_AUTO), SL_OK);
 }
 
+/* The workspace reserved for a batch holds any smaller batch too: a smaller batch (an epoch's
+ * last) may be taken as one chunk where the reserved one is cut into small chunks. */
+static void test_conv_workspace_smaller_batch(void **state)
+{
+    static const size_t shapes[][5] = {
+        {1, 64, 64, 3, 64}, /* 138 KB of cols a sample: 64 are chunked, 29 fit whole */
+        {3, 32, 32, 5, 128},
+        {16, 14, 14, 5, 256},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        sl__nn_conv c;
+        size_t batch = shapes[i][4], reserved;
+        assert_int_equal(
+            sl__nn_conv_init(&c, shapes[i][0], 4, shapes[i][1], shapes[i][2], shapes[i][3], 0),
+            SL_OK);
+        if (sl__nn_conv_set_algo(&c, SL__NN_CONV_IM2COL) != SL_OK)
+            continue;
+        reserved = sl__nn_conv_workspace(&c, batch);
+        for (size_t b = 1; b <= batch; b++)
+            if (sl__nn_conv_workspace(&c, b) > reserved)
+                fail_msg(
+                    "conv %zu: batch %zu needs %zu floats of workspace, batch %zu reserved %zu", i,
+                    b, sl__nn_conv_workspace(&c, b), batch, reserved);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense),        cmocka_unit_test(test_conv),
-        cmocka_unit_test(test_conv_chunked), cmocka_unit_test(test_conv_rejects),
-        cmocka_unit_test(test_pool),         cmocka_unit_test(test_relu_flatten),
-        cmocka_unit_test(test_softmax_ce),   cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_conv_chunked),
+        cmocka_unit_test(test_conv_rejects),
+        cmocka_unit_test(test_conv_workspace_smaller_batch),
+        cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_relu_flatten),
+        cmocka_unit_test(test_softmax_ce),
+        cmocka_unit_test(test_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
