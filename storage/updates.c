@@ -307,10 +307,10 @@ typedef struct append_args {
 static int append_exec(sl_store *s, sl__conn *c, void *arg)
 {
     append_args *a = arg;
-    sl_upload_record r;
+    sl_upload_record r = {0};
     sqlite3_blob *blob;
     sqlite3_stmt *st;
-    int64_t rowid;
+    int64_t rowid = 0;
     int rc = load_upload(s, c, a->id, &r, &rowid);
     if (rc != SL_OK)
         return rc;
@@ -415,7 +415,7 @@ static int finish_exec(sl_store *s, sl__conn *c, void *arg)
     sl_upload_record r;
     sl_update_put u;
     sqlite3_stmt *st;
-    int64_t rowid;
+    int64_t rowid = 0;
     void *data;
     int rc = load_upload(s, c, a->id, &r, &rowid);
     if (rc != SL_OK)

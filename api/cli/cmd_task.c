@@ -447,9 +447,9 @@ static int build_request(sl__cli *c, const char *task_file, char **body)
         static const char *const other[] = {"layout",     "layout_file",     "model", "model_file",
                                             "model_spec", "model_spec_file", "init",  "onnx_file"};
         const char *src = cJSON_GetObjectItemCaseSensitive(doc, "init") ? "init" : "onnx_file";
+        const size_t self = src[0] == 'i' ? 6 : 7; /* its own entry of @other */
         for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
-            if (strcmp(other[i], src) != 0 &&
-                cJSON_GetObjectItemCaseSensitive(doc, other[i]) != NULL) {
+            if (i != self && cJSON_GetObjectItemCaseSensitive(doc, other[i]) != NULL) {
                 sl__cli_error(c, "%s: \"%s\" gives the layout, the model and its spec; drop \"%s\"",
                               task_file, src, other[i]);
                 goto done;

@@ -238,7 +238,7 @@ static int parse_label(parser *ps, const cJSON *root)
     if (classes == NULL)
         return fail(ps, "label.classes", "is required: the class names in index order");
     if (cJSON_IsNumber(classes)) { /* unnamed classes: "0", "1", ... */
-        size_t n;
+        size_t n = 0;
         if ((rc = int_of(ps, label, "classes", "label.classes", 1, SL_CONTRACT_MAX_NAMES, -1,
                          &n)) != SL_OK)
             return rc;
@@ -339,7 +339,7 @@ static int parse_image(parser *ps, const cJSON *img)
 {
     sl_contract *c = ps->c;
     static const char *const keys[] = {"width", "height", "channels", NULL};
-    size_t w, h, ch;
+    size_t w = 0, h = 0, ch = 0;
     int rc;
     if ((rc = only_keys(ps, img, "preprocess.image", keys)) != SL_OK ||
         (rc = int_of(ps, img, "width", "preprocess.image.width", 1, 4096, -1, &w)) != SL_OK ||
@@ -361,7 +361,7 @@ static int parse_audio(parser *ps, const cJSON *a)
     sl_contract *c = ps->c;
     static const char *const keys[] = {"sample_rate", "n_fft", "hop",  "n_mels",
                                        "frames",      "fmin",  "fmax", NULL};
-    size_t rate, fft, hop, mels, frames;
+    size_t rate = 0, fft = 0, hop = 0, mels = 0, frames = 0;
     double fmin, fmax;
     int rc;
     if ((rc = only_keys(ps, a, "preprocess.audio", keys)) != SL_OK ||

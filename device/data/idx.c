@@ -298,7 +298,7 @@ int sl_data_load_idx(const char *images_path, const char *labels_path, float mea
                      sl_dataset **out, char *err, size_t errcap)
 {
     idx_src images, labels;
-    uint64_t idims[3], ldims[3];
+    uint64_t idims[3] = {0}, ldims[3] = {0};
     unsigned char *pixels = NULL, *tags = NULL;
     sl_dataset *ds = NULL;
     float lut[256];

@@ -392,7 +392,7 @@ static int open_idx(sl_source *s, const char *uri, char *err, size_t cap)
 {
     const sl_contract *c = s->c;
     uri_opts o;
-    uint32_t xd[3], yd[1];
+    uint32_t xd[3] = {0}, yd[1] = {0};
     int rc = split_uri("idx:", uri, "", s->path, &o, err, cap);
     if (rc != SL_OK)
         return rc;

@@ -511,7 +511,7 @@ int sl_nn_sgemm(sl_nn_trans trans_a, sl_nn_trans trans_b, size_t m, size_t n, si
                        .rs_c = ldc,
                        .cs_c = 1};
     const sl__gemm_kernels *kt = pb.kt;
-    const sl__gemm_tile *tile, *swapped_tile;
+    const sl__gemm_tile *tile = NULL, *swapped_tile = NULL;
     double cost = tile_cost(kt, m, n, &tile), swapped_cost = tile_cost(kt, n, m, &swapped_tile);
     /* Narrow C (the models' N = 6 or 10 outputs against thousands of rows):
      * C^T = op(B)^T op(A)^T fills the tiles far better. Its C goes through

@@ -989,7 +989,7 @@ static int infer(parser *ps, sl__node *nd, const cJSON *attrs)
             return rc;
         a->axis = (int32_t)ax;
         if (cJSON_IsNumber(ix)) {
-            int64_t v;
+            int64_t v = 0;
             if ((rc = get_int(ps, ix, "indices", -(int64_t)x->shape[ax], (int64_t)x->shape[ax] - 1,
                               &v)) != SL_OK)
                 return rc;
