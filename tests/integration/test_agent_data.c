@@ -464,6 +464,46 @@ static void test_bad_media_refused(void **state)
         write_npy(path, 40, 0);
         snprintf(dev, sizeof dev, "%s/dev4", dir);
         refused(&c, task, src, dev, log, "outside the task's 3 classes");
+        /* a wrong shape: rows of 3 values where the task's sample has 4 */
+        {
+            float v[40 * 3] = {0};
+            char hdr[128];
+            int len = snprintf(hdr + 10, sizeof hdr - 10,
+                               "{'descr': '<f4', 'fortran_order': False, 'shape': (40, 3), }");
+            FILE *fp = fopen(path, "wb");
+            assert_non_null(fp);
+            memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+            while ((10 + len + 1) % 64 != 0)
+                hdr[10 + len++] = ' ';
+            hdr[10 + len++] = '\n';
+            hdr[8] = (char)len;
+            hdr[9] = 0;
+            assert_int_equal(fwrite(hdr, 1, (size_t)(10 + len), fp), (size_t)(10 + len));
+            assert_int_equal(fwrite(v, sizeof *v, 40 * 3, fp), 40 * 3);
+            fclose(fp);
+        }
+        snprintf(dev, sizeof dev, "%s/dev5", dir);
+        refused(&c, task, src, dev, log, "x has 3 values a row; the task's sample has 4");
+        /* a dtype the reader does not take (int16) */
+        write_npy(path, 40, 0);
+        {
+            FILE *fp = fopen(path, "r+b");
+            assert_non_null(fp);
+            fseek(fp, 10 + 11, SEEK_SET); /* '<f4' -> '<i2' */
+            fputs("<i2", fp);
+            fclose(fp);
+        }
+        snprintf(dev, sizeof dev, "%s/dev6", dir);
+        refused(&c, task, src, dev, log, "dtype '<i2'");
+        /* a truncated array: the file ends before its declared data */
+        write_npy(path, 40, 0);
+        assert_int_equal(truncate(path, 64 + 40 * 4 * 4 - 7), 0);
+        snprintf(dev, sizeof dev, "%s/dev7", dir);
+        refused(&c, task, src, dev, log, "bytes where the header says");
+        /* an empty file */
+        put_file(path, "", 0);
+        snprintf(dev, sizeof dev, "%s/dev8", dir);
+        refused(&c, task, src, dev, log, "x.npy");
     }
     sl_test_rmtree(dir);
     ag_coord_close(&c);
