@@ -273,12 +273,23 @@ static int parse_input(parser *ps, const cJSON *root)
 {
     sl_contract *c = ps->c;
     const cJSON *input = member(root, "input"), *shape, *it;
-    static const char *const keys[] = {"features", "shape", NULL};
+    static const char *const keys[] = {"features", "shape", "dtype", NULL};
+    static const char *const dtypes[] = {"float32", "float64", "uint8", "int64"};
+    const cJSON *dtype;
     int rc, i = 0;
     if (input == NULL || !cJSON_IsObject(input))
         return fail(ps, "input", "is required: an object with \"features\" or \"shape\"");
     if ((rc = only_keys(ps, input, "input", keys)) != SL_OK)
         return rc;
+    c->dtype = SL_DTYPE_ANY;
+    if ((dtype = member(input, "dtype")) != NULL) {
+        for (size_t k = 0; cJSON_IsString(dtype) && k < 4 && c->dtype == SL_DTYPE_ANY; k++)
+            if (strcmp(dtype->valuestring, dtypes[k]) == 0)
+                c->dtype = (sl_contract_dtype)(k + 1);
+        if (c->dtype == SL_DTYPE_ANY)
+            return fail(ps, "input.dtype",
+                        "must be \"float32\", \"float64\", \"uint8\" or \"int64\"");
+    }
     if (member(input, "features") != NULL &&
         (rc = names_of(ps, member(input, "features"), "input.features", &c->features,
                        &c->nfeatures)) != SL_OK)

@@ -321,6 +321,26 @@ static int open_spool(sl_source *s, const char *uri, char *err, size_t cap)
 
 /* ---- NumPy -------------------------------------------------------------------------------- */
 
+static const char *contract_dtype_name(sl_contract_dtype d)
+{
+    static const char *const names[] = {"any", "float32", "float64", "uint8", "int64"};
+    return (unsigned)d < 5 ? names[d] : "?";
+}
+
+static const char *npy_dtype_name(sl_npy_dtype d)
+{
+    static const char *const names[] = {"float32", "float64", "uint8", "int64"};
+    return (unsigned)d < 4 ? names[d] : "?";
+}
+
+static int dtype_is(sl_contract_dtype want, sl_npy_dtype got)
+{
+    return (want == SL_DTYPE_FLOAT32 && got == SL_NPY_F4) ||
+           (want == SL_DTYPE_FLOAT64 && got == SL_NPY_F8) ||
+           (want == SL_DTYPE_UINT8 && got == SL_NPY_U1) ||
+           (want == SL_DTYPE_INT64 && got == SL_NPY_I8);
+}
+
 static int open_npy(sl_source *s, const char *uri, int npz, char *err, size_t cap)
 {
     const sl_contract *c = s->c;
@@ -347,6 +367,9 @@ static int open_npy(sl_source *s, const char *uri, int npz, char *err, size_t ca
     if (rc != SL_OK)
         return say(err, cap, rc, "%s", why);
     s->npy_rows = sl_npy_rows(s->nx);
+    if (c->dtype != SL_DTYPE_ANY && !dtype_is(c->dtype, sl_npy_type(s->nx)))
+        return say(err, cap, SL_EINVAL, "%s: x holds %s; the task's contract says input.dtype %s",
+                   s->path, npy_dtype_name(sl_npy_type(s->nx)), contract_dtype_name(c->dtype));
     if (sl_npy_row_size(s->nx) != c->raw_size)
         return say(err, cap, SL_EINVAL,
                    "%s: x has %llu values a row; the task's sample has %zu (input.shape)", s->path,
@@ -398,6 +421,10 @@ static int open_idx(sl_source *s, const char *uri, char *err, size_t cap)
         return rc;
     if (c->label_kind != SL_LABEL_CLASS)
         return say(err, cap, SL_EINVAL, "%s: IDX labels are classes; the task's are not", s->path);
+    if (c->dtype != SL_DTYPE_ANY && c->dtype != SL_DTYPE_UINT8)
+        return say(err, cap, SL_EINVAL,
+                   "%s: IDX images hold uint8; the task's contract says input.dtype %s", s->path,
+                   contract_dtype_name(c->dtype));
     if ((rc = idx_open1(s->path, "train-images-idx3-ubyte", 3, xd, &s->idx_x, err, cap)) != SL_OK ||
         (rc = idx_open1(s->path, "train-labels-idx1-ubyte", 1, yd, &s->idx_y, err, cap)) != SL_OK)
         return rc;

@@ -266,6 +266,49 @@ static void test_contract_csv(void **state)
     ag_coord_close(&c);
 }
 
+static int count_task(void *ctx, int64_t id)
+{
+    (void)id;
+    ++*(int64_t *)ctx;
+    return 0;
+}
+
+/* A contract that is not valid is refused when the task is created: 422 naming the member,
+ * nothing stored; a data_contract that is not an object: 400. */
+static void test_bad_contract_task(void **state)
+{
+    char dir[512], body[1024];
+    sl_client_response r;
+    ag_coord c;
+    int64_t before = 0, after = 0;
+    (void)state;
+    sl_test_mkdtemp(dir, sizeof dir, "agent_bad_contract");
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    ag_create_task_docs(&c, SPEC, NULL, CONTRACT, TASK("good"));
+    assert_int_equal(sl_store_list_tasks(c.store, count_task, &before), 0);
+    snprintf(body, sizeof body,
+             "{\"config\":{\"name\":\"bad\",\"target\":1},\"layout\":\"w 1\",\"model\":\"AAAA\","
+             "\"data_contract\":%s}",
+             "{\"input\":{\"features\":[\"a\"]},\"label\":{\"kind\":\"colour\"}}");
+    ag_admin(&c, "POST", "/v1/tasks", body, &r);
+    /* the contract is checked before the initial model is decoded */
+    if (r.status != 422 || strstr((const char *)r.body, "\"reason\":\"data_contract\"") == NULL ||
+        strstr((const char *)r.body, "label.kind") == NULL)
+        fail_msg("a bad contract: %ld %s", r.status, (const char *)r.body);
+    sl_client_response_free(&r);
+    assert_int_equal(sl_store_list_tasks(c.store, count_task, &after), 0);
+    assert_int_equal(after, before);
+    snprintf(body, sizeof body,
+             "{\"config\":{\"name\":\"x\",\"target\":1},\"layout\":\"w 1\","
+             "\"model\":\"AAAA\",\"data_contract\":[1]}");
+    ag_admin(&c, "POST", "/v1/tasks", body, &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr((const char *)r.body, "data_contract"));
+    sl_client_response_free(&r);
+    sl_test_rmtree(dir);
+    ag_coord_close(&c);
+}
+
 static void test_bad_data_refused(void **state)
 {
     char dir[512], csv[600], src[1400], dev[600], log[600];
@@ -380,6 +423,9 @@ static void test_bad_media_refused(void **state)
         "{\"input\":{\"shape\":[4]},\"label\":{\"kind\":\"class\","
         "\"classes\":[\"setosa\",\"versicolor\",\"virginica\"]},"
         "\"preprocess\":{\"audio\":{\"n_fft\":64,\"hop\":32,\"n_mels\":2,\"frames\":2}}}";
+    static const char npy_u8_contract[] =
+        "{\"input\":{\"shape\":[4],\"dtype\":\"uint8\"},\"label\":{\"kind\":\"class\","
+        "\"classes\":3}}";
     static const char npy_contract[] =
         "{\"input\":{\"shape\":[4]},\"label\":{\"kind\":\"class\",\"classes\":3}}";
     ag_coord c;
@@ -504,6 +550,13 @@ static void test_bad_media_refused(void **state)
         put_file(path, "", 0);
         snprintf(dev, sizeof dev, "%s/dev8", dir);
         refused(&c, task, src, dev, log, "x.npy");
+        /* the element type the task's contract declares (uint8 pixels, here float32 arrays) */
+        write_npy(path, 40, 0);
+        task = ag_create_task_docs(&c, SPEC, NULL, npy_u8_contract, TASK("arrays-u8"));
+        snprintf(dev, sizeof dev, "%s/dev9", dir);
+        refused(&c, task, src, dev, log,
+                "x holds float32; the task's contract says input.dtype "
+                "uint8");
     }
     sl_test_rmtree(dir);
     ag_coord_close(&c);
@@ -608,11 +661,9 @@ static void test_growth(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_contract_csv),
-        cmocka_unit_test(test_bad_data_refused),
-        cmocka_unit_test(test_bad_media_refused),
-        cmocka_unit_test(test_model_does_not_fit),
-        cmocka_unit_test(test_growth),
+        cmocka_unit_test(test_contract_csv),       cmocka_unit_test(test_bad_contract_task),
+        cmocka_unit_test(test_bad_data_refused),   cmocka_unit_test(test_bad_media_refused),
+        cmocka_unit_test(test_model_does_not_fit), cmocka_unit_test(test_growth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -500,6 +500,10 @@ static void test_refused_input_and_label(void **state)
     refused("{\"input\": {\"features\": [\"a\", \"b\", \"a\"]}, " CLASS2 "}", SL_EINVAL,
             "input.features", "\"a\" is named twice");
     refused("{\"input\": {\"shape\": []}, " CLASS2 "}", SL_EINVAL, "input.shape", "1 to 4 sizes");
+    refused("{\"input\": {\"shape\": [2], \"dtype\": \"int16\"}, " CLASS2 "}", SL_EINVAL,
+            "input.dtype", "\"float32\", \"float64\", \"uint8\" or \"int64\"");
+    refused("{\"input\": {\"shape\": [2], \"dtype\": 4}, " CLASS2 "}", SL_EINVAL, "input.dtype",
+            NULL);
     refused("{\"input\": {\"shape\": [1, 2, 3, 4, 5]}, " CLASS2 "}", SL_EINVAL, "input.shape",
             "1 to 4 sizes");
     refused("{\"input\": {\"shape\": [3, 0]}, " CLASS2 "}", SL_EINVAL, "input.shape",

@@ -630,6 +630,24 @@ static void test_npy(void **state)
         sl_contract_free(t);
     }
 
+    /* input.dtype: the arrays must hold what the contract says (x here is float64) */
+    {
+        sl_contract *d = contract("{\"input\": {\"shape\": [2, 3], \"dtype\": \"float32\"}, "
+                                  "\"label\": {\"kind\": \"class\", \"classes\": 3}}");
+        sl_contract *d8 = contract("{\"input\": {\"shape\": [2, 3], \"dtype\": \"float64\"}, "
+                                   "\"label\": {\"kind\": \"class\", \"classes\": 3}}");
+        path_of("y.npy", ypath, sizeof ypath);
+        snprintf(uri, sizeof uri, "npy:%s/x.npy?y=%s", g_dir, ypath);
+        open_refused(uri, d, SL_EINVAL,
+                     "x holds float64; the task's contract says input.dtype "
+                     "float32");
+        s = open_ok(uri, d8);
+        assert_int_equal(read_ok(s, MAXS), 4);
+        sl_source_close(s);
+        sl_contract_free(d);
+        sl_contract_free(d8);
+    }
+
     /* a wrong row size; x and y of different lengths; no y */
     {
         float x5[20] = {0};

@@ -55,6 +55,15 @@ typedef enum sl_contract_raw {
     SL_RAW_SERIES = 3  /* rows of raw_size values, windowed */
 } sl_contract_raw;
 
+/** The element type a device's arrays hold (input.dtype); ANY when the contract names none. */
+typedef enum sl_contract_dtype {
+    SL_DTYPE_ANY = 0,
+    SL_DTYPE_FLOAT32 = 1,
+    SL_DTYPE_FLOAT64 = 2,
+    SL_DTYPE_UINT8 = 3,
+    SL_DTYPE_INT64 = 4
+} sl_contract_dtype;
+
 /**
  * A parsed contract. Read-only for its users; every pointer is owned by it.
  * Sizes are consistent: sample_size = product(shape) is what the source
@@ -62,11 +71,13 @@ typedef enum sl_contract_raw {
  */
 typedef struct sl_contract {
     /* input */
-    char **features;    /* named feature columns in order (NULL: unnamed, by shape) */
-    size_t nfeatures;   /* entries of features */
-    size_t shape[4];    /* per-sample tensor the model takes */
-    size_t ndim;        /* 1..4 */
-    size_t sample_size; /* product of shape */
+    char **features;         /* named feature columns in order (NULL: unnamed, by shape) */
+    size_t nfeatures;        /* entries of features */
+    size_t shape[4];         /* per-sample tensor the model takes */
+    size_t ndim;             /* 1..4 */
+    size_t sample_size;      /* product of shape */
+    sl_contract_dtype dtype; /* what npy:/npz: arrays must hold (idx: holds uint8); samples are
+                                float32 after preprocessing whatever it is */
     sl_contract_raw raw;
     size_t raw_size; /* SL_RAW_VALUES / SL_RAW_SERIES: values per row */
     /* label */
