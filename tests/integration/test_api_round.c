@@ -334,6 +334,19 @@ void test_complete_round(void **state)
     ah_expect_problem(&r, 400, "bad-request");
     ah_resp_free(&r);
     {
+        /* a negative or non-numeric regression metric, or no metric beside the loss */
+        static const char *const bad[] = {
+            "{\"task_id\":1,\"loss\":0.5,\"mae\":-1,\"samples\":10}",
+            "{\"task_id\":1,\"loss\":0.5,\"rmse\":\"x\",\"samples\":10}",
+            "{\"task_id\":1,\"loss\":0.5,\"samples\":10}",
+            "{\"task_id\":1,\"loss\":0.5,\"accuracy\":1.5,\"samples\":10}"};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            ah_admin(&f, "POST", path, bad[i], strlen(bad[i]), &r);
+            ah_expect_problem(&r, 400, "bad-request");
+            ah_resp_free(&r);
+        }
+    }
+    {
         sl_model_record m;
         assert_int_equal(sl_store_get_model(f.store, task, 2, &m), SL_OK);
         assert_non_null(m.metrics);

@@ -218,6 +218,56 @@ static void test_session_properties(void **state)
     ah_fx_close(&f);
 }
 
+/* Hostile or malformed input to the session endpoints: a clear problem, nothing changed. */
+static void test_session_bad_input(void **state)
+{
+    ah_fx f;
+    ah_dev a;
+    sess s;
+    int64_t task;
+    uint64_t audits;
+    char type[96], path[160];
+    ah_resp r;
+    (void)state;
+    ah_fx_open(&f, "session_bad", NULL);
+    task = ah_create_task(&f, TASK);
+    ah_dev_enrol(&f, &a);
+    open_session(&f, &a, &s);
+    audits = ah_audit_count(&f);
+    /* a malformed token: session-invalid */
+    {
+        sess bad = s;
+        snprintf(bad.token, sizeof bad.token, "s1.1.%lld.99999999999999.nothex", (long long)a.id);
+        assert_int_equal(checkin(&f, &bad, a.id, task, type, sizeof type), 401);
+        assert_non_null(strstr(type, "session-invalid"));
+    }
+    /* operators: a bad session id, unknown devices */
+    snprintf(path, sizeof path, "/v1/devices/%lld/sessions?session=xyz", (long long)a.id);
+    ah_admin(&f, "DELETE", path, NULL, 0, &r);
+    ah_expect_problem(&r, 400, "bad-request");
+    ah_resp_free(&r);
+    ah_admin(&f, "DELETE", "/v1/devices/999/sessions", NULL, 0, &r);
+    ah_expect_problem(&r, 404, "not-found");
+    ah_resp_free(&r);
+    ah_admin(&f, "POST", "/v1/devices/999/disable", NULL, 0, &r);
+    ah_expect_problem(&r, 404, "not-found");
+    ah_resp_free(&r);
+    ah_get(&f, "/v1/devices/abc/sessions", (const char *[]){"Authorization: Bearer " AH_ADMIN}, 1,
+           &r);
+    ah_expect_problem(&r, 404, "not-found");
+    ah_resp_free(&r);
+    /* without the operator's token */
+    snprintf(path, sizeof path, "%s/v1/sessions/rotate", f.base);
+    ah_http("POST", path, NULL, 0, NULL, 0, &r);
+    ah_expect_problem(&r, 401, "unauthorized");
+    ah_resp_free(&r);
+    /* nothing was revoked, disabled or rotated: the session works, no audit entry */
+    assert_int_equal(checkin(&f, &s, a.id, task, NULL, 0), 200);
+    assert_int_equal(ah_audit_count(&f), audits);
+    ah_dev_free(&a);
+    ah_fx_close(&f);
+}
+
 static void test_session_expires(void **state)
 {
     ah_fx f;
@@ -373,8 +423,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_session_properties), cmocka_unit_test(test_session_expires),
-        cmocka_unit_test(test_client_sessions),    cmocka_unit_test(test_cli_sessions),
-        cmocka_unit_test(test_disabled_device),
+        cmocka_unit_test(test_session_bad_input),  cmocka_unit_test(test_client_sessions),
+        cmocka_unit_test(test_cli_sessions),       cmocka_unit_test(test_disabled_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
