@@ -272,8 +272,8 @@ int sl_store_open(const sl_store_options *o, sl_store **out, char *err, size_t e
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->work, NULL);
-    pthread_cond_init(&s->done, NULL);
     pthread_cond_init(&s->free_rd, NULL);
+    pthread_cond_init(&s->ckpt_work, NULL);
     rc = sl__conn_open(s, &s->writer, 0);
     if (rc != SL_OK) {
         snprintf(err, errcap, "%s: cannot open: %s", o->path, sl_strerror(rc));
@@ -316,8 +316,8 @@ void sl_store_close(sl_store *s)
     sl__conn_close(&s->writer);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->work);
-    pthread_cond_destroy(&s->done);
     pthread_cond_destroy(&s->free_rd);
+    pthread_cond_destroy(&s->ckpt_work);
     free(s->readers);
     free(s->path);
     free(s);

@@ -29,7 +29,8 @@ typedef struct sl__wop {
     sl__write_fn exec;
     void *arg;
     int result;
-    int state; /* 0 queued, 1 in flight, 2 done */
+    int state;           /* 0 queued, 1 in flight, 2 done */
+    pthread_cond_t done; /* signalled when state becomes done: only its caller wakes */
     struct sl__wop *next;
 } sl__wop;
 
@@ -41,14 +42,22 @@ struct sl_store {
     uint32_t nreaders;
     pthread_mutex_t lock;
     pthread_cond_t work;    /* writer: something queued, or stop */
-    pthread_cond_t done;    /* callers: some write finished */
     pthread_cond_t free_rd; /* a reader connection came back */
     sl__wop *head, *tail;   /* the queue */
     int stop;
     pthread_t thread;
     int thread_started;
-    uint64_t wal_pages; /* pages in the WAL after the last commit (wal hook) */
+    uint64_t wal_pages; /* pages in the WAL after the last commit (wal hook; writer thread) */
     uint64_t commits;   /* transactions committed (tests, metrics) */
+    /* the checkpointer (writer.c): its own connection and thread, so that copying the WAL
+     * into the database (and that file's fsync) never holds up a commit */
+    sl__conn ckpt;
+    pthread_t ckpt_thread;
+    int ckpt_started;
+    pthread_cond_t ckpt_work; /* under lock: ckpt_pages changed, or stop */
+    uint64_t ckpt_pages;      /* under lock: the WAL's pages at the last commit */
+    uint64_t checkpoints;     /* under lock: checkpoints run (tests) */
+    int ckpt_caught_up;       /* under lock: the last one copied every frame it saw */
 };
 
 /* db.c */

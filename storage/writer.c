@@ -16,19 +16,68 @@ enum { QUEUED = 0, IN_FLIGHT = 1, DONE = 2 };
 
 void (*sl__store_commit_hook)(void);
 
-/* Checkpoint when the WAL has grown; RESTART (which waits for readers, up
- * to the busy timeout) once it is far past the mark, so it cannot grow
- * without bound behind long readers. */
-static void maybe_checkpoint(sl_store *s)
+/*
+ * Checkpoints, mostly off the writer's path. When the WAL has grown past
+ * checkpoint_pages, the checkpointer thread runs a PASSIVE checkpoint on its
+ * own connection: it copies the WAL into the database (and syncs that file)
+ * while the writer goes on committing, as WAL mode allows. The WAL is
+ * rewound only by a transaction that begins when every frame was copied,
+ * which a busy writer seldom sees; so once the checkpointer has caught up,
+ * the writer copies the few frames committed since (a PASSIVE checkpoint of
+ * its own, between two transactions) and its next transaction rewinds it.
+ * If the WAL still reaches four times the mark (long readers), the writer
+ * runs a RESTART checkpoint, which waits for the readers up to the busy
+ * timeout: back-pressure, so the WAL cannot grow without bound.
+ */
+static void *checkpointer_main(void *arg)
 {
-    int mode;
-    if (s->wal_pages < s->opt.checkpoint_pages)
-        return;
-    mode = s->wal_pages >= 4ull * s->opt.checkpoint_pages ? SQLITE_CHECKPOINT_RESTART
-                                                          : SQLITE_CHECKPOINT_PASSIVE;
-    if (sqlite3_wal_checkpoint_v2(s->writer.db, NULL, mode, NULL, NULL) == SQLITE_OK &&
-        mode == SQLITE_CHECKPOINT_RESTART)
-        s->wal_pages = 0;
+    sl_store *s = arg;
+    uint64_t done_at = 0; /* the WAL's pages when the last checkpoint started */
+    pthread_setname_np(pthread_self(), "sl-store-ckpt"); /* for top -H and perf */
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        int log = -1, copied = -1, rc;
+        /* nothing to do: below the mark, nothing new, caught up (the writer finishes), or far
+         * past the mark (the writer's RESTART, which another checkpoint would only hold up) */
+        while (!s->stop && (s->ckpt_pages < s->opt.checkpoint_pages || s->ckpt_pages == done_at ||
+                            s->ckpt_caught_up || s->ckpt_pages >= 4ull * s->opt.checkpoint_pages))
+            pthread_cond_wait(&s->ckpt_work, &s->lock);
+        if (s->stop)
+            break;
+        done_at = s->ckpt_pages;
+        pthread_mutex_unlock(&s->lock);
+        rc = sqlite3_wal_checkpoint_v2(s->ckpt.db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+        pthread_mutex_lock(&s->lock);
+        s->checkpoints++;
+        if (rc == SQLITE_OK && log > 0 && copied == log)
+            s->ckpt_caught_up = 1;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* After a commit: finish the checkpointer's work, or wake it (see above). */
+static void after_commit(sl_store *s)
+{
+    uint64_t pages;
+    int caught_up;
+    pthread_mutex_lock(&s->lock);
+    pages = s->ckpt_pages = s->wal_pages;
+    caught_up = s->ckpt_caught_up;
+    pthread_mutex_unlock(&s->lock);
+    if (pages >= 4ull * s->opt.checkpoint_pages) {
+        /* SQLITE_BUSY while the checkpointer finishes a PASSIVE one: the next commit tries again */
+        if (sqlite3_wal_checkpoint_v2(s->writer.db, NULL, SQLITE_CHECKPOINT_RESTART, NULL, NULL) ==
+            SQLITE_OK)
+            pages = 0;
+    } else if (caught_up) {
+        (void)sqlite3_wal_checkpoint_v2(s->writer.db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    }
+    pthread_mutex_lock(&s->lock);
+    s->ckpt_caught_up = 0;
+    if (pages >= s->opt.checkpoint_pages)
+        pthread_cond_signal(&s->ckpt_work);
+    pthread_mutex_unlock(&s->lock);
 }
 
 static void run_batch(sl_store *s, sl__wop *batch)
@@ -67,14 +116,15 @@ static void run_batch(sl_store *s, sl__wop *batch)
                 sl__store_commit_hook();
         }
     }
-    if (rc == SL_OK)
-        maybe_checkpoint(s);
+    if (rc == SL_OK && any_ok)
+        after_commit(s);
 }
 
 static void *writer_main(void *arg)
 {
     sl_store *s = arg;
 
+    pthread_setname_np(pthread_self(), "sl-store-writer"); /* for top -H and perf */
     pthread_mutex_lock(&s->lock);
     for (;;) {
         sl__wop *batch, *last;
@@ -103,8 +153,8 @@ static void *writer_main(void *arg)
         for (sl__wop *op = batch, *next; op != NULL; op = next) {
             next = op->next; /* the caller may reuse op as soon as it sees DONE */
             op->state = DONE;
+            pthread_cond_signal(&op->done); /* under the lock: op outlives the signal */
         }
-        pthread_cond_broadcast(&s->done);
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -112,6 +162,12 @@ static void *writer_main(void *arg)
 
 int sl__writer_start(sl_store *s)
 {
+    int rc = sl__conn_open(s, &s->ckpt, 0);
+    if (rc != SL_OK)
+        return rc;
+    if (pthread_create(&s->ckpt_thread, NULL, checkpointer_main, s) != 0)
+        return SL_ENOMEM;
+    s->ckpt_started = 1;
     if (pthread_create(&s->thread, NULL, writer_main, s) != 0)
         return SL_ENOMEM;
     s->thread_started = 1;
@@ -120,14 +176,18 @@ int sl__writer_start(sl_store *s)
 
 void sl__writer_stop(sl_store *s)
 {
-    if (!s->thread_started)
-        return;
     pthread_mutex_lock(&s->lock);
     s->stop = 1;
     pthread_cond_signal(&s->work);
+    pthread_cond_signal(&s->ckpt_work);
     pthread_mutex_unlock(&s->lock);
-    pthread_join(s->thread, NULL);
-    s->thread_started = 0;
+    if (s->thread_started)
+        pthread_join(s->thread, NULL);
+    if (s->ckpt_started)
+        pthread_join(s->ckpt_thread, NULL);
+    s->thread_started = s->ckpt_started = 0;
+    if (s->ckpt.db != NULL)
+        sl__conn_close(&s->ckpt);
 }
 
 static void deadline_after(int64_t ms, struct timespec *ts)
@@ -143,16 +203,18 @@ static void deadline_after(int64_t ms, struct timespec *ts)
 
 int sl__write(sl_store *s, sl__write_fn fn, void *arg, int64_t timeout_ms)
 {
-    sl__wop op = {fn, arg, SL_OK, QUEUED, NULL};
+    sl__wop op = {.exec = fn, .arg = arg, .result = SL_OK, .state = QUEUED, .next = NULL};
     struct timespec until;
     int rc;
 
     if (timeout_ms <= 0)
         timeout_ms = 1;
     deadline_after(timeout_ms, &until);
+    pthread_cond_init(&op.done, NULL);
     pthread_mutex_lock(&s->lock);
     if (s->stop) {
         pthread_mutex_unlock(&s->lock);
+        pthread_cond_destroy(&op.done);
         return SL_ESTATE;
     }
     if (s->tail != NULL)
@@ -162,8 +224,8 @@ int sl__write(sl_store *s, sl__write_fn fn, void *arg, int64_t timeout_ms)
     s->tail = &op;
     pthread_cond_signal(&s->work);
     while (op.state != DONE) {
-        int w = op.state == QUEUED ? pthread_cond_timedwait(&s->done, &s->lock, &until)
-                                   : pthread_cond_wait(&s->done, &s->lock);
+        int w = op.state == QUEUED ? pthread_cond_timedwait(&op.done, &s->lock, &until)
+                                   : pthread_cond_wait(&op.done, &s->lock);
         if (w == ETIMEDOUT && op.state == QUEUED) {
             /* still waiting for its turn: take it out, nothing was written */
             sl__wop **pp = &s->head, *prev = NULL;
@@ -175,6 +237,7 @@ int sl__write(sl_store *s, sl__write_fn fn, void *arg, int64_t timeout_ms)
             if (s->tail == &op)
                 s->tail = prev;
             pthread_mutex_unlock(&s->lock);
+            pthread_cond_destroy(&op.done);
             return SL_ETIMEDOUT;
         }
         /* in flight: its transaction is on its way to disk; wait for the outcome,
@@ -182,5 +245,6 @@ int sl__write(sl_store *s, sl__write_fn fn, void *arg, int64_t timeout_ms)
     }
     rc = op.result;
     pthread_mutex_unlock(&s->lock);
+    pthread_cond_destroy(&op.done);
     return rc;
 }

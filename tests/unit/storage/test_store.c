@@ -507,6 +507,62 @@ static void test_group_commit(void **state)
     assert_true(f->s->commits - before < N);
 }
 
+/*
+ * The checkpointer: with a mark of 40 pages, 300 uploads of 40 KB (about
+ * 6,000 pages: the space reserved, then the bytes) never leave more than
+ * four marks and a few commits in the WAL (it is rewound, not left to
+ * grow), the checkpoints ran on their own thread, and everything is still
+ * there after a reopen.
+ */
+static void test_checkpointer(void **state)
+{
+    fixture *f = *state;
+    enum { N = 300, CHUNK = 40000, MARK = 40 };
+    sl_store_options o;
+    char path[600], err[256];
+    static uint8_t chunk[CHUNK];
+    sl_upload_record r = {0}, got;
+    int64_t round_id, devices[1];
+    uint64_t off, checkpoints, most = 0;
+    sl_store_close(f->s);
+    sl_store_options_default(&o);
+    snprintf(path, sizeof path, "%s/store.db", f->dir);
+    o.path = path;
+    o.clock = &f->clock.clock;
+    o.checkpoint_pages = MARK;
+    assert_int_equal(sl_store_open(&o, &f->s, err, sizeof err), SL_OK);
+    sl_test_store_fixture(f->s, &round_id, devices, 1);
+    for (size_t i = 0; i < CHUNK; i++)
+        chunk[i] = (uint8_t)(i * 7919u >> 3);
+    r.device_id = devices[0];
+    r.round_id = round_id;
+    r.length = CHUNK;
+    r.expires_at_ms = 1764465820000LL + 60000;
+    for (int i = 0; i < N; i++) {
+        snprintf(r.id, sizeof r.id, "up-%d", i);
+        assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+        assert_int_equal(sl_store_append_upload(f->s, r.id, 0, chunk, CHUNK, 5000, &off), SL_OK);
+        pthread_mutex_lock(&f->s->lock);
+        most = f->s->ckpt_pages > most ? f->s->ckpt_pages : most;
+        pthread_mutex_unlock(&f->s->lock);
+    }
+    pthread_mutex_lock(&f->s->lock);
+    checkpoints = f->s->checkpoints;
+    pthread_mutex_unlock(&f->s->lock);
+    print_message("%d uploads of %d bytes: %llu checkpoints, at most %llu pages in the WAL\n", N,
+                  CHUNK, (unsigned long long)checkpoints, (unsigned long long)most);
+    assert_true(checkpoints > 0);
+    /* a create or an append is about 11 pages: four marks and a few commits while a
+     * checkpoint runs */
+    assert_true(most <= 4 * MARK + 60);
+    reopen(f);
+    for (int i = 0; i < N; i += 37) {
+        snprintf(r.id, sizeof r.id, "up-%d", i);
+        assert_int_equal(sl_store_get_upload(f->s, r.id, &got), SL_OK);
+        assert_int_equal(got.offset, CHUNK);
+    }
+}
+
 static void test_uploads(void **state)
 {
     fixture *f = *state;
@@ -877,23 +933,15 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_schema_and_reopen),
-        T(test_devices),
-        T(test_tasks_and_models),
-        T(test_rounds_and_close),
-        T(test_updates_idempotent),
-        T(test_list_devices),
-        T(test_group_commit),
-        T(test_uploads),
-        T(test_delete_and_expired_upload),
-        T(test_retention),
-        T(test_backup_while_writing),
-        T(test_migration_from_v1),
-        T(test_refusals),
-        T(test_corrupt_file),
-        T(test_audit),
-        T(test_locked_database),
-        T(test_evals),
+        T(test_schema_and_reopen),  T(test_devices),
+        T(test_tasks_and_models),   T(test_rounds_and_close),
+        T(test_updates_idempotent), T(test_list_devices),
+        T(test_group_commit),       T(test_uploads),
+        T(test_checkpointer),       T(test_delete_and_expired_upload),
+        T(test_retention),          T(test_backup_while_writing),
+        T(test_migration_from_v1),  T(test_refusals),
+        T(test_corrupt_file),       T(test_audit),
+        T(test_locked_database),    T(test_evals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
