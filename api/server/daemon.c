@@ -37,7 +37,7 @@ void sl_server_options_default(sl_server_options *o)
     o->listen = "127.0.0.1:8443";
     o->max_body = 16u << 20;
     o->threads = 4;
-    o->workers = 8;
+    o->workers = 32;
     o->connection_limit = 1024;
     o->per_ip_connection_limit = 64;
     o->connection_timeout_s = 30;
@@ -284,9 +284,10 @@ static enum MHD_Result respond(sl_server *s, struct MHD_Connection *conn, sl__re
 }
 
 /*
- * The body is in: answer now, or hand a signed device request to a worker
+ * The body is in: answer now, or hand a device request (signed, under a
+ * session, or claiming to be one: it names a device) to a worker
  * (workers.c) so that this thread's other connections are not held up by
- * its signature check and durable write.
+ * its authentication, decoding and durable write.
  */
 static enum MHD_Result answer_or_defer(sl_server *s, struct MHD_Connection *conn, sl__req *rq)
 {
@@ -294,7 +295,7 @@ static enum MHD_Result answer_or_defer(sl_server *s, struct MHD_Connection *conn
     int rc;
     if (rq->answer_ready) /* resumed: the worker's answer */
         return rq->answer != NULL ? send_answer(conn, rq, rq->answer) : MHD_NO;
-    if (s->pool == NULL || rq->too_big || sl__req_header(rq, SL_HDR_SIGNATURE) == NULL)
+    if (s->pool == NULL || rq->too_big || sl__req_header(rq, SL_HDR_DEVICE) == NULL)
         return respond(s, conn, rq);
     rc = sl__pool_submit(s->pool, conn, rq);
     if (rc == SL_OK)
@@ -386,6 +387,7 @@ static void *ticker_main(void *arg)
 {
     sl_server *s = arg;
     int64_t last_expire = sl__mono_ns(s), last_error = 0;
+    pthread_setname_np(pthread_self(), "sl-api-ticker"); /* for top -H and perf */
     pthread_mutex_lock(&s->tick_lock);
     while (!s->stopping) {
         int64_t next = INT64_MAX, wait_ms = s->opt.tick_interval_ms, now;

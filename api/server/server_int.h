@@ -321,6 +321,7 @@ struct sl_server {
     uint64_t rid_prefix;
     atomic_uint_fast64_t rid_counter;
     int64_t started_ms;
+    int bench_unauthenticated; /* server_bench.h: `starling bench api` only */
 };
 
 /* ------------------------------------------------------------------------ */

@@ -10,7 +10,16 @@
  *       the answer; with --two-step a signed JSON create and one signed
  *       PATCH, the protocol before creation with upload): uploads/s;
  *   (c) status p50/p99 from a second set of connections (its own thread
- *       and multi handle) while (b) runs again.
+ *       and multi handle) while (b) runs again;
+ *   (d) (b) and (c) under device sessions: each request carries the
+ *       session's HMAC-SHA256 instead of an ECDSA signature;
+ *   (e) (b) and (c) with authentication switched off: a second server on
+ *       the same store and engine, made open by the benchmark-only switch
+ *       of server_bench.h (no flag or setting of the product reaches it).
+ * Each phase has devices of its own (one update per device and round):
+ * the signed phases' devices have ECDSA keys; the others are enrolled with
+ * placeholder keys, as they never sign (a session is minted for each with
+ * the server's secret, as an earlier round would have opened it).
  * With `wrk` on PATH it also runs `wrk -t2 -c64 -d5s` on /v1/status.
  * Clients and server share the machine's cores: the figures are the
  * system's, not the server's alone; the cost of one request signature and
@@ -24,6 +33,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "../../api/server/server_bench.h"
 #include "bench.h"
 #include "bench_api_int.h"
 #include "starling/api_server.h"
@@ -63,15 +73,23 @@ typedef struct keygen_job {
     size_t first, count;
 } keygen_job;
 
-/* Keys are made and enrolled from two threads: mbedTLS keygen costs ~1 ms. */
+#define ENROLLERS 8 /* threads: their enrolments share group commits */
+
+/* Devices enrolled from ENROLLERS threads: a real key (mbedTLS keygen costs
+ * ~1 ms) for the signed phases' devices, a placeholder for the others. */
 static void *keygen(void *arg)
 {
     keygen_job *j = arg;
     for (size_t i = j->first; i < j->first + j->count; i++) {
-        uint8_t pub[SL_PUBKEY_LEN];
-        if (sl_device_key_generate(&j->b->keys[i]) != SL_OK ||
-            sl_device_key_public(j->b->keys[i], pub) != SL_OK ||
-            sl_store_enrol_device(j->b->store, pub, sizeof pub, "{}", &j->b->ids[i]) != SL_OK)
+        uint8_t pub[SL_PUBKEY_LEN] = {0x04};
+        if (i < j->b->nsigned) {
+            if (sl_device_key_generate(&j->b->keys[i]) != SL_OK ||
+                sl_device_key_public(j->b->keys[i], pub) != SL_OK)
+                abort();
+        } else {
+            memcpy(pub + 1, &i, sizeof i); /* unique, never verified */
+        }
+        if (sl_store_enrol_device(j->b->store, pub, sizeof pub, "{}", &j->b->ids[i]) != SL_OK)
             abort();
     }
     return NULL;
@@ -113,8 +131,8 @@ static int setup(bench *b)
     sl_server_options o;
     sl_layout *layout;
     sl_task_status st;
-    pthread_t th[2];
-    keygen_job jobs[2];
+    pthread_t th[ENROLLERS];
+    keygen_job jobs[ENROLLERS];
     float *model;
     void *frame;
     size_t frame_len, n;
@@ -132,14 +150,16 @@ static int setup(bench *b)
         fprintf(stderr, "bench api: %s\n", err);
         return -1;
     }
-    b->ndev = b->o.devices;
     b->keys = calloc(b->ndev, sizeof *b->keys);
     b->ids = calloc(b->ndev, sizeof *b->ids);
-    for (int k = 0; k < 2; k++) {
-        jobs[k] = (keygen_job){b, k * (b->ndev / 2), k ? b->ndev - b->ndev / 2 : b->ndev / 2};
+    if (b->keys == NULL || b->ids == NULL)
+        abort();
+    for (size_t k = 0; k < ENROLLERS; k++) {
+        size_t first = k * b->ndev / ENROLLERS, end = (k + 1) * b->ndev / ENROLLERS;
+        jobs[k] = (keygen_job){b, first, end - first};
         pthread_create(&th[k], NULL, keygen, &jobs[k]);
     }
-    for (int k = 0; k < 2; k++)
+    for (size_t k = 0; k < ENROLLERS; k++)
         pthread_join(th[k], NULL);
 
     /* one round that never fills: every device selected, nobody waits for it */
@@ -196,6 +216,16 @@ static int setup(bench *b)
         return -1;
     }
     snprintf(b->base, sizeof b->base, "http://127.0.0.1:%u", (unsigned)sl_server_port(b->server));
+    if (b->o.phases & PHASE_OPEN) {
+        if (sl_server_create(&o, b->store, b->engine, &b->open_server, err, sizeof err) != SL_OK ||
+            sl__server_bench_unauthenticated(b->open_server) != SL_OK ||
+            sl_server_start(b->open_server, err, sizeof err) != SL_OK) {
+            fprintf(stderr, "bench api: the open server: %s\n", err);
+            return -1;
+        }
+        snprintf(b->open_base, sizeof b->open_base, "http://127.0.0.1:%u",
+                 (unsigned)sl_server_port(b->open_server));
+    }
     {
         /* every device holds a session, as it would from an earlier round (a session lasts an
          * hour; opening one is one signed request, measured apart): tokens minted with the
@@ -209,7 +239,7 @@ static int setup(bench *b)
         b->skeys = calloc(b->ndev, sizeof *b->skeys);
         if (b->tokens == NULL || b->skeys == NULL)
             abort();
-        for (size_t i = 0; i < b->ndev; i++) {
+        for (size_t i = b->nsigned; i < b->ndev; i++) {
             sl_session t = {epoch, b->ids[i], expires, {0}};
             memcpy(t.id, &i, sizeof i);
             if (sl_session_token(&t, b->tokens[i], sizeof b->tokens[i]) != SL_OK ||
@@ -224,6 +254,7 @@ static void teardown(bench *b)
 {
     char cmd[700];
     sl_server_free(b->server);
+    sl_server_free(b->open_server);
     sl_engine_close(b->engine);
     sl_store_close(b->store);
     for (size_t i = 0; i < b->ndev; i++)
@@ -398,18 +429,44 @@ static int usage(void)
 {
     fprintf(stderr, "usage: starling bench api [--json] [--quick] [--clients N] [--seconds S]\n"
                     "                          [--threads T] [--workers W] [--devices D]\n"
-                    "                          [--two-step] [--dir DIR]\n");
+                    "                          [--two-step] [--phases LIST] [--dir DIR]\n"
+                    "  LIST: some of status,signed,sessions,open (default all of them)\n"
+                    "  D: devices for each upload phase (default: enough for its highest rate)\n");
     return 2;
+}
+
+/* "status,signed,..." into PHASE_ bits: 0 for anything else. */
+static unsigned parse_phases(const char *v)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"status", PHASE_STATUS},
+                 {"signed", PHASE_SIGNED},
+                 {"sessions", PHASE_SESSIONS},
+                 {"open", PHASE_OPEN}};
+    unsigned bits = 0;
+    while (*v != '\0') {
+        size_t n = strcspn(v, ","), k;
+        for (k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (strlen(names[k].name) == n && strncmp(v, names[k].name, n) == 0)
+                break;
+        if (k == sizeof names / sizeof names[0])
+            return 0;
+        bits |= names[k].bit;
+        v += n + (v[n] == ',');
+    }
+    return bits;
 }
 
 /* Options into @o: 0, or 2 (usage) for anything malformed. */
 static int parse_options(options *o, int argc, char **argv)
 {
-    int devices = 0;
     o->clients = 64;
     o->seconds = 5;
     o->threads = 4;
-    o->workers = 8;
+    o->workers = 32; /* the server's default */
+    o->phases = PHASE_STATUS | PHASE_SIGNED | PHASE_SESSIONS | PHASE_OPEN;
     o->dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     for (int i = 0; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
@@ -428,10 +485,13 @@ static int parse_options(options *o, int argc, char **argv)
             o->clients = (unsigned)n, i++;
         else if (strcmp(argv[i], "--threads") == 0 && numeric && n >= 1 && n <= 256)
             o->threads = (unsigned)n, i++;
-        else if (strcmp(argv[i], "--devices") == 0 && numeric && n >= 2)
-            o->devices = (unsigned)n, devices = 1, i++;
+        else if (strcmp(argv[i], "--devices") == 0 && numeric && n >= 1)
+            o->devices = (unsigned)n, i++;
         else if (strcmp(argv[i], "--seconds") == 0 && (o->seconds = strtod(v, &end)) >= 0.1 &&
                  o->seconds <= 3600 && *end == '\0')
+            i++;
+        else if (strcmp(argv[i], "--phases") == 0 && i + 1 < argc &&
+                 (o->phases = parse_phases(v)) != 0)
             i++;
         else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
             o->dir = argv[++i];
@@ -442,76 +502,184 @@ static int parse_options(options *o, int argc, char **argv)
         o->seconds = o->seconds < 0.5 ? o->seconds : 0.5;
         o->clients = o->clients < 8 ? o->clients : 8;
     }
-    if (!devices) /* 1,000 uploads/s in the two signed and 1,500/s in the two session upload
-                     phases; beyond, a phase ends early */
-        o->devices = o->quick ? 1500 : (unsigned)(5000 * o->seconds + 0.5);
     return 0;
 }
 
+/*
+ * Devices for one upload phase of @kind: --devices, or what its highest
+ * plausible rate takes (signed 1,200/s, sessions and open 5,000/s on these
+ * machines); a phase that runs out of devices ends early (its rate counts
+ * the time it ran).
+ */
+static size_t phase_devices(const options *o, unsigned kind)
+{
+    double rate = kind == PHASE_SIGNED ? 1200 : 5000;
+    if (o->devices > 0)
+        return o->devices;
+    return (size_t)(rate * o->seconds + 0.5);
+}
+
+/* One kind of upload phase: alone, then with status requests beside. */
+typedef struct upload_runs {
+    int ran;
+    size_t first, count; /* its devices: [first, first + count) alone, the next count mixed */
+    samples lat, mixed_status_lat, mixed_lat;
+    tally alone, mixed, mixed_status;
+} upload_runs;
+
 /* Everything one run measured. */
 typedef struct results {
-    samples status_lat, upload_lat, mixed_lat, mixed_upload_lat, sess_lat, sess_mixed_lat,
-        sess_mixed_upload_lat;
-    tally status, uploads, mixed, mixed_status, sess, sess_mixed, sess_mixed_status;
+    samples status_lat;
+    tally status;
+    upload_runs signed_, sess, open;
     double mac_us;
     double sign_us, verify_us, verify_fresh_us, wrk_rps, wrk_p99;
     unsigned status_conns;
 } results;
 
+static void runs_init(upload_runs *u)
+{
+    pthread_mutex_init(&u->lat.lock, NULL);
+    pthread_mutex_init(&u->mixed_status_lat.lock, NULL);
+    pthread_mutex_init(&u->mixed_lat.lock, NULL);
+    u->alone = (tally){&u->mixed_status_lat, &u->lat, 0, 0, 0, 1};
+    u->mixed = (tally){&u->mixed_status_lat, &u->mixed_lat, 0, 0, 0, 1};
+    u->mixed_status = u->mixed;
+}
+
+static void runs_free(upload_runs *u)
+{
+    free(u->lat.ns);
+    free(u->mixed_status_lat.ns);
+    free(u->mixed_lat.ns);
+}
+
+/* The upload phases of one kind, authenticated by @auth, on its own devices. */
+static void run_uploads(bench *b, const results *r, int auth, upload_runs *u)
+{
+    b->auth = auth;
+    b->next_dev = u->first;
+    b->dev_limit = u->first + u->count;
+    phase_uploads(b, b->o.clients, 0, b->o.seconds, &u->alone, NULL);
+    b->next_dev = u->first + u->count; /* the second half */
+    b->dev_limit = u->first + 2 * u->count;
+    phase_uploads(b, b->o.clients, r->status_conns, b->o.seconds, &u->mixed, &u->mixed_status);
+    u->ran = 1;
+}
+
+static double rate(const tally *t)
+{
+    return t->uploads_done / t->elapsed_s;
+}
+
+/* A number, or null when @ran is 0. */
+static void json_num(const char *key, int ran, double v, int last)
+{
+    if (ran)
+        printf("\"%s\":%.3f%s", key, v, last ? "" : ",");
+    else
+        printf("\"%s\":null%s", key, last ? "" : ",");
+}
+
+static void json_runs(const char *name, upload_runs *u)
+{
+    char key[96];
+    snprintf(key, sizeof key, "uploads_per_s_%s", name);
+    json_num(key, u->ran, rate(&u->alone), 0);
+    snprintf(key, sizeof key, "upload_p50_ms_%s", name);
+    json_num(key, u->ran, samples_ms(&u->lat, 0.50), 0);
+    snprintf(key, sizeof key, "upload_p99_ms_%s", name);
+    json_num(key, u->ran, samples_ms(&u->lat, 0.99), 0);
+    snprintf(key, sizeof key, "uploads_per_s_%s_mixed", name);
+    json_num(key, u->ran, rate(&u->mixed), 0);
+    snprintf(key, sizeof key, "status_p50_ms_during_%s_uploads", name);
+    json_num(key, u->ran, samples_ms(&u->mixed_status_lat, 0.50), 0);
+    snprintf(key, sizeof key, "status_p99_ms_during_%s_uploads", name);
+    json_num(key, u->ran, samples_ms(&u->mixed_status_lat, 0.99), 0);
+}
+
+static void report_runs(const bench *b, const char *what, upload_runs *u, const results *r)
+{
+    if (!u->ran) {
+        printf("  %-18s not run (--phases)\n", what);
+        return;
+    }
+    printf("  %-18s %7.1f /s  p50 %7.2f ms  p99 %7.2f ms;  with status on %u more "
+           "connections %7.1f /s, status p50 %.2f ms  p99 %.2f ms (target < 20 ms)\n",
+           what, rate(&u->alone), samples_ms(&u->lat, 0.50), samples_ms(&u->lat, 0.99),
+           r->status_conns, rate(&u->mixed), samples_ms(&u->mixed_status_lat, 0.50),
+           samples_ms(&u->mixed_status_lat, 0.99));
+    (void)b;
+}
+
 static void report(const bench *b, results *r)
 {
+    int st = (b->o.phases & PHASE_STATUS) != 0;
     double st_p50 = samples_ms(&r->status_lat, 0.50), st_p99 = samples_ms(&r->status_lat, 0.99);
-    double up_p50 = samples_ms(&r->upload_lat, 0.50), up_p99 = samples_ms(&r->upload_lat, 0.99);
-    double mx_p50 = samples_ms(&r->mixed_lat, 0.50), mx_p99 = samples_ms(&r->mixed_lat, 0.99);
     double status_rps = r->status.status_done / r->status.elapsed_s;
-    double uploads = r->uploads.uploads_done / r->uploads.elapsed_s;
-    double mixed = r->mixed.uploads_done / r->mixed.elapsed_s;
-    double sess = r->sess.uploads_done / r->sess.elapsed_s;
-    double sess_mixed = r->sess_mixed.uploads_done / r->sess_mixed.elapsed_s;
-    double sx_p99 = samples_ms(&r->sess_mixed_lat, 0.99);
+    double signed_ = rate(&r->signed_.alone), sess = rate(&r->sess.alone),
+           open = rate(&r->open.alone);
+    int vs_signed = r->signed_.ran && r->sess.ran && signed_ > 0,
+        vs_open = r->open.ran && r->sess.ran && open > 0;
     if (b->o.json) {
         printf("{\"server_threads\":%u,\"workers\":%u,\"upload_requests\":%d,"
-               "\"clients\":%u,\"seconds\":%.2f,\"update_bytes\":%zu,"
-               "\"status_rps\":%.1f,\"status_p50_ms\":%.3f,\"status_p99_ms\":%.3f,"
-               "\"wrk_status_rps\":%.1f,\"wrk_status_p99_ms\":%.3f,\"uploads_per_s\":%.1f,"
-               "\"upload_p50_ms\":%.3f,\"upload_p99_ms\":%.3f,\"uploads_per_s_mixed\":%.1f,"
-               "\"status_p50_ms_during_uploads\":%.3f,\"status_p99_ms_during_uploads\":%.3f,"
-               "\"sign_us\":%.1f,\"verify_us\":%.1f,\"verify_fresh_group_us\":%.1f,\"errors\":%lu,",
+               "\"clients\":%u,\"seconds\":%.2f,\"update_bytes\":%zu,\"errors\":%lu,",
                b->o.threads, b->o.workers, b->o.two_step ? 2 : 1, b->o.clients, b->o.seconds,
-               b->frame_len, status_rps, st_p50, st_p99, r->wrk_rps, r->wrk_p99, uploads, up_p50,
-               up_p99, mixed, mx_p50, mx_p99, r->sign_us, r->verify_us, r->verify_fresh_us,
-               b->failures);
-        printf("\"uploads_per_s_sessions\":%.1f,\"uploads_per_s_sessions_mixed\":%.1f,"
-               "\"status_p99_ms_during_session_uploads\":%.3f,\"session_mac_us\":%.2f,"
-               "\"sessions_vs_signatures\":%.3f}\n",
-               sess, sess_mixed, sx_p99, r->mac_us, uploads > 0 ? sess / uploads : 0);
+               b->frame_len, b->failures);
+        json_num("status_rps", st, status_rps, 0);
+        json_num("status_p50_ms", st, st_p50, 0);
+        json_num("status_p99_ms", st, st_p99, 0);
+        json_num("wrk_status_rps", r->wrk_rps >= 0, r->wrk_rps, 0);
+        json_num("wrk_status_p99_ms", r->wrk_rps >= 0, r->wrk_p99, 0);
+        json_num("sign_us", r->signed_.ran, r->sign_us, 0);
+        json_num("verify_us", r->signed_.ran, r->verify_us, 0);
+        json_num("verify_fresh_group_us", r->signed_.ran, r->verify_fresh_us, 0);
+        json_num("session_mac_us", r->sess.ran, r->mac_us, 0);
+        json_runs("signed", &r->signed_);
+        json_runs("sessions", &r->sess);
+        json_runs("open", &r->open);
+        json_num("sessions_vs_signed", vs_signed, vs_signed ? sess / signed_ : 0, 0);
+        json_num("sessions_vs_open", vs_open, vs_open ? sess / open : 0, 1);
+        printf("}\n");
         return;
     }
     printf("starling bench api: REST server on 127.0.0.1 (plain HTTP, %u server threads, %u "
            "workers), %u clients on libcurl multi, %.1f s per phase, store on disk in %s\n",
            b->o.threads, b->o.workers, b->o.clients, b->o.seconds, b->o.dir);
-    printf("  status      %9.0f req/s   p50 %7.2f ms  p99 %7.2f ms   (target >= 20000 req/s)\n",
-           status_rps, st_p50, st_p99);
+    if (st)
+        printf("  status      %9.0f req/s   p50 %7.2f ms  p99 %7.2f ms   (target >= 20000 "
+               "req/s)\n",
+               status_rps, st_p50, st_p99);
+    else
+        printf("  status      not run (--phases)\n");
     if (r->wrk_rps >= 0)
         printf("  status/wrk  %9.0f req/s   p99 %7.2f ms  (wrk -t2 -c64 -d%ds)\n", r->wrk_rps,
                r->wrk_p99, b->o.quick ? 1 : 5);
-    else
+    else if (st)
         printf("  status/wrk  not run (no wrk on PATH)\n");
-    printf("  uploads     %9.1f /s      p50 %7.2f ms  p99 %7.2f ms   (%zu B, %s, durable; "
-           "target >= 1500/s)\n",
-           uploads, up_p50, up_p99, b->frame_len,
-           b->o.two_step ? "signed create + PATCH" : "one signed create with the bytes");
-    printf("  mixed       %9.1f uploads/s, status on %u more connections: p50 %.2f ms  p99 %.2f "
-           "ms (target p99 < 20 ms)\n",
-           mixed, r->status_conns, mx_p50, mx_p99);
-    printf("  signatures  sign %.0f us, verify %.0f us per request (ECDSA P-256, mbedTLS; %.0f us "
-           "with a freshly loaded group, %.2fx); %d verify per upload: at most %.0f uploads/s "
-           "per core\n",
-           r->sign_us, r->verify_us, r->verify_fresh_us, r->verify_fresh_us / r->verify_us,
-           b->o.two_step ? 2 : 1, 1e6 / (r->verify_us * (b->o.two_step ? 2 : 1)));
-    printf("  sessions    %9.1f uploads/s (%.2fx the signed uploads; HMAC-SHA256 %.1f us a "
-           "request); with status on %u more connections %.1f uploads/s, status p99 %.2f ms\n",
-           sess, uploads > 0 ? sess / uploads : 0, r->mac_us, r->status_conns, sess_mixed, sx_p99);
+    printf("  durable uploads of %zu B (%s):\n", b->frame_len,
+           b->o.two_step ? "a create, then a PATCH with the bytes"
+                         : "one create carrying the bytes");
+    report_runs(b, "signed (ECDSA)", &r->signed_, r);
+    report_runs(b, "sessions (HMAC)", &r->sess, r);
+    report_runs(b, "no authentication", &r->open, r);
+    if (r->signed_.ran)
+        printf("  signatures  sign %.0f us, verify %.0f us per request (ECDSA P-256, mbedTLS; "
+               "%.0f us with a freshly loaded group, %.2fx); %d verify per upload: at most %.0f "
+               "uploads/s per core\n",
+               r->sign_us, r->verify_us, r->verify_fresh_us, r->verify_fresh_us / r->verify_us,
+               b->o.two_step ? 2 : 1, 1e6 / (r->verify_us * (b->o.two_step ? 2 : 1)));
+    if (r->sess.ran)
+        printf("  sessions    HMAC-SHA256 check %.1f us a request (key derivation included)\n",
+               r->mac_us);
+    if (vs_signed || vs_open) {
+        printf("  ratios     ");
+        if (vs_signed)
+            printf(" sessions / signed %.2fx (target >= 3x);", sess / signed_);
+        if (vs_open)
+            printf(" sessions / no authentication %.2f (target >= 0.80);", sess / open);
+        printf(" sessions %.0f /s (target >= 2000/s)\n", sess);
+    }
     if (b->failures > 0)
         printf("  errors      %lu failed requests\n", b->failures);
 }
@@ -523,12 +691,13 @@ static double mac_cost(const bench *b)
     char mac[SL_SESSION_MAC_B64_MAX];
     int64_t t0;
     const int n = 2000;
-    sl_session_mac(b->skeys[0], b->tokens[0], "PATCH", "/v1/uploads/x", 1, "0123456789abcdef",
-                   b->frame_sha, mac, sizeof mac);
+    size_t first = b->nsigned, count = b->ndev - b->nsigned; /* the devices with sessions */
+    sl_session_mac(b->skeys[first], b->tokens[first], "PATCH", "/v1/uploads/x", 1,
+                   "0123456789abcdef", b->frame_sha, mac, sizeof mac);
     t0 = sl_bench_now_ns();
     for (int i = 0; i < n; i++)
-        if (sl_session_key(secret, b->tokens[i % b->ndev], key) != SL_OK ||
-            sl_session_verify(b->skeys[0], b->tokens[0], "PATCH", "/v1/uploads/x", 1,
+        if (sl_session_key(secret, b->tokens[first + (size_t)i % count], key) != SL_OK ||
+            sl_session_verify(b->skeys[first], b->tokens[first], "PATCH", "/v1/uploads/x", 1,
                               "0123456789abcdef", b->frame_sha, mac) != SL_OK)
             abort();
     return (double)(sl_bench_now_ns() - t0) / n / 1e3;
@@ -538,6 +707,7 @@ int sl_bench_api(int argc, char **argv)
 {
     static results r; /* zero: empty samples, no counts */
     bench b;
+    size_t nsigned, nsess, nopen;
     int rc;
     memset(&b, 0, sizeof b);
     if ((rc = parse_options(&b.o, argc, argv)) != 0)
@@ -545,46 +715,53 @@ int sl_bench_api(int argc, char **argv)
     r.status_conns = b.o.clients < 4 ? b.o.clients : 4;
     r.wrk_rps = r.wrk_p99 = -1;
     pthread_mutex_init(&r.status_lat.lock, NULL);
-    pthread_mutex_init(&r.upload_lat.lock, NULL);
-    pthread_mutex_init(&r.mixed_lat.lock, NULL);
-    pthread_mutex_init(&r.mixed_upload_lat.lock, NULL);
-    pthread_mutex_init(&r.sess_lat.lock, NULL);
-    pthread_mutex_init(&r.sess_mixed_lat.lock, NULL);
-    pthread_mutex_init(&r.sess_mixed_upload_lat.lock, NULL);
-    r.status = (tally){&r.status_lat, &r.upload_lat, 0, 0, 0, 1};
-    r.uploads = r.status;
-    r.mixed = (tally){&r.mixed_lat, &r.mixed_upload_lat, 0, 0, 0, 1};
-    r.mixed_status = r.mixed;
-    r.sess = (tally){&r.status_lat, &r.sess_lat, 0, 0, 0, 1};
-    r.sess_mixed = (tally){&r.sess_mixed_lat, &r.sess_mixed_upload_lat, 0, 0, 0, 1};
-    r.sess_mixed_status = r.sess_mixed;
-    sl_log_set_level(SL_LOG_WARN); /* no access-log line per request */
+    r.status = (tally){&r.status_lat, &r.status_lat, 0, 0, 0, 1};
+    runs_init(&r.signed_);
+    runs_init(&r.sess);
+    runs_init(&r.open);
+    /* each upload phase its devices; the signed ones (and 40 for the signature costs) with keys */
+    nsigned = b.o.phases & PHASE_SIGNED ? 2 * phase_devices(&b.o, PHASE_SIGNED) : 0;
+    nsigned = nsigned < 40 ? 40 : nsigned;
+    nsess = b.o.phases & PHASE_SESSIONS ? 2 * phase_devices(&b.o, PHASE_SESSIONS) : 0;
+    nopen = b.o.phases & PHASE_OPEN ? 2 * phase_devices(&b.o, PHASE_OPEN) : 0;
+    b.nsigned = nsigned;
+    b.ndev = nsigned + nsess + nopen;
+    r.signed_.first = 0;
+    r.signed_.count = nsigned / 2;
+    r.sess.first = nsigned;
+    r.sess.count = nsess / 2;
+    r.open.first = nsigned + nsess;
+    r.open.count = nopen / 2;
+    sl_log_set_level(SL_LOG_ERROR); /* no access-log line per request, nor the open server's */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (setup(&b) != 0)
         return 1;
-    signature_cost(&b, &r.sign_us, &r.verify_us, &r.verify_fresh_us);
-    phase_status(&b, b.o.clients, b.o.seconds, &r.status);
-    if (have_program("wrk"))
-        r.wrk_rps = run_wrk(&b, b.o.quick ? 1 : 5, &r.wrk_p99);
-    phase_uploads(&b, b.o.clients, 0, b.o.seconds, &r.uploads, NULL);
-    phase_uploads(&b, b.o.clients, r.status_conns, b.o.seconds, &r.mixed, &r.mixed_status);
-    /* the same uploads under sessions, by the devices not used yet */
-    b.use_sessions = 1;
-    r.mac_us = mac_cost(&b);
-    phase_uploads(&b, b.o.clients, 0, b.o.seconds, &r.sess, NULL);
-    phase_uploads(&b, b.o.clients, r.status_conns, b.o.seconds, &r.sess_mixed,
-                  &r.sess_mixed_status);
-    b.failures = r.status.errors + r.uploads.errors + r.mixed.errors + r.mixed_status.errors +
-                 r.sess.errors + r.sess_mixed.errors + r.sess_mixed_status.errors;
+    if (b.o.phases & PHASE_STATUS) {
+        phase_status(&b, b.o.clients, b.o.seconds, &r.status);
+        if (have_program("wrk"))
+            r.wrk_rps = run_wrk(&b, b.o.quick ? 1 : 5, &r.wrk_p99);
+    }
+    if (b.o.phases & PHASE_SIGNED) {
+        signature_cost(&b, &r.sign_us, &r.verify_us, &r.verify_fresh_us);
+        run_uploads(&b, &r, AUTH_SIGNED, &r.signed_);
+    }
+    if (b.o.phases & PHASE_SESSIONS) {
+        r.mac_us = mac_cost(&b);
+        run_uploads(&b, &r, AUTH_SESSION, &r.sess);
+    }
+    if (b.o.phases & PHASE_OPEN)
+        run_uploads(&b, &r, AUTH_NONE, &r.open);
+    b.failures = r.status.errors;
+    for (upload_runs *u = &r.signed_; u != NULL; u = u == &r.signed_ ? &r.sess
+                                                     : u == &r.sess  ? &r.open
+                                                                     : NULL)
+        b.failures += u->alone.errors + u->mixed.errors + u->mixed_status.errors;
     report(&b, &r);
     teardown(&b);
     curl_global_cleanup();
     free(r.status_lat.ns);
-    free(r.upload_lat.ns);
-    free(r.mixed_lat.ns);
-    free(r.mixed_upload_lat.ns);
-    free(r.sess_lat.ns);
-    free(r.sess_mixed_lat.ns);
-    free(r.sess_mixed_upload_lat.ns);
+    runs_free(&r.signed_);
+    runs_free(&r.sess);
+    runs_free(&r.open);
     return b.failures > 0 ? 1 : 0;
 }

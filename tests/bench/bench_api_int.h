@@ -19,8 +19,20 @@
 #define BENCH_AUTH_HEADER "Authorization: Bearer " BENCH_ADMIN
 #define BENCH_RESP_MAX    (64u << 10) /* response bytes kept per request */
 
+/* The phases (--phases): each its own set of devices. */
+enum {
+    PHASE_STATUS = 1,   /* GET /v1/status alone */
+    PHASE_SIGNED = 2,   /* uploads, each request ECDSA-signed; then with status beside */
+    PHASE_SESSIONS = 4, /* uploads under sessions (HMAC); then with status beside */
+    PHASE_OPEN = 8      /* uploads with authentication off (server_bench.h); then with status */
+};
+
+/* How a device request proves who sends it. */
+enum { AUTH_SIGNED, AUTH_SESSION, AUTH_NONE };
+
 typedef struct options {
     int json, quick, two_step;
+    unsigned phases;
     unsigned clients, threads, workers, devices;
     double seconds;
     const char *dir;
@@ -42,19 +54,21 @@ typedef struct bench {
     sl_store *store;
     sl_engine *engine;
     sl_server *server;
-    char base[64];
+    sl_server *open_server; /* the same store and engine, authentication off (PHASE_OPEN) */
+    char base[64], open_base[64];
     int64_t task, round;
     sl_device_key **keys;
     int64_t *ids;
-    size_t ndev, next_dev;
+    size_t ndev, nsigned;       /* devices; the first nsigned have keys (the signed phases') */
+    size_t next_dev, dev_limit; /* the next device to upload, and the end of the phase's range */
     void *frame;
     size_t frame_len;
     uint8_t frame_sha[32];
     char frame_hex[65];
     unsigned long failures;
-    /* device sessions (#20): each device's token and key, made after the server loaded the
-     * secret; uploads carry the session's HMAC instead of an ECDSA signature when set */
-    int use_sessions;
+    /* how uploads authenticate (AUTH_*): signed; under sessions, each device's token and key
+     * made after the server loaded the secret; or not at all, to open_server */
+    int auth;
     char (*tokens)[SL_SESSION_TOKEN_MAX];
     uint8_t (*skeys)[SL_SESSION_KEY_LEN];
 } bench;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../api/server/server_bench.h"
 #include "../support/sl_test.h"
 #include "api_harness.h"
 #include "starling/api_client.h"
@@ -419,12 +420,56 @@ static void test_cli_sessions(void **state)
     ah_fx_close(&f);
 }
 
+/*
+ * The benchmark's switch (server_bench.h): refused on a started server and
+ * on one any other machine can reach; on a loopback server before its start
+ * it admits a request that only names a device, which a normal server
+ * refuses (401).
+ */
+static void test_bench_switch(void **state)
+{
+    static const char *const hdrs[] = {"X-Starling-Device: 1", "Content-Type: application/json"};
+    static const char body[] = "{\"length\":1,\"sha256\":\"00\",\"num_samples\":1}";
+    ah_fx f;
+    sl_server_options o;
+    sl_server *srv;
+    char url[256], err[256];
+    ah_resp r;
+    (void)state;
+    ah_fx_open(&f, "api_bench_switch", NULL);
+    assert_int_equal(sl__server_bench_unauthenticated(f.server), SL_EINVAL); /* started */
+    snprintf(url, sizeof url, "%s/v1/rounds/999/uploads", f.base);
+    ah_http("POST", url, hdrs, 2, body, strlen(body), &r);
+    assert_int_equal(r.status, 401);
+    ah_resp_free(&r);
+
+    sl_server_options_default(&o);
+    o.insecure_http = 1;
+    o.listen = "0.0.0.0:0";
+    assert_int_equal(sl_server_create(&o, f.store, f.engine, &srv, err, sizeof err), SL_OK);
+    assert_int_equal(sl__server_bench_unauthenticated(srv), SL_EINVAL); /* reachable */
+    sl_server_free(srv);
+    o.listen = "127.0.0.1:0";
+    assert_int_equal(sl_server_create(&o, f.store, f.engine, &srv, err, sizeof err), SL_OK);
+    assert_int_equal(sl__server_bench_unauthenticated(srv), SL_OK);
+    assert_int_equal(sl_server_start(srv, err, sizeof err), SL_OK);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/rounds/999/uploads",
+             (unsigned)sl_server_port(srv));
+    ah_http("POST", url, hdrs, 2, body, strlen(body), &r);
+    assert_int_not_equal(r.status, 401); /* past authentication: the body's own problem */
+    assert_int_equal(r.status, 400);
+    ah_resp_free(&r);
+    sl_server_free(srv);
+    ah_fx_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_session_properties), cmocka_unit_test(test_session_expires),
         cmocka_unit_test(test_session_bad_input),  cmocka_unit_test(test_client_sessions),
         cmocka_unit_test(test_cli_sessions),       cmocka_unit_test(test_disabled_device),
+        cmocka_unit_test(test_bench_switch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

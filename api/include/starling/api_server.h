@@ -54,10 +54,12 @@ typedef struct sl_server_options {
     int public_status;           /* 1: read-only operator endpoints need no token */
     uint64_t max_body;           /* bytes of one request body (default 16 MiB); more: 413 */
     unsigned threads;            /* libmicrohttpd thread pool (default 4) */
-    /* Threads that run signed device requests (signature check, storage,
-     * durable waits) off the libmicrohttpd threads, so reads such as
-     * /v1/status never queue behind them (default 8; 0: run them on the
-     * libmicrohttpd threads). */
+    /* Threads that run device requests (authentication, decoding,
+     * validation, durable waits) off the libmicrohttpd threads, so reads
+     * such as /v1/status never queue behind them. A worker mostly waits for
+     * the store's group commit, which takes every write queued: more workers
+     * make bigger commits (default 32; 0: run them on the libmicrohttpd
+     * threads). */
     unsigned workers;
     unsigned connection_limit;        /* concurrent connections (default 1024) */
     unsigned per_ip_connection_limit; /* concurrent connections per client IP (default 64) */
