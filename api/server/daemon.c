@@ -333,6 +333,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                 rq->too_big = 1; /* answered now: the body is never read */
                 return respond(s, conn, rq);
             }
+            if (*end == '\0' && end != cl && n > 0 && sl__req_reserve_body(rq, (size_t)n) != SL_OK)
+                return MHD_NO;
         }
         return MHD_YES;
     }

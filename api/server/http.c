@@ -218,6 +218,19 @@ int sl__req_add_body(sl__req *rq, const void *data, size_t len, uint64_t max)
     return SL_OK;
 }
 
+int sl__req_reserve_body(sl__req *rq, size_t len)
+{
+    uint8_t *grown;
+    if (len <= rq->body_cap)
+        return SL_OK;
+    grown = realloc(rq->body, len);
+    if (grown == NULL)
+        return SL_ENOMEM;
+    rq->body = grown;
+    rq->body_cap = len;
+    return SL_OK;
+}
+
 const char *sl__req_header(const sl__req *rq, const char *name)
 {
     for (size_t i = 0; i < rq->nheaders; i++)

@@ -104,6 +104,9 @@ void sl__req_free(sl__req *rq);
 int sl__req_add_header(sl__req *rq, const char *name, const char *value);
 /* Append body bytes, keeping at most @max; beyond it too_big is set. */
 int sl__req_add_body(sl__req *rq, const void *data, size_t len, uint64_t max);
+/* Room for a body of @len bytes (its Content-Length, at most the limit), so that
+ * sl__req_add_body() does not grow and copy it chunk by chunk. SL_ENOMEM, or SL_OK. */
+int sl__req_reserve_body(sl__req *rq, size_t len);
 /* The value of a request header (case-insensitive name), or NULL. */
 const char *sl__req_header(const sl__req *rq, const char *name);
 /* Adopt the client's X-Request-Id when it is 1..64 of [A-Za-z0-9._-], else make one. */

@@ -16,6 +16,9 @@
  *   (e) (b) and (c) with authentication switched off: a second server on
  *       the same store and engine, made open by the benchmark-only switch
  *       of server_bench.h (no flag or setting of the product reaches it).
+ * The upload kinds take turns in slices (alone: signed, sessions, open,
+ * signed, sessions, open; then the same with status beside), so that a
+ * drift of the shared machine or of the growing store reaches each alike.
  * Each phase has devices of its own (one update per device and round):
  * the signed phases' devices have ECDSA keys; the others are enrolled with
  * placeholder keys, as they never sign (a session is minted for each with
@@ -74,6 +77,7 @@ typedef struct keygen_job {
 } keygen_job;
 
 #define ENROLLERS 8 /* threads: their enrolments share group commits */
+#define SLICES    2 /* turns of each upload kind per phase (see run_slice) */
 
 /* Devices enrolled from ENROLLERS threads: a real key (mbedTLS keygen costs
  * ~1 ms) for the signed phases' devices, a placeholder for the others. */
@@ -523,6 +527,7 @@ static size_t phase_devices(const options *o, unsigned kind)
 typedef struct upload_runs {
     int ran;
     size_t first, count; /* its devices: [first, first + count) alone, the next count mixed */
+    size_t next_alone, next_mixed; /* the next device of each half */
     samples lat, mixed_status_lat, mixed_lat;
     tally alone, mixed, mixed_status;
 } upload_runs;
@@ -542,8 +547,8 @@ static void runs_init(upload_runs *u)
     pthread_mutex_init(&u->lat.lock, NULL);
     pthread_mutex_init(&u->mixed_status_lat.lock, NULL);
     pthread_mutex_init(&u->mixed_lat.lock, NULL);
-    u->alone = (tally){&u->mixed_status_lat, &u->lat, 0, 0, 0, 1};
-    u->mixed = (tally){&u->mixed_status_lat, &u->mixed_lat, 0, 0, 0, 1};
+    u->alone = (tally){&u->mixed_status_lat, &u->lat, 0, 0, 0, 0};
+    u->mixed = (tally){&u->mixed_status_lat, &u->mixed_lat, 0, 0, 0, 0};
     u->mixed_status = u->mixed;
 }
 
@@ -554,22 +559,29 @@ static void runs_free(upload_runs *u)
     free(u->mixed_lat.ns);
 }
 
-/* The upload phases of one kind, authenticated by @auth, on its own devices. */
-static void run_uploads(bench *b, const results *r, int auth, upload_runs *u)
+/*
+ * One slice of the upload phases of one kind, authenticated by @auth, on its
+ * own devices: alone, or (@mixed) with status requests beside. The kinds
+ * take turns in slices (see sl_bench_api), so that a drift of the shared
+ * machine or of the growing database reaches every kind alike.
+ */
+static void run_slice(bench *b, const results *r, int auth, upload_runs *u, int mixed,
+                      double seconds)
 {
     b->auth = auth;
-    b->next_dev = u->first;
-    b->dev_limit = u->first + u->count;
-    phase_uploads(b, b->o.clients, 0, b->o.seconds, &u->alone, NULL);
-    b->next_dev = u->first + u->count; /* the second half */
-    b->dev_limit = u->first + 2 * u->count;
-    phase_uploads(b, b->o.clients, r->status_conns, b->o.seconds, &u->mixed, &u->mixed_status);
+    b->next_dev = mixed ? u->next_mixed : u->next_alone;
+    b->dev_limit = u->first + (mixed ? 2 : 1) * u->count;
+    if (mixed)
+        phase_uploads(b, b->o.clients, r->status_conns, seconds, &u->mixed, &u->mixed_status);
+    else
+        phase_uploads(b, b->o.clients, 0, seconds, &u->alone, NULL);
+    *(mixed ? &u->next_mixed : &u->next_alone) = b->next_dev;
     u->ran = 1;
 }
 
 static double rate(const tally *t)
 {
-    return t->uploads_done / t->elapsed_s;
+    return t->elapsed_s > 0 ? t->uploads_done / t->elapsed_s : 0;
 }
 
 /* A number, or null when @ran is 0. */
@@ -616,7 +628,7 @@ static void report(const bench *b, results *r)
 {
     int st = (b->o.phases & PHASE_STATUS) != 0;
     double st_p50 = samples_ms(&r->status_lat, 0.50), st_p99 = samples_ms(&r->status_lat, 0.99);
-    double status_rps = r->status.status_done / r->status.elapsed_s;
+    double status_rps = r->status.elapsed_s > 0 ? r->status.status_done / r->status.elapsed_s : 0;
     double signed_ = rate(&r->signed_.alone), sess = rate(&r->sess.alone),
            open = rate(&r->open.alone);
     int vs_signed = r->signed_.ran && r->sess.ran && signed_ > 0,
@@ -715,7 +727,7 @@ int sl_bench_api(int argc, char **argv)
     r.status_conns = b.o.clients < 4 ? b.o.clients : 4;
     r.wrk_rps = r.wrk_p99 = -1;
     pthread_mutex_init(&r.status_lat.lock, NULL);
-    r.status = (tally){&r.status_lat, &r.status_lat, 0, 0, 0, 1};
+    r.status = (tally){&r.status_lat, &r.status_lat, 0, 0, 0, 0};
     runs_init(&r.signed_);
     runs_init(&r.sess);
     runs_init(&r.open);
@@ -732,6 +744,12 @@ int sl_bench_api(int argc, char **argv)
     r.sess.count = nsess / 2;
     r.open.first = nsigned + nsess;
     r.open.count = nopen / 2;
+    for (upload_runs *u = &r.signed_; u != NULL; u = u == &r.signed_ ? &r.sess
+                                                     : u == &r.sess  ? &r.open
+                                                                     : NULL) {
+        u->next_alone = u->first;
+        u->next_mixed = u->first + u->count;
+    }
     sl_log_set_level(SL_LOG_ERROR); /* no access-log line per request, nor the open server's */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (setup(&b) != 0)
@@ -741,16 +759,20 @@ int sl_bench_api(int argc, char **argv)
         if (have_program("wrk"))
             r.wrk_rps = run_wrk(&b, b.o.quick ? 1 : 5, &r.wrk_p99);
     }
-    if (b.o.phases & PHASE_SIGNED) {
+    if (b.o.phases & PHASE_SIGNED)
         signature_cost(&b, &r.sign_us, &r.verify_us, &r.verify_fresh_us);
-        run_uploads(&b, &r, AUTH_SIGNED, &r.signed_);
-    }
-    if (b.o.phases & PHASE_SESSIONS) {
+    if (b.o.phases & PHASE_SESSIONS)
         r.mac_us = mac_cost(&b);
-        run_uploads(&b, &r, AUTH_SESSION, &r.sess);
-    }
-    if (b.o.phases & PHASE_OPEN)
-        run_uploads(&b, &r, AUTH_NONE, &r.open);
+    /* the upload kinds take turns, SLICES slices each, alone and then with status beside */
+    for (int mixed = 0; mixed < 2; mixed++)
+        for (int k = 0; k < SLICES; k++) {
+            if (b.o.phases & PHASE_SIGNED)
+                run_slice(&b, &r, AUTH_SIGNED, &r.signed_, mixed, b.o.seconds / SLICES);
+            if (b.o.phases & PHASE_SESSIONS)
+                run_slice(&b, &r, AUTH_SESSION, &r.sess, mixed, b.o.seconds / SLICES);
+            if (b.o.phases & PHASE_OPEN)
+                run_slice(&b, &r, AUTH_NONE, &r.open, mixed, b.o.seconds / SLICES);
+        }
     b.failures = r.status.errors;
     for (upload_runs *u = &r.signed_; u != NULL; u = u == &r.signed_ ? &r.sess
                                                      : u == &r.sess  ? &r.open

@@ -93,7 +93,7 @@ typedef struct job {
 typedef struct tally {
     samples *status_lat, *upload_lat;
     unsigned long status_done, uploads_done, errors;
-    double elapsed_s; /* the phase's length, shorter when the devices ran out */
+    double elapsed_s; /* the phases' length (added up), shorter when the devices ran out */
 } tally;
 
 /* A job of @kind over a new easy handle (kept alive across its requests). */

@@ -254,6 +254,6 @@ void sl__bench_api_run(job *jobs, size_t njobs, double seconds, tally *t)
         else
             end = sl_bench_now_ns();
     }
-    t->elapsed_s = (double)((end < deadline ? end : deadline) - start) * 1e-9;
+    t->elapsed_s += (double)((end < deadline ? end : deadline) - start) * 1e-9;
     curl_multi_cleanup(m);
 }
