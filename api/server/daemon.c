@@ -307,6 +307,9 @@ static enum MHD_Result answer_or_defer(sl_server *s, struct MHD_Connection *conn
     return send_answer(conn, rq, &rs);
 }
 
+/* The most body memory reserved from a Content-Length before the bytes arrive. */
+#define RESERVE_MAX (1u << 20)
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls)
@@ -333,7 +336,10 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
                 rq->too_big = 1; /* answered now: the body is never read */
                 return respond(s, conn, rq);
             }
-            if (*end == '\0' && end != cl && n > 0 && sl__req_reserve_body(rq, (size_t)n) != SL_OK)
+            /* room for the declared body, up to RESERVE_MAX: a client that declares more than
+             * it sends holds no more than that until its bytes arrive */
+            if (*end == '\0' && end != cl && n > 0 &&
+                sl__req_reserve_body(rq, (size_t)(n < RESERVE_MAX ? n : RESERVE_MAX)) != SL_OK)
                 return MHD_NO;
         }
         return MHD_YES;
