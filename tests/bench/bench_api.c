@@ -16,8 +16,8 @@
  *   (e) (b) and (c) with authentication switched off: a second server on
  *       the same store and engine, made open by the benchmark-only switch
  *       of server_bench.h (no flag or setting of the product reaches it).
- * The upload kinds take turns in slices (alone: signed, sessions, open,
- * signed, sessions, open; then the same with status beside), so that a
+ * The upload kinds take turns in four slices each (alone: signed,
+ * sessions, open, signed, ...; then the same with status beside), so that a
  * drift of the shared machine or of the growing store reaches each alike.
  * Each phase has devices of its own (one update per device and round):
  * the signed phases' devices have ECDSA keys; the others are enrolled with
@@ -77,7 +77,7 @@ typedef struct keygen_job {
 } keygen_job;
 
 #define ENROLLERS 8 /* threads: their enrolments share group commits */
-#define SLICES    2 /* turns of each upload kind per phase (see run_slice) */
+#define SLICES    4 /* turns of each upload kind per phase (see run_slice) */
 
 /* Devices enrolled from ENROLLERS threads: a real key (mbedTLS keygen costs
  * ~1 ms) for the signed phases' devices, a placeholder for the others. */
