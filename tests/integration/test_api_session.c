@@ -8,6 +8,8 @@
  * epoch after two rotations; and the client library opens, uses and renews
  * sessions by itself.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -420,6 +422,84 @@ static void test_cli_sessions(void **state)
     ah_fx_close(&f);
 }
 
+/* ---- a device request is worked off the HTTP threads ---------------------------------- */
+
+extern void (*sl__store_commit_hook)(void); /* storage/store_int.h: after each commit */
+
+static atomic_int stall_armed, stall_entered;
+
+/* Holds the store's writer (and so the request whose write it just committed) for 2 s. */
+static void stall_hook(void)
+{
+    if (atomic_exchange(&stall_armed, 0)) {
+        atomic_store(&stall_entered, 1);
+        usleep(2000 * 1000);
+    }
+}
+
+typedef struct slow_checkin {
+    ah_fx *f;
+    const sess *s;
+    int64_t device, task;
+    long status;
+} slow_checkin;
+
+static void *slow_checkin_main(void *arg)
+{
+    slow_checkin *c = arg;
+    c->status = checkin(c->f, c->s, c->device, c->task, NULL, 0);
+    return NULL;
+}
+
+static void one_http_thread(sl_server_options *o)
+{
+    o->threads = 1;
+    o->workers = 2;
+}
+
+/*
+ * With one libmicrohttpd thread, a check-in under a session whose durable
+ * write is held for 2 s does not hold up GET /v1/status: the device request
+ * waits on a worker, not on the thread that serves status. (Session requests
+ * once ran on the HTTP threads; this fails when they do.)
+ */
+static void test_device_requests_off_http_threads(void **state)
+{
+    ah_fx f;
+    ah_dev a;
+    sess s;
+    slow_checkin c;
+    pthread_t th;
+    ah_resp r;
+    int64_t t0, waited;
+    (void)state;
+    ah_fx_open(&f, "session_workers", one_http_thread);
+    c.task = ah_create_task(&f, TASK);
+    ah_dev_enrol(&f, &a);
+    open_session(&f, &a, &s);
+    c = (slow_checkin){&f, &s, a.id, c.task, 0};
+    sl__store_commit_hook = stall_hook;
+    atomic_store(&stall_entered, 0);
+    atomic_store(&stall_armed, 1);
+    assert_int_equal(pthread_create(&th, NULL, slow_checkin_main, &c), 0);
+    for (int i = 0; i < 500 && !atomic_load(&stall_entered); i++)
+        usleep(10 * 1000);
+    if (!atomic_load(&stall_entered))
+        fail_msg("the check-in never committed a write (the test needs one to hold)");
+    t0 = ah_now_ms();
+    ah_admin(&f, "GET", "/v1/status", NULL, 0, &r);
+    waited = ah_now_ms() - t0;
+    assert_int_equal(r.status, 200);
+    ah_resp_free(&r);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    sl__store_commit_hook = NULL;
+    assert_int_equal(c.status, 200);
+    print_message("status answered in %lld ms while a check-in's write was held for 2 s\n",
+                  (long long)waited);
+    assert_true(waited < 1000);
+    ah_fx_close(&f);
+}
+
 /*
  * The benchmark's switch (server_bench.h): refused on a started server and
  * on one any other machine can reach; on a loopback server before its start
@@ -466,10 +546,14 @@ static void test_bench_switch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_session_properties), cmocka_unit_test(test_session_expires),
-        cmocka_unit_test(test_session_bad_input),  cmocka_unit_test(test_client_sessions),
-        cmocka_unit_test(test_cli_sessions),       cmocka_unit_test(test_disabled_device),
+        cmocka_unit_test(test_session_properties),
+        cmocka_unit_test(test_session_expires),
+        cmocka_unit_test(test_session_bad_input),
+        cmocka_unit_test(test_client_sessions),
+        cmocka_unit_test(test_cli_sessions),
+        cmocka_unit_test(test_disabled_device),
         cmocka_unit_test(test_bench_switch),
+        cmocka_unit_test(test_device_requests_off_http_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
