@@ -595,19 +595,23 @@ static void json_num(const char *key, int ran, double v, int last)
 
 static void json_runs(const char *name, upload_runs *u)
 {
+    /* each key is head + name + tail */
+    const struct {
+        const char *head, *tail;
+        double v;
+    } keys[] = {
+        {"uploads_per_s_", "", rate(&u->alone)},
+        {"upload_p50_ms_", "", samples_ms(&u->lat, 0.50)},
+        {"upload_p99_ms_", "", samples_ms(&u->lat, 0.99)},
+        {"uploads_per_s_", "_mixed", rate(&u->mixed)},
+        {"status_p50_ms_during_", "_uploads", samples_ms(&u->mixed_status_lat, 0.50)},
+        {"status_p99_ms_during_", "_uploads", samples_ms(&u->mixed_status_lat, 0.99)},
+    };
     char key[96];
-    snprintf(key, sizeof key, "uploads_per_s_%s", name);
-    json_num(key, u->ran, rate(&u->alone), 0);
-    snprintf(key, sizeof key, "upload_p50_ms_%s", name);
-    json_num(key, u->ran, samples_ms(&u->lat, 0.50), 0);
-    snprintf(key, sizeof key, "upload_p99_ms_%s", name);
-    json_num(key, u->ran, samples_ms(&u->lat, 0.99), 0);
-    snprintf(key, sizeof key, "uploads_per_s_%s_mixed", name);
-    json_num(key, u->ran, rate(&u->mixed), 0);
-    snprintf(key, sizeof key, "status_p50_ms_during_%s_uploads", name);
-    json_num(key, u->ran, samples_ms(&u->mixed_status_lat, 0.50), 0);
-    snprintf(key, sizeof key, "status_p99_ms_during_%s_uploads", name);
-    json_num(key, u->ran, samples_ms(&u->mixed_status_lat, 0.99), 0);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        snprintf(key, sizeof key, "%s%s%s", keys[i].head, name, keys[i].tail);
+        json_num(key, u->ran, keys[i].v, 0);
+    }
 }
 
 static void report_runs(const bench *b, const char *what, upload_runs *u, const results *r)

@@ -192,7 +192,7 @@ static size_t last_event(const char *log, long from)
 /* A temporary file of an interrupted atomic write in @dir/@sub. */
 static int has_tmp(const char *dir, const char *sub)
 {
-    char path[800];
+    char path[2100];
     struct dirent *e;
     DIR *d;
     int found = 0;

@@ -9,7 +9,7 @@ static sl_layout *load_fixture_layout(const char *model)
 {
     char name[256];
     void *text;
-    size_t len;
+    size_t len = 0;
     sl_layout *l = NULL;
     snprintf(name, sizeof name, "nn/%s.layout", model);
     text = sl_fixture_load(name, &len);

@@ -55,7 +55,7 @@ static void check_shape(const sl_spec *s, const char *name, size_t ndim, uint32_
 static sl_layout *fixture_layout(const char *model)
 {
     char name[128];
-    size_t len;
+    size_t len = 0;
     void *text;
     sl_layout *l = NULL;
     snprintf(name, sizeof name, "nn/%s.layout", model);
