@@ -248,8 +248,8 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(out, "round_id", (double)res.round_id);
     cJSON_AddNumberToObject(out, "round_no", (double)res.round_no);
     cJSON_AddNumberToObject(out, "model_version", (double)res.model_version);
-    cJSON_AddNumberToObject(out, "report_deadline_ms", (double)res.report_deadline_ms);
-    cJSON_AddNumberToObject(out, "retry_after_ms", (double)res.retry_after_ms);
+    sl__json_add_i64(out, "report_deadline_ms", res.report_deadline_ms);
+    sl__json_add_i64(out, "retry_after_ms", res.retry_after_ms);
     cJSON_AddNumberToObject(out, "participation", (double)res.participation);
     if (res.model_spec_sha256[0] != '\0')
         cJSON_AddStringToObject(out, "model_spec_sha256", res.model_spec_sha256);
@@ -283,7 +283,7 @@ static int add_refusal(void *ctx, int64_t task_id, int64_t device_id, const char
         return SL_ENOMEM;
     if (cJSON_AddNumberToObject(one, "task_id", (double)task_id) == NULL ||
         cJSON_AddStringToObject(one, "reason", reason) == NULL ||
-        cJSON_AddNumberToObject(one, "at_ms", (double)at_ms) == NULL)
+        sl__json_add_i64(one, "at_ms", at_ms) == NULL)
         return SL_ENOMEM;
     return 0;
 }
@@ -325,8 +325,8 @@ void sl__h_device(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     }
     cJSON_AddNumberToObject(out, "device_id", (double)rec->id);
     cJSON_AddStringToObject(out, "public_key", hex);
-    cJSON_AddNumberToObject(out, "enrolled_at_ms", (double)rec->enrolled_at_ms);
-    cJSON_AddNumberToObject(out, "last_seen_ms", (double)rec->last_seen_ms);
+    sl__json_add_i64(out, "enrolled_at_ms", rec->enrolled_at_ms);
+    sl__json_add_i64(out, "last_seen_ms", rec->last_seen_ms);
     cJSON_AddItemToObject(out, "capabilities", caps);
     {
         /* the tasks whose model this device refuses, and why (its agent's limits) */
@@ -443,8 +443,8 @@ static int add_device(void *ctx, const sl_device_summary *d)
         return 1;
     }
     cJSON_AddNumberToObject(o, "device_id", (double)d->id);
-    cJSON_AddNumberToObject(o, "enrolled_at_ms", (double)d->enrolled_at_ms);
-    cJSON_AddNumberToObject(o, "last_seen_ms", (double)d->last_seen_ms);
+    sl__json_add_i64(o, "enrolled_at_ms", d->enrolled_at_ms);
+    sl__json_add_i64(o, "last_seen_ms", d->last_seen_ms);
     cJSON_AddStringToObject(o, "state", d->state);
     cJSON_AddNumberToObject(o, "participations", d->participations);
     cJSON_AddNumberToObject(o, "reported", d->reported);

@@ -590,6 +590,13 @@ int sl__json_i64(const cJSON *obj, const char *key, int64_t min, int64_t max, in
     return SL_OK;
 }
 
+cJSON *sl__json_add_i64(cJSON *obj, const char *name, int64_t v)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%lld", (long long)v);
+    return cJSON_AddRawToObject(obj, name, text);
+}
+
 cJSON *sl__json_body(const sl__req *rq, sl__resp *rs)
 {
     const char *end = NULL;

@@ -33,17 +33,17 @@ cJSON *sl__round_json(const sl_round_record *r)
     cJSON_AddStringToObject(o, "state", sl__round_state_name(r->state));
     cJSON_AddNumberToObject(o, "target", r->target);
     cJSON_AddNumberToObject(o, "quorum", r->quorum);
-    cJSON_AddNumberToObject(o, "opened_at_ms", (double)r->opened_at_ms);
-    cJSON_AddNumberToObject(o, "select_deadline_ms", (double)r->select_deadline_ms);
-    cJSON_AddNumberToObject(o, "report_deadline_ms", (double)r->report_deadline_ms);
-    cJSON_AddNumberToObject(o, "closed_at_ms", (double)r->closed_at_ms);
+    sl__json_add_i64(o, "opened_at_ms", r->opened_at_ms);
+    sl__json_add_i64(o, "select_deadline_ms", r->select_deadline_ms);
+    sl__json_add_i64(o, "report_deadline_ms", r->report_deadline_ms);
+    sl__json_add_i64(o, "closed_at_ms", r->closed_at_ms);
     cJSON_AddNumberToObject(o, "selected", r->selected);
     cJSON_AddNumberToObject(o, "reported", r->reported);
     cJSON_AddNumberToObject(o, "dropped", r->dropped);
     cJSON_AddNumberToObject(o, "late", r->late);
     cJSON_AddNumberToObject(o, "rejected", r->rejected);
-    cJSON_AddNumberToObject(o, "bytes_up", (double)r->bytes_up);
-    cJSON_AddNumberToObject(o, "bytes_down", (double)r->bytes_down);
+    sl__json_add_i64(o, "bytes_up", r->bytes_up);
+    sl__json_add_i64(o, "bytes_down", r->bytes_down);
     cJSON_AddStringToObject(o, "error", r->error);
     return o;
 }
@@ -156,8 +156,8 @@ void sl__h_status(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     }
     server = cJSON_AddObjectToObject(out, "server");
     if (server != NULL) {
-        cJSON_AddNumberToObject(server, "time_ms", (double)sl__wall_ms(s));
-        cJSON_AddNumberToObject(server, "started_at_ms", (double)s->started_ms);
+        sl__json_add_i64(server, "time_ms", sl__wall_ms(s));
+        sl__json_add_i64(server, "started_at_ms", s->started_ms);
     }
     free(st);
     sl__resp_json(rs, 200, out);
@@ -291,7 +291,7 @@ void sl__h_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
                                 st.rejected_by_reason[r]);
     cJSON_AddItemToObject(out, "rejected_by_reason", rej);
     add_finite(out, "compression_vs_dense", st.compression_vs_dense);
-    cJSON_AddNumberToObject(out, "time_to_quorum_ms", (double)st.time_to_quorum_ms);
+    sl__json_add_i64(out, "time_to_quorum_ms", st.time_to_quorum_ms);
     add_finite(out, "mean_loss", st.mean_loss);
     add_finite(out, "mean_accuracy", st.mean_accuracy);
     if (sl__eval_json(out, "evaluation", &st.eval) != SL_OK) {

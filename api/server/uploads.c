@@ -167,10 +167,10 @@ void sl__upload_receipt(sl__resp *rs, int64_t round_id, uint64_t length,
     cJSON *out = cJSON_CreateObject();
     if (out != NULL) {
         cJSON_AddBoolToObject(out, "accepted", 1);
-        cJSON_AddNumberToObject(out, "update_id", (double)receipt->update_id);
+        sl__json_add_i64(out, "update_id", receipt->update_id);
         cJSON_AddBoolToObject(out, "duplicate", receipt->duplicate);
-        cJSON_AddNumberToObject(out, "round_id", (double)round_id);
-        cJSON_AddNumberToObject(out, "received_at_ms", (double)receipt->received_at_ms);
+        sl__json_add_i64(out, "round_id", round_id);
+        sl__json_add_i64(out, "received_at_ms", receipt->received_at_ms);
     }
     sl__resp_json(rs, 200, out);
     sl__resp_header(rs, "Upload-Offset", "%llu", (unsigned long long)length);
