@@ -274,6 +274,7 @@ int sl_store_open(const sl_store_options *o, sl_store **out, char *err, size_t e
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->free_rd, NULL);
     pthread_cond_init(&s->ckpt_work, NULL);
+    pthread_cond_init(&s->ckpt_idle, NULL);
     rc = sl__conn_open(s, &s->writer, 0);
     if (rc != SL_OK) {
         snprintf(err, errcap, "%s: cannot open: %s", o->path, sl_strerror(rc));
@@ -318,6 +319,7 @@ void sl_store_close(sl_store *s)
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->free_rd);
     pthread_cond_destroy(&s->ckpt_work);
+    pthread_cond_destroy(&s->ckpt_idle);
     free(s->readers);
     free(s->path);
     free(s);

@@ -58,6 +58,8 @@ struct sl_store {
     uint64_t ckpt_pages;      /* under lock: the WAL's pages at the last commit */
     uint64_t checkpoints;     /* under lock: checkpoints run (tests) */
     int ckpt_caught_up;       /* under lock: the last one copied every frame it saw */
+    int ckpt_running;         /* under lock: the checkpointer is copying */
+    pthread_cond_t ckpt_idle; /* under lock: ckpt_running went back to 0 */
 };
 
 /* db.c */

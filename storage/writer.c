@@ -45,9 +45,12 @@ static void *checkpointer_main(void *arg)
         if (s->stop)
             break;
         done_at = s->ckpt_pages;
+        s->ckpt_running = 1;
         pthread_mutex_unlock(&s->lock);
         rc = sqlite3_wal_checkpoint_v2(s->ckpt.db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
         pthread_mutex_lock(&s->lock);
+        s->ckpt_running = 0;
+        pthread_cond_broadcast(&s->ckpt_idle);
         s->checkpoints++;
         if (rc == SQLITE_OK && log > 0 && copied == log)
             s->ckpt_caught_up = 1;
@@ -64,9 +67,13 @@ static void after_commit(sl_store *s)
     pthread_mutex_lock(&s->lock);
     pages = s->ckpt_pages = s->wal_pages;
     caught_up = s->ckpt_caught_up;
+    /* far past the mark: let the checkpointer's copy end (it starts no other now), or the
+     * RESTART below would find it busy and the WAL would grow meanwhile */
+    while (pages >= 4ull * s->opt.checkpoint_pages && s->ckpt_running)
+        pthread_cond_wait(&s->ckpt_idle, &s->lock);
     pthread_mutex_unlock(&s->lock);
     if (pages >= 4ull * s->opt.checkpoint_pages) {
-        /* SQLITE_BUSY while the checkpointer finishes a PASSIVE one: the next commit tries again */
+        /* SQLITE_BUSY when readers hold on past the busy timeout: the next commit tries again */
         if (sqlite3_wal_checkpoint_v2(s->writer.db, NULL, SQLITE_CHECKPOINT_RESTART, NULL, NULL) ==
             SQLITE_OK)
             pages = 0;
