@@ -429,8 +429,10 @@ static double run_wrk(const bench *b, int secs, double *p99_ms)
     return rps;
 }
 
-static int usage(void)
+/* What was wrong with @arg, then the usage; 2. */
+static int usage(const char *arg)
 {
+    fprintf(stderr, "starling bench api: unknown or malformed argument \"%s\"\n", arg);
     fprintf(stderr, "usage: starling bench api [--json] [--quick] [--clients N] [--seconds S]\n"
                     "                          [--threads T] [--workers W] [--devices D]\n"
                     "                          [--two-step] [--phases LIST] [--dir DIR]\n"
@@ -500,7 +502,7 @@ static int parse_options(options *o, int argc, char **argv)
         else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
             o->dir = argv[++i];
         else
-            return usage();
+            return usage(argv[i]);
     }
     if (o->quick) {
         o->seconds = o->seconds < 0.5 ? o->seconds : 0.5;

@@ -5,7 +5,7 @@
  *     abandoned and not-yet-evaluated rounds): four valid PNGs of the
  *     expected size, README.md's numbers equal to the store's, and the data
  *     directory left byte for byte as it was (read-only);
- *   - report's and bench fl's option errors (exit 2) and a missing gnuplot
+ *   - report's, bench fl's and bench api's option errors (exit 2) and a missing gnuplot
  *     (exit 1, naming the Debian package);
  *   - `bench fl --smoke` end to end (the coordinator, an evaluator and a
  *     fleet of 10 on loopback, 2 rounds of 2 settings), then report on one
@@ -362,6 +362,30 @@ static void test_report_errors(void **state)
     }
 }
 
+/* bench api's option errors: exit 2, naming the argument, before anything runs. */
+static void test_bench_api_options(void **state)
+{
+    static const char *const bad[][3] = {
+        {"--bogus", NULL, NULL},   {"--phases", "bogus", NULL}, {"--phases", "status,,open", NULL},
+        {"--phases", NULL, NULL},  {"--seconds", "0", NULL},    {"--seconds", "nan", NULL},
+        {"--clients", "0", NULL},  {"--workers", "300", NULL},  {"--devices", "0", NULL},
+        {"--threads", "-1", NULL},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out = NULL, want[64];
+        int rc = bad[i][1] == NULL ? RUN(NULL, &out, "bench", "api", bad[i][0])
+                                   : RUN(NULL, &out, "bench", "api", bad[i][0], bad[i][1]);
+        if (rc != 2)
+            fail_msg("bench api %s %s: exit %d, not 2", bad[i][0], bad[i][1] ? bad[i][1] : "", rc);
+        snprintf(want, sizeof want, "malformed argument \"%s\"", bad[i][0]);
+        if (strstr(out, want) == NULL || strstr(out, "usage: starling bench api") == NULL)
+            fail_msg("bench api %s: %s", bad[i][0], out);
+        assert_null(strstr(out, "REST server on")); /* nothing ran */
+        free(out);
+    }
+}
+
 static void test_bench_fl_options(void **state)
 {
     char *out = NULL;
@@ -532,6 +556,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_report_known_store, setup, teardown),
         cmocka_unit_test_setup_teardown(test_report_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bench_fl_options, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bench_api_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bench_fl_smoke, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
