@@ -1,9 +1,10 @@
 /*
- * workers.c - a small pool of threads that runs signed device requests off
- * the libmicrohttpd threads.
+ * workers.c - a pool of threads that runs device requests (signed, or
+ * under a session) off the libmicrohttpd threads.
  *
- * A device request costs an ECDSA verification (about a millisecond of
- * CPU) and often a durable write that waits for the store's group commit.
+ * A device request costs an authentication (an ECDSA verification, about
+ * a millisecond of CPU, or a session's MAC), hashing and decoding its
+ * update, and often a durable write that waits for the store's group commit.
  * Run on a libmicrohttpd thread, it holds up every other connection of
  * that thread, /v1/status included. So daemon.c suspends such a connection
  * once its body is in (MHD_suspend_connection), queues it here, and a
