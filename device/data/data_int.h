@@ -28,4 +28,24 @@ sl__data_errf(char *err, size_t cap, int status, const char *fmt, ...)
     return status;
 }
 
+/*
+ * Fault injection for tests: a table of hooks the sources call at points
+ * where the outside world can change under them. Every member may be NULL.
+ *
+ * after_decode - a folder source (images:, wav:) decoded the sample file at
+ *     @path and is about to check that the file did not change while it was
+ *     read; a test changes the file here.
+ */
+typedef struct sl__source_hooks {
+    void (*after_decode)(const char *path, void *arg);
+    void *arg;
+} sl__source_hooks;
+
+/*
+ * sl__source_set_hooks - use @hooks (borrowed; NULL: none) from now on, in
+ * every source of the process. For tests only: set it before the sources it
+ * affects are read, from the thread that reads them.
+ */
+void sl__source_set_hooks(const sl__source_hooks *hooks);
+
 #endif /* STARLING_DATA_INT_H */

@@ -30,6 +30,8 @@
 #include "starling/spool.h"
 #include "starling/wav.h"
 
+#include "data_int.h"
+
 #define PATH_MAX_LEN 4096
 #define CHUNK_ROWS   256
 #define MAX_FILES    (1u << 22)
@@ -610,6 +612,22 @@ static int skipped_name(const char *name)
            (len >= 5 && strcmp(name + len - 5, ".part") == 0);
 }
 
+static const sl__source_hooks *g_hooks;
+
+void sl__source_set_hooks(const sl__source_hooks *hooks)
+{
+    g_hooks = hooks;
+}
+
+/* 1 when a file's stat before and after a read says nothing wrote or replaced it meanwhile
+ * (the same inode, size and modification and change times to the nanosecond). */
+static int same_file_state(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -756,10 +774,11 @@ static int read_folder(sl_source *s, float *x, float *y, size_t max, size_t *n, 
         if (stat(path, &before) != 0 || !S_ISREG(before.st_mode))
             continue; /* gone, or not a file */
         rc = decode_file(s, path, x + done * c->sample_size, err, cap);
-        if (stat(path, &after) != 0 || after.st_size != before.st_size ||
-            after.st_mtime != before.st_mtime) {
+        if (g_hooks != NULL && g_hooks->after_decode != NULL)
+            g_hooks->after_decode(path, g_hooks->arg);
+        if (stat(path, &after) != 0 || !same_file_state(&before, &after)) {
             rc = SL_OK;
-            continue; /* still being written (or gone): the next read takes it */
+            continue; /* still being written, replaced or gone: the next read decides */
         }
         if (rc == SL_OK)
             rc = take(s, fresh[i]);

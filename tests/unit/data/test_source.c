@@ -26,6 +26,8 @@
 #include "starling/logmel.h"
 #include "starling/source.h"
 
+#include "data_int.h"
+
 #define MAXS 64 /* samples a test reads at once */
 
 static char g_dir[512];
@@ -913,6 +915,84 @@ static void write_jpeg(const char *rel, unsigned w, unsigned h, const uint8_t *p
     assert_int_equal(fclose(f), 0);
 }
 
+/* The change test's hook: rewrites or cuts the file it is armed for, once. */
+static struct {
+    const char *rel; /* the file to change, under the test's folder */
+    int mode;        /* 1: rewrite as a flat grey PNG; 2: cut to half */
+    int calls, changed;
+} g_change;
+
+static void change_file(const char *path, void *arg)
+{
+    char want[1024];
+    (void)arg;
+    g_change.calls++;
+    path_of(g_change.rel, want, sizeof want);
+    if (g_change.mode == 0 || strcmp(path, want) != 0)
+        return;
+    if (g_change.mode == 1) {
+        static uint8_t flat[28 * 28];
+        memset(flat, 200, sizeof flat);
+        write_png(g_change.rel, 28, 28, 1, flat);
+    } else {
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(truncate(path, st.st_size / 2), 0);
+    }
+    g_change.mode = 0;
+    g_change.changed++;
+}
+
+/* A folder source's file that changes while it is decoded: not taken by that read (nothing
+ * returned, no refusal), then taken as it is at the next read, or refused there if it is now
+ * corrupt. Through the sources' hook table, between the decode and the check after it. */
+static void test_folder_file_changed_while_read(void **state)
+{
+    static const sl__source_hooks hooks = {change_file, NULL};
+    static uint8_t grey[28 * 28];
+    char uri[1400];
+    sl_contract *c;
+    sl_source *s;
+    (void)state;
+    for (unsigned i = 0; i < 28 * 28; i++)
+        grey[i] = (uint8_t)(i % 200);
+    make_dir("chg");
+    make_dir("chg/cat");
+    make_dir("chg/dog");
+    write_png("chg/cat/a.png", 28, 28, 1, grey);
+    write_png("chg/dog/b.png", 28, 28, 1, grey);
+    c = contract("{\"input\": {}, \"label\": {\"kind\": \"class\", \"classes\": [\"cat\", "
+                 "\"dog\"]}, \"preprocess\": {\"image\": {\"width\": 28, \"height\": 28}}}");
+    s = open_ok(uri_of("images:", "chg", uri, sizeof uri), c);
+    sl__source_set_hooks(&hooks);
+
+    /* a.png rewritten (same size, same second) during its decode: only b.png is taken */
+    g_change.rel = "chg/cat/a.png", g_change.mode = 1, g_change.calls = g_change.changed = 0;
+    assert_int_equal(read_ok(s, MAXS), 1);
+    assert_int_equal(g_change.changed, 1);
+    assert_int_equal(g_change.calls, 2);
+    assert_true(g_y[0] == 1 && g_x[0] == 0 && g_x[201] == 1); /* b.png, dog */
+    /* the next read takes a.png as it is now */
+    assert_int_equal(read_ok(s, MAXS), 1);
+    assert_true(g_y[0] == 0);
+    for (unsigned i = 0; i < 28 * 28; i++)
+        if (g_x[i] != 200.0f)
+            fail_msg("a.png's pixel %u: %g, wanted the rewritten 200", i, (double)g_x[i]);
+    assert_int_equal(read_ok(s, MAXS), 0);
+
+    /* c.png cut to half during its decode: not taken then, refused as truncated at the next
+     * read, with its path */
+    write_png("chg/cat/c.png", 28, 28, 1, grey);
+    g_change.rel = "chg/cat/c.png", g_change.mode = 2, g_change.changed = 0;
+    assert_int_equal(read_ok(s, MAXS), 0);
+    assert_int_equal(g_change.changed, 1);
+    read_refused(s, SL_ETRUNCATED, "chg/cat/c.png");
+
+    sl__source_set_hooks(NULL);
+    sl_source_close(s);
+    sl_contract_free(c);
+}
+
 static float luma(const uint8_t *p)
 {
     return (float)(0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2]);
@@ -1434,6 +1514,7 @@ int main(void)
         cmocka_unit_test(test_npz),
         cmocka_unit_test(test_idx),
         cmocka_unit_test(test_images),
+        cmocka_unit_test(test_folder_file_changed_while_read),
         cmocka_unit_test(test_wav),
         cmocka_unit_test(test_sqlite),
         cmocka_unit_test(test_check_uri),
