@@ -1,9 +1,28 @@
 /*
  * aggregate.c - one round's updates into one pseudo-gradient.
  *
- * FedAvg family: a dense double accumulator of sum_i w_i * s_i * u_i
- * (w_i = num_samples, s_i = the clipping factor), divided by sum_i w_i at
- * the end. Memory O(model) whatever the number of updates.
+ * FedAvg family: sum_i w_i * s_i * u_i (w_i = num_samples, s_i = the
+ * clipping factor), divided by sum_i w_i at the end, in fixed point so that
+ * the sum is exact: integer addition is associative, so any order of the
+ * adds and any split of them into partial sums (one per coordinator
+ * replica, merged by the leader) gives the same bits.
+ *   - Each value s_i * u_ij becomes q = round(s_i * u_ij * 2^F), an int64
+ *     with |q| < 2^62: F = 62 - e, where 2^e is the bound of a value: the
+ *     clipping bound when the task clips (a clipped update has no value
+ *     above its norm, so nothing is refused), else SL_AGG_VALUE_BOUND, and
+ *     an update with a value at or above it is refused (SL_ERANGE; the
+ *     engine refuses it at upload already, reason "range").
+ *   - Each weight becomes wq = round(w_i * 2^30) (exact for sample counts;
+ *     FedBuff's discounted weights round to 2^-30), below 2^62.
+ *   - The accumulator is 128-bit per coordinate: |sum q * wq| < 2^62 *
+ *     sum wq, and sum wq is kept below 2^64 (an add that would pass it is
+ *     refused, SL_ETOOBIG: 2^34 samples in one round), so it cannot
+ *     overflow.
+ *   - The result is (double)sum / (double)sum wq * 2^-F, a fixed function
+ *     of the integers. Against summation in doubles the difference is at
+ *     most 2^-(F+1) per coordinate (7e-15 unclipped): far below a float32
+ *     model's precision.
+ * Memory O(model) whatever the number of updates (16 bytes a parameter).
  *
  * Trimmed mean and median: unweighted and coordinate-wise over all K
  * updates, where a coordinate an update did not send counts as 0 (that is
@@ -12,9 +31,9 @@
  * index (LSD radix sort) and each coordinate's statistic is computed from
  * its explicit values plus K - c implicit zeros.
  *
- * Determinism: the result is a pure function of the sequence of adds. Every
- * step is a fixed sequence of IEEE-754 double operations: per coordinate the
- * accumulator sums in add order; the radix sort is stable and the values of
+ * Determinism: the result is a pure function of the set of adds (FedAvg
+ * family: exact integer sums) or of their sequence (robust: a fixed
+ * sequence of IEEE-754 double operations); the radix sort is stable and the values of
  * one coordinate are then sorted by a total order on their bits (so -0.0
  * and +0.0 never swap places between runs); there are no threads, no
  * reassociation (no -ffast-math), and no fused multiply-add: products and
@@ -35,6 +54,14 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
+#if !defined(__SIZEOF_INT128__)
+#error "the fixed-point aggregation needs a 128-bit integer type (GCC or clang, 64-bit target)"
+#endif
+__extension__ typedef __int128 i128;
+
+#define WEIGHT_FRAC   30 /* fractional bits of a weight */
+#define PARTIAL_MAGIC "SLAGGP1\n"
+
 struct sl__agg {
     const sl_layout *layout; /* borrowed: must outlive the aggregation */
     sl_aggregator kind;
@@ -42,9 +69,11 @@ struct sl__agg {
     size_t params;
     uint32_t count;
     int sorted; /* robust: the pairs are in index order (a finish sorted them) */
-    /* FedAvg family */
-    double *sum;
-    double weight;
+    /* FedAvg family: fixed point */
+    i128 *sum;     /* per coordinate: sum of q * wq */
+    uint64_t wsum; /* sum of wq */
+    int frac;      /* F: a value v is round(v * 2^F) */
+    double bound;  /* 2^(62 - F): a value's magnitude must stay below it */
     /* trimmed mean / median: every update's pairs, flat index and value */
     uint32_t *idx;
     double *val;
@@ -54,6 +83,20 @@ struct sl__agg {
 static int is_robust(sl_aggregator a)
 {
     return a == SL_AGG_TRIMMED_MEAN || a == SL_AGG_MEDIAN;
+}
+
+int sl__agg_frac_bits(double clip_norm)
+{
+    int e = 0;
+    if (clip_norm > 0 && clip_norm < SL_AGG_VALUE_BOUND) {
+        (void)frexp(clip_norm, &e); /* clip_norm < 2^e */
+        if (e < -900)
+            e = -900;
+    } else {
+        (void)frexp(SL_AGG_VALUE_BOUND, &e);
+        e--; /* the bound is a power of two: values below 2^e */
+    }
+    return 62 - e;
 }
 
 int sl__agg_begin(const sl_task_config *cfg, const sl_layout *layout, sl__agg **out)
@@ -82,6 +125,8 @@ int sl__agg_begin(const sl_task_config *cfg, const sl_layout *layout, sl__agg **
     a->trim_fraction = cfg->trim_fraction;
     a->dp_noise = cfg->dp_noise;
     a->params = (size_t)params;
+    a->frac = sl__agg_frac_bits(cfg->clip_norm);
+    a->bound = ldexp(1.0, 62 - a->frac);
     if (!is_robust(a->kind)) {
         a->sum = calloc(a->params, sizeof *a->sum);
         if (a->sum == NULL) {
@@ -179,15 +224,35 @@ int sl__agg_add_weighted(sl__agg *a, const void *frame, size_t len, double num_s
         scale = a->clip_norm / norm;
 
     if (!is_robust(a->kind)) {
-        double coef = num_samples * scale;
-        for (size_t t = 0; t < u->tensors; t++) {
-            double *base = a->sum + sl_layout_tensor(a->layout, t)->offset;
+        double wq_d = ldexp(num_samples, WEIGHT_FRAC);
+        uint64_t wq;
+        if (!(wq_d < 0x1p62) || !(wq_d >= 1)) { /* below 2^32 samples, at least 2^-30 */
+            sl_update_free(u);
+            return SL_EINVAL;
+        }
+        wq = (uint64_t)llround(wq_d);
+        if (wq > UINT64_MAX - a->wsum) {
+            sl_update_free(u);
+            return SL_ETOOBIG;
+        }
+        /* every value is checked before any is added */
+        for (size_t t = 0; t < u->tensors; t++)
             for (size_t j = 0; j < u->n[t]; j++) {
-                double term = coef * (double)u->val[t][j];
-                base[u->idx[t][j]] += term;
+                double v = scale * (double)u->val[t][j];
+                if (!(fabs(v) < a->bound)) {
+                    sl_update_free(u);
+                    return SL_ERANGE;
+                }
+            }
+        for (size_t t = 0; t < u->tensors; t++) {
+            i128 *base = a->sum + sl_layout_tensor(a->layout, t)->offset;
+            for (size_t j = 0; j < u->n[t]; j++) {
+                double v = scale * (double)u->val[t][j];
+                int64_t q = (int64_t)llround(ldexp(v, a->frac));
+                base[u->idx[t][j]] += (i128)q * (i128)wq;
             }
         }
-        a->weight += num_samples;
+        a->wsum += wq;
     } else {
         if ((rc = reserve_pairs(a, update_pairs(u))) != SL_OK) {
             sl_update_free(u);
@@ -446,8 +511,11 @@ int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *cou
         if ((rc = finish_robust(a, delta)) != SL_OK)
             return rc;
     } else {
-        for (size_t i = 0; i < a->params; i++)
-            delta[i] = a->sum[i] / a->weight;
+        double w = (double)a->wsum;
+        for (size_t i = 0; i < a->params; i++) {
+            double x = (double)a->sum[i] / w;
+            delta[i] = ldexp(x, -a->frac);
+        }
     }
     if (a->dp_noise > 0) {
         /* DP-FedAvg (McMahan et al. 2018): sensitivity of the mean of K
@@ -461,7 +529,7 @@ int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *cou
 }
 
 int sl__update_norm(const sl_layout *layout, const void *frame, size_t len,
-                    const sl_decode_limits *limits, double *norm)
+                    const sl_decode_limits *limits, double *norm, double *max_abs)
 {
     sl_update *u = NULL;
     int rc;
@@ -471,6 +539,124 @@ int sl__update_norm(const sl_layout *layout, const void *frame, size_t len,
     if ((rc = sl_frame_decode_update(layout, frame, len, limits, &u)) != SL_OK)
         return rc;
     *norm = update_norm(u);
+    if (max_abs != NULL) {
+        double m = 0;
+        for (size_t t = 0; t < u->tensors; t++)
+            for (size_t j = 0; j < u->n[t]; j++)
+                if (fabs((double)u->val[t][j]) > m)
+                    m = fabs((double)u->val[t][j]);
+        *max_abs = m;
+    }
     sl_update_free(u);
+    return SL_OK;
+}
+
+int sl__agg_value_ok(const sl_task_config *cfg, double norm, double max_abs)
+{
+    double scale = 1;
+    if (is_robust(cfg->aggregator))
+        return 1; /* sorted doubles: no fixed point, no bound */
+    if (cfg->clip_norm > 0 && norm > cfg->clip_norm)
+        scale = cfg->clip_norm / norm;
+    return scale * max_abs < ldexp(1.0, 62 - sl__agg_frac_bits(cfg->clip_norm));
+}
+
+/* ---- partial sums ------------------------------------------------------------------------ */
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Header: magic (8), params, frac (as u64, two's complement), count, wsum, entries: 48 bytes.
+ * An entry: flat index (u64), then the sum's low and high 64 bits. */
+#define PARTIAL_HEAD  48
+#define PARTIAL_ENTRY 24
+
+int sl__agg_export(const sl__agg *a, void **out, size_t *len)
+{
+    size_t nz = 0, n;
+    uint8_t *b, *p;
+
+    if (a == NULL || out == NULL || len == NULL)
+        return SL_EINVAL;
+    if (is_robust(a->kind))
+        return SL_ESTATE;
+    for (size_t i = 0; i < a->params; i++)
+        nz += a->sum[i] != 0;
+    if (nz > (SIZE_MAX - PARTIAL_HEAD) / PARTIAL_ENTRY)
+        return SL_ETOOBIG;
+    n = PARTIAL_HEAD + nz * PARTIAL_ENTRY;
+    if ((b = malloc(n)) == NULL)
+        return SL_ENOMEM;
+    memcpy(b, PARTIAL_MAGIC, 8);
+    put_u64(b + 8, (uint64_t)a->params);
+    put_u64(b + 16, (uint64_t)(int64_t)a->frac);
+    put_u64(b + 24, a->count);
+    put_u64(b + 32, a->wsum);
+    put_u64(b + 40, (uint64_t)nz);
+    p = b + PARTIAL_HEAD;
+    for (size_t i = 0; i < a->params; i++) {
+        unsigned __int128 v = (unsigned __int128)a->sum[i];
+        if (a->sum[i] == 0)
+            continue;
+        put_u64(p, (uint64_t)i);
+        put_u64(p + 8, (uint64_t)v);
+        put_u64(p + 16, (uint64_t)(v >> 64));
+        p += PARTIAL_ENTRY;
+    }
+    *out = b;
+    *len = n;
+    return SL_OK;
+}
+
+int sl__agg_merge(sl__agg *a, const void *partial, size_t len)
+{
+    const uint8_t *b = partial, *p;
+    uint64_t params, count, wsum, nz, prev = 0;
+
+    if (a == NULL || partial == NULL)
+        return SL_EINVAL;
+    if (is_robust(a->kind))
+        return SL_ESTATE;
+    if (len < PARTIAL_HEAD || memcmp(b, PARTIAL_MAGIC, 8) != 0)
+        return SL_ECORRUPT;
+    params = get_u64(b + 8);
+    count = get_u64(b + 24);
+    wsum = get_u64(b + 32);
+    nz = get_u64(b + 40);
+    if (params != (uint64_t)a->params || (int64_t)get_u64(b + 16) != (int64_t)a->frac)
+        return SL_ELAYOUT; /* another model, or another task's bound */
+    if (nz > params || (len - PARTIAL_HEAD) / PARTIAL_ENTRY != nz ||
+        (len - PARTIAL_HEAD) % PARTIAL_ENTRY != 0 || (count == 0) != (wsum == 0))
+        return SL_ECORRUPT;
+    /* everything is checked before the aggregation changes */
+    p = b + PARTIAL_HEAD;
+    for (uint64_t k = 0; k < nz; k++, p += PARTIAL_ENTRY) {
+        uint64_t i = get_u64(p);
+        if (i >= params || (k > 0 && i <= prev))
+            return SL_ECORRUPT; /* indices ascending, each once */
+        prev = i;
+    }
+    if (count > UINT32_MAX - a->count || wsum > UINT64_MAX - a->wsum)
+        return SL_ETOOBIG;
+    p = b + PARTIAL_HEAD;
+    for (uint64_t k = 0; k < nz; k++, p += PARTIAL_ENTRY) {
+        unsigned __int128 v = ((unsigned __int128)get_u64(p + 16) << 64) | get_u64(p + 8);
+        /* each partial's |sum| < 2^62 * its wsum, and the wsums add below 2^64: the sum of
+         * the partials stays below 2^126, as one aggregation's would */
+        a->sum[get_u64(p)] += (i128)v;
+    }
+    a->count += (uint32_t)count;
+    a->wsum += wsum;
     return SL_OK;
 }

@@ -40,10 +40,41 @@ int sl__agg_add_weighted(sl__agg *a, const void *frame, size_t len, double weigh
 /* NULL is a no-op. */
 void sl__agg_free(sl__agg *a);
 
+/* The bound of an update's values (after clipping) where a task does not
+ * clip, or clips at a larger norm: the FedAvg family sums in fixed point
+ * (aggregate.c) and refuses a value at or above it. */
+#define SL_AGG_VALUE_BOUND 65536.0
+
+/* F, the fractional bits of the fixed-point sums for a task that clips at
+ * @clip_norm (0: does not clip): values v become round(v * 2^F), below
+ * 2^(62 - F) in magnitude (the clipping bound rounded up to a power of two,
+ * or SL_AGG_VALUE_BOUND). */
+int sl__agg_frac_bits(double clip_norm);
+
+/* 1 when an update of L2 norm @norm whose largest value is @max_abs fits
+ * @cfg's aggregation (after clipping, below the fixed-point bound; always
+ * for the robust aggregators), 0 when the aggregation would refuse it. */
+int sl__agg_value_ok(const sl_task_config *cfg, double norm, double max_abs);
+
+/* The FedAvg family's partial sum as bytes (@out malloc'd, @len): the
+ * model's size, F, the count of updates, the sum of weights and every
+ * non-zero coordinate's 128-bit sum, little-endian. Partials of one round
+ * made by any replicas over disjoint sets of updates, merged in any order
+ * into a fresh aggregation (sl__agg_merge), finish to the same bits as one
+ * aggregation of all the updates. SL_ESTATE for the robust aggregators. */
+int sl__agg_export(const sl__agg *a, void **out, size_t *len);
+
+/* Adds a partial sum made by sl__agg_export() under the same task
+ * configuration and layout. SL_ECORRUPT (malformed), SL_ELAYOUT (another
+ * model size or bound), SL_ETOOBIG (the count or the weights would
+ * overflow), SL_ESTATE (robust aggregators); nothing changes on an error. */
+int sl__agg_merge(sl__agg *a, const void *partial, size_t len);
+
 /* The L2 norm of an update frame's values (decoded), for the accept-time
- * bound; SL_OK or a decode error. */
+ * bound, and (when @max_abs is not NULL) the largest magnitude of a value;
+ * SL_OK or a decode error. */
 int sl__update_norm(const sl_layout *layout, const void *frame, size_t len,
-                    const sl_decode_limits *limits, double *norm);
+                    const sl_decode_limits *limits, double *norm, double *max_abs);
 
 #endif /* STARLING_COORD_INT_H */
 
@@ -96,7 +127,7 @@ typedef struct sl__task {
                                       that opens while they wait) */
     uint32_t checked_in;
     int64_t quorum_at_ms;
-    uint32_t rejected[10];
+    uint32_t rejected[SL_REJECT_REASONS];
     int select_idle; /* SELECTING with an empty pool: the window restarts at the first arrival */
     double train_ms_ewma; /* how long closed rounds trained (select deadline to close); 0: none
                              yet. Paces the check-ins of devices that wait for the next round. */

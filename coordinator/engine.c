@@ -534,8 +534,8 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
 /* ---- accepting updates ---------------------------------------------------- */
 
 static const char *const reason_names[] = {
-    "none",      "unknown_round", "late", "not_selected",       "layout",
-    "malformed", "nonfinite",     "norm", "duplicate_conflict", "stale",
+    "none", "unknown_round",      "late",  "not_selected", "layout", "malformed", "nonfinite",
+    "norm", "duplicate_conflict", "stale", "range",
 };
 
 const char *sl_reject_reason_name(sl_reject_reason r)
@@ -608,7 +608,7 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
     const sl_layout *layout;
     sl_update_put u;
     int64_t base, current_round = 0;
-    double norm;
+    double norm, max_abs = 0;
     int rc, trc, close_now = 0, track = 0;
 
     if (e == NULL || frame == NULL || sha256 == NULL || out == NULL)
@@ -680,7 +680,7 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
         goto out_lock;
     }
     if (rc == SL_OK)
-        rc = sl__update_norm(layout, frame, len, &e->opt.limits, &norm);
+        rc = sl__update_norm(layout, frame, len, &e->opt.limits, &norm, &max_abs);
     if (rc != SL_OK) {
         sl_reject_reason why = rc == SL_ELAYOUT      ? SL_REJECT_LAYOUT
                                : rc == SL_ENONFINITE ? SL_REJECT_NONFINITE
@@ -692,6 +692,11 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
     if (t->cfg.max_update_norm > 0 && norm > t->cfg.max_update_norm) {
         pthread_mutex_lock(&e->lock);
         rc = reject(t, &res, SL_REJECT_NORM);
+        goto out_lock;
+    }
+    if (!sl__agg_value_ok(&t->cfg, norm, max_abs)) { /* the fixed-point sum would refuse it */
+        pthread_mutex_lock(&e->lock);
+        rc = reject(t, &res, SL_REJECT_RANGE);
         goto out_lock;
     }
     /* durable before the answer; shares an fsync with concurrent accepts */

@@ -246,7 +246,7 @@ void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     sl__text_printf(&b, "starling_upload_bytes_total %llu\n",
                     (unsigned long long)snap->upload_bytes);
     head(&b, "starling_updates_rejected_total", "counter", "Completed uploads refused, by reason.");
-    for (int r = 1; r < 10; r++)
+    for (int r = 1; r < SL_REJECT_REASONS; r++)
         sl__text_printf(&b, "starling_updates_rejected_total{reason=\"%s\"} %llu\n",
                         sl_reject_reason_name((sl_reject_reason)r),
                         (unsigned long long)snap->rejected[r]);

@@ -286,7 +286,7 @@ void sl__h_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(out, "downloaded", st.downloaded);
     cJSON_AddNumberToObject(out, "training", st.training);
     cJSON_AddNumberToObject(out, "downloading", st.downloading);
-    for (int r = 1; r < 10; r++)
+    for (int r = 1; r < SL_REJECT_REASONS; r++)
         cJSON_AddNumberToObject(rej, sl_reject_reason_name((sl_reject_reason)r),
                                 st.rejected_by_reason[r]);
     cJSON_AddItemToObject(out, "rejected_by_reason", rej);

@@ -284,8 +284,12 @@ typedef enum sl_reject_reason {
     SL_REJECT_NONFINITE = 6,
     SL_REJECT_NORM = 7,               /* L2 norm above max_update_norm */
     SL_REJECT_DUPLICATE_CONFLICT = 8, /* a different update from this device this round */
-    SL_REJECT_STALE = 9               /* FedBuff: older than max_staleness */
+    SL_REJECT_STALE = 9,              /* FedBuff: older than max_staleness */
+    SL_REJECT_RANGE = 10              /* a value at or above the aggregation's fixed-point bound */
 } sl_reject_reason;
+
+/** The number of sl_reject_reason values (SL_REJECT_NONE included). */
+#define SL_REJECT_REASONS 11
 
 /** sl_reject_reason_name - "late", "not_selected", ... (stable identifiers). */
 const char *sl_reject_reason_name(sl_reject_reason r);
@@ -341,7 +345,7 @@ typedef struct sl_round_stats {
      * neither fetched the model nor reported (downloading, or not started). */
     uint32_t training;
     uint32_t downloading;
-    uint32_t rejected_by_reason[10];
+    uint32_t rejected_by_reason[SL_REJECT_REASONS];
     double compression_vs_dense;     /* dense fp32 bytes / received bytes */
     int64_t time_to_quorum_ms;       /* -1 when not reached */
     double mean_loss, mean_accuracy; /* = eval.loss, eval.accuracy (NaN if none) */

@@ -1,5 +1,6 @@
 /* Aggregation and server optimisers against straightforward references;
  * robustness, determinism, DP noise, state encoding and rejections. */
+#include <float.h>
 #include <math.h>
 #include <zlib.h>
 
@@ -138,6 +139,18 @@ static void assert_close(const double *got, const double *want, size_t n, double
             fail_msg("element %zu: got %.17g, want %.17g", i, got[i], want[i]);
 }
 
+/* A weight as the fixed-point aggregation takes it: rounded to 2^-30 (sample counts exactly). */
+static double fixed_weight(double w)
+{
+    return ldexp((double)llround(ldexp(w, 30)), -30);
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
 static void test_fedavg_reference(void **state)
 {
     (void)state;
@@ -175,10 +188,223 @@ static void test_fedavg_reference(void **state)
     }
     for (size_t i = 0; i < K; i++) {
         double norm = -1;
-        assert_int_equal(sl__update_norm(l, u[i].frame, u[i].len, NULL, &norm), SL_OK);
+        assert_int_equal(sl__update_norm(l, u[i].frame, u[i].len, NULL, &norm, NULL), SL_OK);
         assert_true(fabs(norm - dense_norm(u[i].dense, P)) <= 1e-12 * norm);
         free_upd(&u[i]);
     }
+    sl_layout_free(l);
+}
+
+/* Runs one aggregation over @u[order[0..K)] with real-valued weights; the malloc'd delta. */
+static double *aggregate_order(const sl_layout *l, const sl_task_config *c, const upd *u,
+                               const double *w, const size_t *order, size_t K)
+{
+    sl__agg *a = NULL;
+    double *delta = malloc((size_t)sl_layout_params(l) * sizeof *delta);
+    assert_int_equal(sl__agg_begin(c, l, &a), SL_OK);
+    for (size_t i = 0; i < K; i++)
+        assert_int_equal(sl__agg_add_weighted(a, u[order[i]].frame, u[order[i]].len, w[order[i]]),
+                         SL_OK);
+    assert_int_equal(sl__agg_finish(a, 0, delta, NULL), SL_OK);
+    sl__agg_free(a);
+    return delta;
+}
+
+static void shuffle(size_t *x, size_t n, uint64_t *s)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)(sl_test_rand(s) % i), t = x[i - 1];
+        x[i - 1] = x[j];
+        x[j] = t;
+    }
+}
+
+/* The FedAvg family sums in fixed point: any order of the adds, and any split of them into
+ * partial sums (one per replica) merged in any order, gives the same bits; within 2^-F of the
+ * sum in doubles. Summing in doubles, as before, is order-dependent on the same updates. */
+static void test_fixed_point_any_order(void **state)
+{
+    sl_layout *l = small_layout();
+    size_t P = (size_t)sl_layout_params(l), K = 20, order[MAXK];
+    upd u[MAXK];
+    double w[MAXK];
+    uint64_t s = 99;
+    int float_differs = 0;
+    (void)state;
+    for (size_t i = 0; i < K; i++) {
+        random_update(l, 0.4, 0.001 + (double)i * 0.5, 500 + i, &u[i]);
+        /* sample counts, and FedBuff's discounted ones */
+        w[i] = i % 3 ? (double)(1 + sl_test_rand(&s) % 900) : 300.0 / sqrt(1.0 + (double)i);
+        order[i] = i;
+    }
+    for (int clipped = 0; clipped < 2; clipped++) {
+        sl_task_config c = agg_config(SL_AGG_FEDAVG, clipped ? 4.0 : 0.0, 0, 0);
+        double *ref = aggregate_order(l, &c, u, w, order, K);
+        long double *want = calloc(P, sizeof *want), *mass = calloc(P, sizeof *mass), W = 0;
+        double quantum = ldexp(1.0, -sl__agg_frac_bits(c.clip_norm));
+        /* the reference in long double; the fixed-point result is within 2^-F of the exact
+         * mean, plus a rounding of each clipped value s * v to double before it is made an
+         * integer, the two roundings to double at its end, and the reference's own error */
+        for (size_t i = 0; i < K; i++) {
+            long double f = clip_factor(u[i].dense, P, c.clip_norm), wr = fixed_weight(w[i]);
+            for (size_t j = 0; j < P; j++) {
+                want[j] += wr * f * u[i].dense[j];
+                mass[j] += wr * fabsl(f * u[i].dense[j]);
+            }
+            W += wr;
+        }
+        for (size_t j = 0; j < P; j++) {
+            long double x = want[j] / W;
+            double tol =
+                quantum + 4 * DBL_EPSILON * fabs((double)x) +
+                (double)((DBL_EPSILON + (long double)(2 * K) * LDBL_EPSILON) * (mass[j] / W));
+            if (!(fabs(ref[j] - (double)x) <= tol))
+                fail_msg("coordinate %zu: fixed point %.17g, exact %.17Lg (tolerance %g)", j,
+                         ref[j], x, tol);
+        }
+        free(mass);
+        for (int trial = 0; trial < 12; trial++) {
+            size_t perm[MAXK], parts = 1 + (size_t)trial % 5, cut[6] = {0};
+            double *got, *f_got = calloc(P, sizeof *f_got), *f_ref = calloc(P, sizeof *f_ref);
+            memcpy(perm, order, K * sizeof *perm);
+            shuffle(perm, K, &s);
+            got = aggregate_order(l, &c, u, w, perm, K);
+            assert_memory_equal(got, ref, P * sizeof *ref);
+            free(got);
+            /* doubles summed in this order and in the original one */
+            for (size_t i = 0; i < K; i++)
+                for (size_t j = 0; j < P; j++) {
+                    f_got[j] += w[perm[i]] * u[perm[i]].dense[j];
+                    f_ref[j] += w[i] * u[i].dense[j];
+                }
+            float_differs |= memcmp(f_got, f_ref, P * sizeof *f_got) != 0;
+            free(f_got);
+            free(f_ref);
+            /* @parts replicas each sum a slice of the shuffled updates; the leader merges their
+             * partials in a shuffled order */
+            {
+                sl__agg *rep[6], *leader;
+                void *bytes[6];
+                size_t blen[6], morder[6];
+                double *merged = malloc(P * sizeof *merged);
+                uint32_t count = 0;
+                for (size_t p = 1; p < parts; p++)
+                    cut[p] = (size_t)(sl_test_rand(&s) % (K + 1));
+                cut[parts] = K;
+                qsort(cut, parts + 1, sizeof cut[0], cmp_size);
+                for (size_t p = 0; p < parts; p++) {
+                    assert_int_equal(sl__agg_begin(&c, l, &rep[p]), SL_OK);
+                    for (size_t i = cut[p]; i < cut[p + 1]; i++)
+                        assert_int_equal(sl__agg_add_weighted(rep[p], u[perm[i]].frame,
+                                                              u[perm[i]].len, w[perm[i]]),
+                                         SL_OK);
+                    assert_int_equal(sl__agg_export(rep[p], &bytes[p], &blen[p]), SL_OK);
+                    sl__agg_free(rep[p]);
+                    morder[p] = p;
+                }
+                shuffle(morder, parts, &s);
+                assert_int_equal(sl__agg_begin(&c, l, &leader), SL_OK);
+                for (size_t p = 0; p < parts; p++)
+                    assert_int_equal(sl__agg_merge(leader, bytes[morder[p]], blen[morder[p]]),
+                                     SL_OK);
+                assert_int_equal(sl__agg_finish(leader, 0, merged, &count), SL_OK);
+                assert_int_equal(count, K);
+                assert_memory_equal(merged, ref, P * sizeof *ref);
+                sl__agg_free(leader);
+                for (size_t p = 0; p < parts; p++)
+                    free(bytes[p]);
+                free(merged);
+            }
+        }
+        free(ref);
+        free(want);
+    }
+    /* the same updates summed in doubles: at least one order gave other bits */
+    assert_true(float_differs);
+    for (size_t i = 0; i < K; i++)
+        free_upd(&u[i]);
+    sl_layout_free(l);
+}
+
+/* The bound: a task that does not clip refuses values at or above SL_AGG_VALUE_BOUND (and the
+ * aggregation is unchanged); under clipping nothing is refused. Bad partials change nothing. */
+static void test_fixed_point_bound(void **state)
+{
+    sl_layout *l = small_layout();
+    size_t P = (size_t)sl_layout_params(l);
+    sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
+    sl_task_config clipped = agg_config(SL_AGG_FEDAVG, 3.0, 0, 0);
+    sl_task_config median = agg_config(SL_AGG_MEDIAN, 0, 0, 0);
+    upd ok, big;
+    sl__agg *a, *b;
+    double *before = malloc(P * sizeof *before), *after = malloc(P * sizeof *after);
+    void *part;
+    size_t plen;
+    uint8_t *bad;
+    (void)state;
+    random_update(l, 0.5, 1.0, 11, &ok);
+    random_update(l, 0.5, 1.0, 12, &big);
+    free_upd(&big);
+    {
+        float *x = calloc(P, sizeof *x);
+        x[3] = 65536.0f;
+        x[7] = -1.0f;
+        encode(l, x, NULL, &big);
+        free(x);
+    }
+    assert_int_equal(sl__agg_frac_bits(0), 46);
+    assert_int_equal(sl__agg_frac_bits(3.0), 60); /* 3 < 2^2 */
+    assert_int_equal(sl__agg_frac_bits(1e9), 46); /* beyond the bound: the bound */
+    assert_true(sl__agg_value_ok(&c, 1e5, 65535.99));
+    assert_false(sl__agg_value_ok(&c, 1e5, 65536.0));
+    assert_true(sl__agg_value_ok(&clipped, 1e5, 65536.0)); /* clipped to norm 3 */
+    assert_true(sl__agg_value_ok(&median, 1e5, 1e30));     /* sorted doubles */
+
+    assert_int_equal(sl__agg_begin(&c, l, &a), SL_OK);
+    assert_int_equal(sl__agg_add(a, ok.frame, ok.len, 10), SL_OK);
+    assert_int_equal(sl__agg_finish(a, 0, before, NULL), SL_OK);
+    assert_int_equal(sl__agg_add(a, big.frame, big.len, 10), SL_ERANGE);
+    assert_int_equal(sl__agg_add_weighted(a, ok.frame, ok.len, 0x1p32), SL_EINVAL);
+    assert_int_equal(sl__agg_export(a, &part, &plen), SL_OK);
+
+    /* partials that do not fit: refused, nothing changes */
+    bad = malloc(plen);
+    memcpy(bad, part, plen);
+    bad[0] ^= 1;
+    assert_int_equal(sl__agg_merge(a, bad, plen), SL_ECORRUPT);
+    memcpy(bad, part, plen);
+    assert_int_equal(sl__agg_merge(a, bad, plen - 1), SL_ECORRUPT);
+    assert_int_equal(sl__agg_merge(a, bad, 20), SL_ECORRUPT);
+    bad[8] ^= 1; /* another model size */
+    assert_int_equal(sl__agg_merge(a, bad, plen), SL_ELAYOUT);
+    memcpy(bad, part, plen);
+    bad[16] ^= 1; /* another bound */
+    assert_int_equal(sl__agg_merge(a, bad, plen), SL_ELAYOUT);
+    memcpy(bad, part, plen);
+    if (plen >= 48 + 2 * 24) { /* the second index not above the first */
+        memcpy(bad + 48 + 24, bad + 48, 8);
+        assert_int_equal(sl__agg_merge(a, bad, plen), SL_ECORRUPT);
+    }
+    memcpy(bad, part, plen);
+    memset(bad + 32, 0xff, 8); /* weights that would pass 2^64 */
+    assert_int_equal(sl__agg_merge(a, bad, plen), SL_ETOOBIG);
+    free(bad);
+    assert_int_equal(sl__agg_finish(a, 0, after, NULL), SL_OK);
+    assert_memory_equal(after, before, P * sizeof *after);
+    /* a partial of a clipped task: another bound */
+    assert_int_equal(sl__agg_begin(&clipped, l, &b), SL_OK);
+    assert_int_equal(sl__agg_merge(b, part, plen), SL_ELAYOUT);
+    assert_int_equal(sl__agg_add(b, big.frame, big.len, 10), SL_OK); /* clipped: accepted */
+    sl__agg_free(b);
+    assert_int_equal(sl__agg_begin(&median, l, &b), SL_OK);
+    assert_int_equal(sl__agg_merge(b, part, plen), SL_ESTATE);
+    sl__agg_free(b);
+    free(part);
+    sl__agg_free(a);
+    free_upd(&ok);
+    free_upd(&big);
+    free(before);
+    free(after);
     sl_layout_free(l);
 }
 
@@ -224,10 +450,11 @@ static void test_weighted_add(void **state)
     uint32_t count;
     (void)state;
     for (size_t i = 0; i < 3; i++) {
+        double wr = fixed_weight(weights[i]);
         random_update(l, 0.5, 1.0, 300 + i, &u[i]);
         for (size_t j = 0; j < P; j++)
-            want[j] += weights[i] * u[i].dense[j];
-        W += weights[i];
+            want[j] += wr * u[i].dense[j];
+        W += wr;
     }
     for (size_t j = 0; j < P; j++)
         want[j] /= W;
@@ -464,7 +691,7 @@ static void test_agg_rejections(void **state)
     assert_int_equal(sl__agg_begin(&c, l, &a), SL_EINVAL);
     assert_null(a);
     double norm;
-    assert_int_equal(sl__update_norm(l, alien.frame, alien.len, NULL, &norm), SL_ELAYOUT);
+    assert_int_equal(sl__update_norm(l, alien.frame, alien.len, NULL, &norm, NULL), SL_ELAYOUT);
     sl__agg_free(NULL);
 
     free_upd(&u[0]);
@@ -683,11 +910,18 @@ static void test_state_decode_rejections(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fedavg_reference),  cmocka_unit_test(test_weighted_add),
-        cmocka_unit_test(test_robust_reference),  cmocka_unit_test(test_robustness),
-        cmocka_unit_test(test_determinism),       cmocka_unit_test(test_dp_noise),
-        cmocka_unit_test(test_agg_rejections),    cmocka_unit_test(test_server_optimisers),
-        cmocka_unit_test(test_server_rejections), cmocka_unit_test(test_state_decode_rejections),
+        cmocka_unit_test(test_fedavg_reference),
+        cmocka_unit_test(test_weighted_add),
+        cmocka_unit_test(test_fixed_point_any_order),
+        cmocka_unit_test(test_fixed_point_bound),
+        cmocka_unit_test(test_robust_reference),
+        cmocka_unit_test(test_robustness),
+        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_dp_noise),
+        cmocka_unit_test(test_agg_rejections),
+        cmocka_unit_test(test_server_optimisers),
+        cmocka_unit_test(test_server_rejections),
+        cmocka_unit_test(test_state_decode_rejections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -466,6 +466,34 @@ static void test_rejections(void **state)
         assert_int_equal(seen.state[chosen[4]], SL_PART_SELECTED);
     }
     sim_free(&s);
+
+    /* the fixed-point bound of a task that does not clip (values below 2^16): refused at the
+     * upload, reason "range", nothing stored; the same values under clipping are accepted */
+    for (int clipped = 0; clipped < 2; clipped++) {
+        sim_init(&s, "engine_range", 20, clipped ? CONFIG(",\"clip_norm\":10") : CONFIG(""));
+        n = select_round(&s, chosen);
+        assert_true(n >= 3);
+        st = status(&s);
+        res = upload(&s, chosen[0], 300000.0f); /* values up to 150,000 */
+        if (clipped) {
+            assert_true(res.accepted);
+        } else {
+            sl_round_stats stats;
+            part_seen seen = {&s, {0}, {{0}}};
+            assert_false(res.accepted);
+            assert_int_equal(res.reason, SL_REJECT_RANGE);
+            assert_string_equal(sl_reject_reason_name(res.reason), "range");
+            assert_int_equal(sl_engine_round_stats(s.engine, st.round.id, &stats), SL_OK);
+            assert_int_equal(stats.round.reported, 0);
+            assert_int_equal(stats.rejected_by_reason[SL_REJECT_RANGE], 1);
+            assert_int_equal(sl_store_list_participants(s.store, st.round.id, note_part, &seen),
+                             SL_OK);
+            assert_string_equal(seen.reason[chosen[0]], "range");
+        }
+        res = upload(&s, chosen[1], 1000.0f); /* values up to 500: within the bound */
+        assert_true(res.accepted);
+        sim_free(&s);
+    }
 }
 
 /* Dropout matrix: a round closes iff quorum, never outlives its deadline, the run goes on. */
