@@ -35,6 +35,15 @@ int sl_bench_train(int argc, char **argv);
 int sl_bench_store(int argc, char **argv);
 
 /**
+ * sl_bench_aggregate - `starling bench aggregate --store FILE`: every round
+ * of a coordinator's store that made a model version, aggregated by the
+ * coordinator's fixed-point sums and by summing in doubles, side by side;
+ * prints the largest difference of the pseudo-gradients and how many
+ * parameters of the two new models differ (tests/bench/bench_aggregate.c).
+ */
+int sl_bench_aggregate(int argc, char **argv);
+
+/**
  * sl_bench_api - `starling bench api [--json] [--quick] [--clients N]
  * [--seconds S] [--threads T] [--devices D] [--dir DIR]`: the coordinator's
  * REST server in process on loopback (plain HTTP, the store on disk) with N

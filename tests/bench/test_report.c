@@ -491,6 +491,18 @@ static void test_bench_fl_smoke(void **state)
     assert_non_null(strstr(text, "| 2 | closed | 10 | 10 | 0 | 0 | 0 | "));
     assert_non_null(strstr(text, "| updates accepted | 20 of 20 selected |"));
     free(text);
+    /* bench aggregate on the same store: both rounds, 20 updates, the two sums side by side */
+    snprintf(data, sizeof data, "%s/dense/data/starling.db", runs);
+    if (RUN(NULL, &out, "bench", "aggregate", "--store", data) != 0)
+        fail_msg("starling bench aggregate failed: %s", out);
+    assert_non_null(strstr(out, "2 rounds, 20 updates"));
+    assert_non_null(strstr(out, "largest |fixed - doubles| "));
+    assert_non_null(strstr(out, "parameters differ in their float32 bits"));
+    free(out);
+    assert_int_equal(RUN(NULL, &out, "bench", "aggregate", "--store", g_dir), 1); /* not a store */
+    free(out);
+    assert_int_equal(RUN(NULL, NULL, "bench", "aggregate"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "aggregate", "--store"), 2);
 
     /* the partial fleet: 8 of 20 reports close a round (12 selected, quorum 5), with faults */
     snprintf(runs, sizeof runs, "%s/runs-partial", g_dir);
