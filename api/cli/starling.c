@@ -37,6 +37,8 @@ static int usage(FILE *out)
             "  bench fl [--quick|--smoke] [--json] [--plot F.png] [--md F.md] [--settings L]\n"
             "      test accuracy vs bytes up/down: dense FedAvg and compressed updates through\n"
             "      the coordinator, an evaluator and a fleet on loopback\n"
+            "  bench scale --simulate [--devices N] [--per-round K] [--rounds R] [--json]\n"
+            "      the engine and store at fleet size, simulated clock and devices, no HTTP\n"
             "  bench aggregate --store FILE\n"
             "      a store's rounds aggregated in fixed point and in doubles, side by side\n"
             "  status [--url U] [--token-file F] [--task N] [--watch]\n"
@@ -103,9 +105,9 @@ int main(int argc, char **argv)
             const char *name;
             bench_fn fn;
         } benches[] = {
-            {"codec", sl_bench_codec},        {"store", sl_bench_store}, {"gemm", sl_bench_gemm},
-            {"train", sl_bench_train},        {"api", sl_bench_api},     {"fl", sl_bench_fl},
-            {"aggregate", sl_bench_aggregate}};
+            {"codec", sl_bench_codec},         {"store", sl_bench_store}, {"gemm", sl_bench_gemm},
+            {"train", sl_bench_train},         {"api", sl_bench_api},     {"fl", sl_bench_fl},
+            {"aggregate", sl_bench_aggregate}, {"scale", sl_bench_scale}};
         for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
             if (strcmp(argv[2], benches[i].name) == 0 && wants_help(argc - 2, argv + 2))
                 return bench_help(benches[i].fn);
@@ -123,6 +125,8 @@ int main(int argc, char **argv)
             return sl_bench_fl(argc - 3, argv + 3);
         if (strcmp(argv[2], "aggregate") == 0)
             return sl_bench_aggregate(argc - 3, argv + 3);
+        if (strcmp(argv[2], "scale") == 0)
+            return sl_bench_scale(argc - 3, argv + 3);
         fprintf(stderr, "starling bench: unknown benchmark '%s'\n", argv[2]);
         return 2;
     }

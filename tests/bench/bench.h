@@ -44,6 +44,16 @@ int sl_bench_store(int argc, char **argv);
 int sl_bench_aggregate(int argc, char **argv);
 
 /**
+ * sl_bench_scale - `starling bench scale --simulate [--devices N]
+ * [--per-round K] [--rounds R] [--params P] [--density D] [--dir DIR]
+ * [--json]`: the engine and store with a simulated clock and simulated
+ * devices, no HTTP (default one million enrolled, 10,000 reports a round);
+ * per round the coordinator's memory, the round's close time and the
+ * store's size (tests/bench/bench_scale.c).
+ */
+int sl_bench_scale(int argc, char **argv);
+
+/**
  * sl_bench_api - `starling bench api [--json] [--quick] [--clients N]
  * [--seconds S] [--threads T] [--devices D] [--dir DIR]`: the coordinator's
  * REST server in process on loopback (plain HTTP, the store on disk) with N
