@@ -40,6 +40,7 @@ typedef struct scale_opts {
     size_t devices, per_round, params;
     int rounds, json;
     double density;
+    sl_value_mode values;
     const char *dir;
 } scale_opts;
 
@@ -160,8 +161,13 @@ static int make_update(const sim *s, size_t i, int64_t round_id, int64_t version
         st[t].val = val;
         total += n;
     }
-    if (rc == SL_OK)
-        rc = sl_frame_encode_update(s->layout, &h, st, NULL, NULL, frame, len);
+    if (rc == SL_OK) {
+        sl_encode_params p;
+        sl_encode_params_default(&p);
+        p.values = s->o->values;
+        p.flat = 1; /* top-k over the whole model, as the product's default */
+        rc = sl_frame_encode_update(s->layout, &h, st, &p, NULL, frame, len);
+    }
     for (size_t t = 0; st != NULL && t < nt; t++) {
         free((void *)st[t].idx);
         free((void *)st[t].val);
@@ -211,11 +217,13 @@ static int usage(void)
 {
     fprintf(stderr,
             "usage: starling bench scale --simulate [--devices N] [--per-round K] [--rounds R]\n"
-            "                            [--params P] [--density D] [--dir DIR] [--json]\n"
+            "                            [--params P] [--density D] [--values V] [--dir DIR]\n"
+            "                            [--json]\n"
             "  the engine and the store with a simulated clock and simulated devices, no HTTP:\n"
             "  N enrolled devices (default 1000000), K reports close a round (default 10000),\n"
             "  R rounds (default 5), a model of P parameters (default 44426, lenet5's) and\n"
-            "  updates of density D (default 0.01); per round: the coordinator's memory, the\n"
+            "  updates of density D (default 0.01) with V values (default ternary, the\n"
+            "  coordinator's default; fp32, fp16, bf16, int8, sign); per round: the memory, the\n"
             "  round's close time and the store's size. --dir: where the store goes (default\n"
             "  /dev/shm when writable, else $TMPDIR; removed afterwards)\n");
     return 2;
@@ -235,13 +243,14 @@ static int parse_size(const char *s, size_t lo, size_t hi, size_t *out)
 
 int sl_bench_scale(int argc, char **argv)
 {
-    scale_opts o = {1000000, 10000, 44426, 5, 0, 0.01, NULL};
+    scale_opts o = {1000000, 10000, 44426, 5, 0, 0.01, SL_VALUE_TERNARY, NULL};
     int simulate = 0, rc = SL_OK, status = 0;
     char dir[1024], path[1200], err[256], layout[128];
     sim s;
     sl_store_options so;
     sl_engine_options eo;
     uint64_t rss0, peak0, rss1, peak1, db_prev = 0, db_enrolled = 0, rounds_done = 0;
+    uint64_t rss_enrolled = 0, known_all = 0;
     double t;
 
     for (int i = 0; i < argc; i++) {
@@ -267,6 +276,8 @@ int sl_bench_scale(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--density") == 0 && (o.density = strtod(v, NULL)) > 0 &&
                    o.density <= 1) {
+            i++;
+        } else if (strcmp(a, "--values") == 0 && sl_value_mode_parse(v, &o.values) == SL_OK) {
             i++;
         } else if (strcmp(a, "--dir") == 0) {
             o.dir = v, i++;
@@ -307,8 +318,9 @@ int sl_bench_scale(int argc, char **argv)
     rss(&rss0, &peak0);
     fprintf(stderr,
             "bench scale --simulate: %zu devices, %zu reports a round, %d rounds, %zu "
-            "parameters, updates of density %g; store %s\n",
-            o.devices, o.per_round, o.rounds, o.params, o.density, path);
+            "parameters, updates of density %g with %s values; store %s\n",
+            o.devices, o.per_round, o.rounds, o.params, o.density, sl_value_mode_name(o.values),
+            path);
     if ((rc = sl_store_open(&so, &s.store, err, sizeof err)) != SL_OK ||
         (rc = sl_engine_open(s.store, &eo, &s.engine, err, sizeof err)) != SL_OK) {
         fprintf(stderr, "starling bench scale: %s\n", err);
@@ -366,6 +378,7 @@ int sl_bench_scale(int argc, char **argv)
     }
     rss(&rss1, &peak1);
     db_prev = db_enrolled = file_size(dir, "starling.db") + file_size(dir, "starling.db-wal");
+    rss_enrolled = rss1;
     fprintf(stderr, "enrolled %zu devices in %.1f s; store %.1f MB; resident %.1f MB\n", o.devices,
             now_s() - t,
             (double)(file_size(dir, "starling.db") + file_size(dir, "starling.db-wal")) / 1e6,
@@ -375,13 +388,13 @@ int sl_bench_scale(int argc, char **argv)
                "\"rounds\": [",
                o.devices, o.per_round, o.params, o.density);
     else
-        printf("%5s %9s %9s %9s %11s %12s %11s %12s %12s\n", "round", "checkins", "selected",
-               "reports", "round s", "close ms", "RSS MB", "store MB", "store +MB");
+        printf("%5s %9s %9s %9s %9s %11s %12s %11s %12s %12s\n", "round", "checkins", "known",
+               "selected", "reports", "round s", "close ms", "RSS MB", "store MB", "store +MB");
     {
         uint64_t seed = 12345;
         size_t cap = o.per_round * 2;
         size_t *who = malloc(cap * 2 * sizeof *who), *sel = malloc(cap * sizeof *sel);
-        size_t *carry = malloc(cap * sizeof *carry), ncarry = 0;
+        size_t *carry = malloc(cap * sizeof *carry), ncarry = 0, known = 0;
         uint8_t *seen = calloc(o.devices, 1);
         sl_checkin_info info;
         memset(&info, 0, sizeof info);
@@ -401,21 +414,22 @@ int sl_bench_scale(int argc, char **argv)
              * did not select (they wait for this one, and the engine has them in its pool
              * already), then random ones */
             for (size_t k = 0; k < ncarry && rc == SL_OK; k++) {
-                seen[carry[k]] = 1;
+                seen[carry[k]] |= 1;
                 who[nwho++] = carry[k];
                 rc = sl_engine_checkin(s.engine, s.task, s.devices[carry[k]], &info, &r);
             }
             while (nwho < cap && rc == SL_OK) {
                 size_t i = (size_t)(next_rand(&seed) % o.devices);
-                if (seen[i])
+                if (seen[i] & 1)
                     continue;
-                seen[i] = 1;
+                known += !(seen[i] & 2);
+                seen[i] |= 3; /* this round; ever */
                 who[nwho++] = i;
                 if ((rc = sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r)) != SL_OK)
                     break;
             }
             for (size_t k = 0; k < nwho; k++)
-                seen[who[k]] = 0;
+                seen[who[k]] &= 2;
             sim_at(&s, st.round.select_deadline_ms);
             sl_engine_tick(s.engine, &next);
             ncarry = 0;
@@ -489,19 +503,22 @@ int sl_bench_scale(int argc, char **argv)
             rss(&rn, &pk);
             db = file_size(dir, "starling.db") + file_size(dir, "starling.db-wal");
             if (o.json)
-                printf("%s{\"round\": %d, \"checkins\": %zu, \"selected\": %zu, \"reports\": "
+                printf("%s{\"round\": %d, \"checkins\": %zu, \"known\": %zu, \"selected\": %zu, "
+                       "\"reports\": "
                        "%" PRIu64 ", \"round_s\": %.3f, \"close_ms\": %.1f, \"rss\": %" PRIu64
                        ", \"store_bytes\": %" PRIu64 "}",
-                       round ? ", " : "", round + 1, nwho, nsel, accepted, now_s() - t0, close_ms,
-                       rn, db);
+                       round ? ", " : "", round + 1, nwho, known, nsel, accepted, now_s() - t0,
+                       close_ms, rn, db);
             else
-                printf("%5d %9zu %9zu %9" PRIu64 " %11.2f %12.1f %11.1f %12.1f %12.1f\n", round + 1,
-                       nwho, nsel, accepted, now_s() - t0, close_ms, (double)rn / 1e6,
-                       (double)db / 1e6, (double)db / 1e6 - (double)db_prev / 1e6);
+                printf("%5d %9zu %9zu %9zu %9" PRIu64 " %11.2f %12.1f %11.1f %12.1f %12.1f\n",
+                       round + 1, nwho, known, nsel, accepted, now_s() - t0, close_ms,
+                       (double)rn / 1e6, (double)db / 1e6,
+                       (double)db / 1e6 - (double)db_prev / 1e6);
             fflush(stdout);
             db_prev = db;
             rounds_done++;
         }
+        known_all = known;
         free(who);
         free(sel);
         free(seen);
@@ -518,6 +535,12 @@ int sl_bench_scale(int argc, char **argv)
                (double)o.devices * 8 / 1e6,
                rounds_done ? ((double)db_prev - (double)db_enrolled) / 1e6 / (double)rounds_done
                            : 0.0);
+    if (!o.json && known_all > 0)
+        printf("resident growth since the enrolment: %.1f MB for %" PRIu64
+               " devices known to the engine (%.0f bytes a device, caches and allocator "
+               "arenas included)\n",
+               ((double)rss1 - (double)rss_enrolled) / 1e6, known_all,
+               ((double)rss1 - (double)rss_enrolled) / (double)known_all);
     if (rc != SL_OK) {
         fprintf(stderr, "starling bench scale: %s\n", sl_strerror(rc));
         status = 1;
