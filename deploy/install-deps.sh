@@ -20,6 +20,9 @@ LIBS="libcurl4-openssl-dev libmicrohttpd-dev libmbedtls-dev libzstd-dev libsqlit
 # The operator's side only (ONNX import and export in the `starling` CLI, its tests): native
 # builds, never the agents' sysroots.
 OPERATOR="protobuf-c-compiler libprotobuf-c-dev libonnx-dev python3-onnx"
+# The coordinator's store on PostgreSQL (replicas, storage/pg) and its tests' throwaway
+# cluster (initdb, pg_ctl): native builds only, never the agents'.
+SERVER="libpq-dev postgresql"
 # Real data: Fashion-MNIST; the CSVs python3-sklearn installs; Mauna Loa's weekly CO2
 # readings (python3-statsmodels' data sets); espeak-ng synthesises the keyword-spotting
 # example's speech; NumPy, SciPy and Pillow write the examples' files (deploy/examples).
@@ -29,7 +32,7 @@ BENCH="libopenblas0 python3-torch"
 
 [ "${1:-}" = "--list-libs" ] && { echo "$LIBS"; exit 0; }
 
-want="$TOOLS $LIBS $OPERATOR $DATA"
+want="$TOOLS $LIBS $OPERATOR $SERVER $DATA"
 arches=()
 for arch in "$@"; do
     [ "$arch" = "--bench" ] && { want="$want $BENCH"; continue; }
