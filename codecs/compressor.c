@@ -250,8 +250,10 @@ static int select_model(sl_compressor *c, double density, sl_sparse_tensor *st, 
     uint32_t *sel;
     int rc;
 
+#if SIZE_MAX > 0xffffffffu /* on 32-bit targets a size_t always fits */
     if (c->d > SL_CODEC_MAX_TENSOR)
         return SL_ETOOBIG; /* indices into the vector are u32 */
+#endif
     sel = malloc((sl_select_capacity(c->p.select, &c->p.select_params, c->d, k) + 1) * sizeof *sel);
     if (sel == NULL)
         return SL_ENOMEM;

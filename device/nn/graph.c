@@ -173,8 +173,10 @@ static int plan(const sl__graph *g, size_t batch, size_t *val_off, size_t *grad_
     }
     *work_off = used;
     used += ALIGN(work);
+#if SIZE_MAX > 0xffffffffu /* on 32-bit targets the overflow checks above bound it */
     if (used > ((size_t)1 << 40))
         return SL_ETOOBIG;
+#endif
     *bytes = used;
     return SL_OK;
 }

@@ -270,8 +270,13 @@ static size_t ln_aux(const sl_spec *s, const sl__node *nd, size_t batch)
 {
     size_t rows, d;
     ln_get_geom(s, nd, batch, &rows, &d);
-    if ((uint64_t)rows > ((uint64_t)1 << 36))
+#if SIZE_MAX > 0xffffffffu
+    if (rows > ((size_t)1 << 36))
         return SIZE_MAX;
+#else
+    if (rows > SIZE_MAX / (4 * sizeof(double))) /* 32-bit targets: half of what fits */
+        return SIZE_MAX;
+#endif
     return 2 * rows * sizeof(double);
 }
 
