@@ -165,14 +165,33 @@ static int collect_carried(void *ctx, const sl_round_record *r)
     return 0;
 }
 
+static int add_one(agg_ctx *a, const void *frame, size_t len, uint32_t num_samples);
+
+/* An update the store holds but the fixed-point sum cannot take (a value at or above its
+ * bound: only one stored before the engine refused such values at upload) is left out with a
+ * warning, rather than holding the round's close back forever. */
 static int add_update(void *ctx, int64_t device_id, const void *frame, size_t len,
                       uint32_t num_samples, const uint8_t *sha256)
 {
     agg_ctx *a = ctx;
-    sl_frame_header h;
-    (void)device_id;
+    int rc;
     (void)sha256;
     a->added++;
+    rc = add_one(a, frame, len, num_samples);
+    if (rc == SL_ERANGE) {
+        sl_log(SL_LOG_WARN, "engine",
+               "device %lld's stored update has a value beyond the aggregation's bound: left "
+               "out of the sum",
+               (long long)device_id);
+        a->added--;
+        return SL_OK;
+    }
+    return rc;
+}
+
+static int add_one(agg_ctx *a, const void *frame, size_t len, uint32_t num_samples)
+{
+    sl_frame_header h;
     if (num_samples == 0)
         num_samples = 1; /* a device that reports no count still counts once */
     if (a->t->cfg.fedbuff && sl_frame_peek_header(frame, len, &h) == SL_OK &&

@@ -134,7 +134,7 @@ static int make_update(const sim *s, size_t i, int64_t round_id, int64_t version
 {
     sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE,   0, 0,
                          (uint64_t)version, (uint64_t)round_id};
-    size_t nt = sl_layout_tensors(s->layout), total = 0;
+    size_t nt = sl_layout_tensors(s->layout);
     sl_sparse_tensor *st = calloc(nt, sizeof *st);
     uint64_t r = seed ^ (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)round_id;
     int rc = st != NULL ? SL_OK : SL_ENOMEM;
@@ -159,7 +159,6 @@ static int make_update(const sim *s, size_t i, int64_t round_id, int64_t version
         st[t].n = n;
         st[t].idx = idx;
         st[t].val = val;
-        total += n;
     }
     if (rc == SL_OK) {
         sl_encode_params p;
@@ -173,7 +172,6 @@ static int make_update(const sim *s, size_t i, int64_t round_id, int64_t version
         free((void *)st[t].val);
     }
     free(st);
-    (void)total;
     return rc;
 }
 
@@ -241,6 +239,17 @@ static int parse_size(const char *s, size_t lo, size_t hi, size_t *out)
     return 0;
 }
 
+/* A density in (0, 1], the whole argument a number. */
+static int parse_density(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !(v > 0 && v <= 1))
+        return -1;
+    *out = v;
+    return 0;
+}
+
 int sl_bench_scale(int argc, char **argv)
 {
     scale_opts o = {1000000, 10000, 44426, 5, 0, 0.01, SL_VALUE_TERNARY, NULL};
@@ -274,8 +283,7 @@ int sl_bench_scale(int argc, char **argv)
             o.rounds = (int)x, i++;
         } else if (strcmp(a, "--params") == 0 && parse_size(v, 16, 100000000, &o.params) == 0) {
             i++;
-        } else if (strcmp(a, "--density") == 0 && (o.density = strtod(v, NULL)) > 0 &&
-                   o.density <= 1) {
+        } else if (strcmp(a, "--density") == 0 && parse_density(v, &o.density) == 0) {
             i++;
         } else if (strcmp(a, "--values") == 0 && sl_value_mode_parse(v, &o.values) == SL_OK) {
             i++;

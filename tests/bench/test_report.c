@@ -503,6 +503,17 @@ static void test_bench_fl_smoke(void **state)
     free(out);
     assert_int_equal(RUN(NULL, NULL, "bench", "aggregate"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "aggregate", "--store"), 2);
+    /* bench scale: malformed options are refused (exit 2) before anything runs */
+    assert_int_equal(RUN(NULL, NULL, "bench", "scale", "--devices", "100"), 2); /* no --simulate */
+    assert_int_equal(RUN(NULL, NULL, "bench", "scale", "--simulate", "--density", "0.5x"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "scale", "--simulate", "--density", "0"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "scale", "--simulate", "--devices", "-5"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "scale", "--simulate", "--rounds", "0"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "scale", "--simulate", "--values", "int3"), 2);
+    assert_int_equal(
+        RUN(NULL, NULL, "bench", "scale", "--simulate", "--devices", "100", "--per-round", "60"),
+        2); /* fewer than twice the reports */
+    assert_int_equal(RUN(NULL, NULL, "bench", "scale", "--simulate", "--bogus"), 2);
 
     /* the partial fleet: 8 of 20 reports close a round (12 selected, quorum 5), with faults */
     snprintf(runs, sizeof runs, "%s/runs-partial", g_dir);

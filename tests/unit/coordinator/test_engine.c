@@ -494,6 +494,35 @@ static void test_rejections(void **state)
         assert_true(res.accepted);
         sim_free(&s);
     }
+
+    /* an update stored before such values were refused (put into the store directly) is left
+     * out of the sum: the round still closes, with the others */
+    {
+        sl_update_put u;
+        sl_store_receipt rec;
+        sl_round_record r;
+        sim_init(&s, "engine_range_old", 20, CONFIG(""));
+        n = select_round(&s, chosen);
+        assert_true(n >= 7);
+        st = status(&s);
+        make_update(&s, chosen[0], st.round.id, st.model_version, 300000.0f, &frame, &len, sha);
+        u.round_id = st.round.id;
+        u.device_id = s.devices[chosen[0]];
+        u.frame = frame;
+        u.frame_len = len;
+        u.num_samples = 50;
+        u.sha256 = sha;
+        assert_int_equal(sl_store_put_update(s.store, &u, 30000, &rec), SL_OK);
+        free(frame);
+        for (size_t j = 1; j <= 6; j++)
+            assert_true(upload(&s, chosen[j], 1.0f).accepted);
+        sim_at(&s, st.round.report_deadline_ms);
+        assert_int_equal(sl_store_get_round(s.store, st.round.id, &r), SL_OK);
+        assert_int_equal(r.state, SL_ROUND_CLOSED);
+        assert_int_equal(r.reported, 6);
+        assert_int_equal(status(&s).model_version, st.model_version + 1);
+        sim_free(&s);
+    }
 }
 
 /* Dropout matrix: a round closes iff quorum, never outlives its deadline, the run goes on. */
