@@ -6,7 +6,7 @@
 
 #include "store_int.h"
 
-int sl_store_backup(sl_store *s, const char *dest_path)
+int sl__sq_backup(sl_store *s, const char *dest_path)
 {
     sqlite3 *dest = NULL;
     sqlite3_backup *b;
@@ -15,8 +15,6 @@ int sl_store_backup(sl_store *s, const char *dest_path)
     size_t n;
     int rc, step;
 
-    if (s == NULL || dest_path == NULL)
-        return SL_EINVAL;
     n = strlen(dest_path) + 16;
     tmp = malloc(n);
     if (tmp == NULL)

@@ -200,16 +200,6 @@ int sl__dup_text(sqlite3_stmt *st, int col, char **out)
     return SL_OK;
 }
 
-void sl_store_options_default(sl_store_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->check = SL_STORE_CHECK_QUICK;
-    o->busy_timeout_ms = 5000;
-    o->max_batch = 512;
-    o->readers = 4;
-    o->checkpoint_pages = 1000;
-}
-
 static int check_database(sl__conn *c, sl_store_check check, char *err, size_t errcap)
 {
     sqlite3_stmt *st;
@@ -242,7 +232,7 @@ static int check_database(sl__conn *c, sl_store_check check, char *err, size_t e
     return SL_OK;
 }
 
-int sl_store_open(const sl_store_options *o, sl_store **out, char *err, size_t errcap)
+int sl__sq_open(const sl_store_options *o, sl_store **out, char *err, size_t errcap)
 {
     char dummy[8];
     sl_store *s;
@@ -261,6 +251,7 @@ int sl_store_open(const sl_store_options *o, sl_store **out, char *err, size_t e
     s = calloc(1, sizeof *s);
     if (s == NULL)
         return SL_ENOMEM;
+    s->base.ops = &sl__sqlite_ops;
     s->opt = *o;
     s->path = strdup(o->path);
     s->readers = calloc(o->readers, sizeof *s->readers);
@@ -301,14 +292,12 @@ int sl_store_open(const sl_store_options *o, sl_store **out, char *err, size_t e
     *out = s;
     return SL_OK;
 fail:
-    sl_store_close(s);
+    sl__sq_close(s);
     return rc;
 }
 
-void sl_store_close(sl_store *s)
+void sl__sq_close(sl_store *s)
 {
-    if (s == NULL)
-        return;
     sl__writer_stop(s);
     for (uint32_t i = 0; i < s->nreaders; i++)
         sl__conn_close(&s->readers[i]);
@@ -347,14 +336,66 @@ int sl__query_int64(sl_store *s, const char *sql, int nbind, int64_t arg, int64_
     return rc;
 }
 
-int sl_store_schema_version(sl_store *s, int *version)
+int sl__sq_schema_version(sl_store *s, int *version)
 {
     int64_t v = 0;
     int rc;
-    if (s == NULL || version == NULL)
-        return SL_EINVAL;
     rc = sl__query_int64(s, "SELECT version FROM schema_version", 0, 0, &v);
     if (rc == SL_OK)
         *version = (int)v;
     return rc;
 }
+
+const sl__store_ops sl__sqlite_ops = {
+    .name = "sqlite",
+    .close = sl__sq_close,
+    .schema_version = sl__sq_schema_version,
+    .enrol_device = sl__sq_enrol_device,
+    .set_device_disabled = sl__sq_set_device_disabled,
+    .get_device = sl__sq_get_device,
+    .touch_device = sl__sq_touch_device,
+    .create_task_docs = sl__sq_create_task_docs,
+    .get_task = sl__sq_get_task,
+    .list_tasks = sl__sq_list_tasks,
+    .set_refusal = sl__sq_set_refusal,
+    .list_refusals = sl__sq_list_refusals,
+    .put_eval = sl__sq_put_eval,
+    .round_eval = sl__sq_round_eval,
+    .last_eval = sl__sq_last_eval,
+    .audit = sl__sq_audit,
+    .count_audit = sl__sq_count_audit,
+    .probe_write = sl__sq_probe_write,
+    .count_devices = sl__sq_count_devices,
+    .list_devices = sl__sq_list_devices,
+    .list_reporters = sl__sq_list_reporters,
+    .put_model = sl__sq_put_model,
+    .get_model = sl__sq_get_model,
+    .set_model_metrics = sl__sq_set_model_metrics,
+    .retain_models = sl__sq_retain_models,
+    .create_round = sl__sq_create_round,
+    .update_round = sl__sq_update_round,
+    .get_round = sl__sq_get_round,
+    .list_rounds = sl__sq_list_rounds,
+    .unfinished_rounds = sl__sq_unfinished_rounds,
+    .close_round = sl__sq_close_round,
+    .set_participant = sl__sq_set_participant,
+    .select_participants = sl__sq_select_participants,
+    .list_participants = sl__sq_list_participants,
+    .put_update = sl__sq_put_update,
+    .get_receipt = sl__sq_get_receipt,
+    .count_updates = sl__sq_count_updates,
+    .foreach_update = sl__sq_foreach_update,
+    .create_upload = sl__sq_create_upload,
+    .get_upload = sl__sq_get_upload,
+    .append_upload = sl__sq_append_upload,
+    .read_upload = sl__sq_read_upload,
+    .finish_upload = sl__sq_finish_upload,
+    .delete_upload = sl__sq_delete_upload,
+    .expire_uploads = sl__sq_expire_uploads,
+    .session_secret = sl__sq_session_secret,
+    .session_secret_of = sl__sq_session_secret_of,
+    .put_session = sl__sq_put_session,
+    .list_sessions = sl__sq_list_sessions,
+    .revoke_sessions = sl__sq_revoke_sessions,
+    .backup = sl__sq_backup,
+};

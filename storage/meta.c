@@ -6,11 +6,6 @@
 
 #include "store_int.h"
 
-static int text_ok(const char *t)
-{
-    return t != NULL && strlen(t) < SL_STORE_MAX_TEXT;
-}
-
 /* ---- devices ------------------------------------------------------------ */
 
 typedef struct enrol_args {
@@ -55,14 +50,11 @@ static int enrol_exec(sl_store *s, sl__conn *c, void *arg)
     return SL_OK;
 }
 
-int sl_store_enrol_device(sl_store *s, const uint8_t *key, size_t key_len, const char *capabilities,
-                          int64_t *device_id)
+int sl__sq_enrol_device(sl_store *s, const uint8_t *key, size_t key_len, const char *capabilities,
+                        int64_t *device_id)
 {
     enrol_args a = {key, key_len, capabilities ? capabilities : "{}", 0};
     int rc;
-    if (s == NULL || key == NULL || key_len == 0 || key_len > SL_STORE_MAX_KEY ||
-        device_id == NULL || !text_ok(a.caps))
-        return SL_EINVAL;
     rc = sl__write(s, enrol_exec, &a, SL__WRITE_TIMEOUT_MS);
     if (rc == SL_OK)
         *device_id = a.id;
@@ -91,21 +83,17 @@ static int disable_exec(sl_store *s, sl__conn *c, void *arg)
     return sqlite3_changes(c->db) == 1 ? SL_OK : SL_ENOENT;
 }
 
-int sl_store_set_device_disabled(sl_store *s, int64_t device_id, int disabled)
+int sl__sq_set_device_disabled(sl_store *s, int64_t device_id, int disabled)
 {
     disable_args a = {device_id, disabled != 0};
-    if (s == NULL || device_id < 1)
-        return SL_EINVAL;
     return sl__write(s, disable_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 
-int sl_store_get_device(sl_store *s, int64_t device_id, sl_device_record *out)
+int sl__sq_get_device(sl_store *s, int64_t device_id, sl_device_record *out)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     int rc;
-    if (s == NULL || out == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c,
@@ -161,11 +149,9 @@ static int touch_exec(sl_store *s, sl__conn *c, void *arg)
     return sqlite3_changes(c->db) == 1 ? SL_OK : SL_ENOENT;
 }
 
-int sl_store_touch_device(sl_store *s, int64_t device_id)
+int sl__sq_touch_device(sl_store *s, int64_t device_id)
 {
     touch_args a = {device_id};
-    if (s == NULL)
-        return SL_EINVAL;
     return sl__write(s, touch_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 
@@ -233,42 +219,24 @@ static int task_exec(sl_store *s, sl__conn *c, void *arg)
     return SL_OK;
 }
 
-int sl_store_create_task(sl_store *s, const char *name, const char *config_json,
-                         const char *layout_text, int64_t *task_id)
-{
-    return sl_store_create_task_spec(s, name, config_json, layout_text, NULL, task_id);
-}
-
-int sl_store_create_task_spec(sl_store *s, const char *name, const char *config_json,
-                              const char *layout_text, const char *model_spec, int64_t *task_id)
-{
-    return sl_store_create_task_docs(s, name, config_json, layout_text, model_spec, NULL, task_id);
-}
-
-int sl_store_create_task_docs(sl_store *s, const char *name, const char *config_json,
-                              const char *layout_text, const char *model_spec,
-                              const char *data_contract, int64_t *task_id)
+int sl__sq_create_task_docs(sl_store *s, const char *name, const char *config_json,
+                            const char *layout_text, const char *model_spec,
+                            const char *data_contract, int64_t *task_id)
 {
     task_args a = {name, config_json, layout_text, model_spec, data_contract, 0};
     int rc;
-    if (s == NULL || name == NULL || name[0] == '\0' || strlen(name) > 256 || config_json == NULL ||
-        layout_text == NULL || task_id == NULL || (model_spec != NULL && model_spec[0] == '\0') ||
-        (data_contract != NULL && data_contract[0] == '\0'))
-        return SL_EINVAL;
     rc = sl__write(s, task_exec, &a, SL__WRITE_TIMEOUT_MS);
     if (rc == SL_OK)
         *task_id = a.id;
     return rc;
 }
 
-int sl_store_get_task(sl_store *s, int64_t task_id, sl_task_record *out)
+int sl__sq_get_task(sl_store *s, int64_t task_id, sl_task_record *out)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     sl_task_record t = {0};
     int rc;
-    if (s == NULL || out == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c,
@@ -304,13 +272,11 @@ int sl_store_get_task(sl_store *s, int64_t task_id, sl_task_record *out)
     return SL_OK;
 }
 
-int sl_store_list_tasks(sl_store *s, int (*fn)(void *ctx, int64_t task_id), void *ctx)
+int sl__sq_list_tasks(sl_store *s, int (*fn)(void *ctx, int64_t task_id), void *ctx)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     int rc;
-    if (s == NULL || fn == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c, "SELECT id FROM tasks ORDER BY id", &st);
@@ -327,18 +293,6 @@ int sl_store_list_tasks(sl_store *s, int (*fn)(void *ctx, int64_t task_id), void
     }
     sl__reader_put(s, c);
     return rc;
-}
-
-void sl_store_task_free(sl_task_record *t)
-{
-    if (t == NULL)
-        return;
-    free(t->name);
-    free(t->config_json);
-    free(t->layout_text);
-    free(t->model_spec);
-    free(t->data_contract);
-    t->name = t->config_json = t->layout_text = t->model_spec = t->data_contract = NULL;
 }
 
 /* ---- refusals ------------------------------------------------------------ */
@@ -374,24 +328,20 @@ static int refusal_exec(sl_store *s, sl__conn *c, void *arg)
     return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
 }
 
-int sl_store_set_refusal(sl_store *s, int64_t task_id, int64_t device_id, const char *reason)
+int sl__sq_set_refusal(sl_store *s, int64_t task_id, int64_t device_id, const char *reason)
 {
     refusal_args a = {task_id, device_id, reason};
-    if (s == NULL || reason == NULL || strlen(reason) >= SL_STORE_MAX_TEXT)
-        return SL_EINVAL;
     return sl__write(s, refusal_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 
-int sl_store_list_refusals(sl_store *s, int64_t task_id, int64_t device_id,
-                           int (*fn)(void *ctx, int64_t task_id, int64_t device_id,
-                                     const char *reason, int64_t at_ms),
-                           void *ctx)
+int sl__sq_list_refusals(sl_store *s, int64_t task_id, int64_t device_id,
+                         int (*fn)(void *ctx, int64_t task_id, int64_t device_id,
+                                   const char *reason, int64_t at_ms),
+                         void *ctx)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     int rc;
-    if (s == NULL || fn == NULL || task_id < 0 || device_id < 0)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c,
@@ -483,29 +433,18 @@ static int eval_exec(sl_store *s, sl__conn *c, void *arg)
     return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
 }
 
-static int metric_ok(double v, double hi)
-{
-    return isnan(v) || (isfinite(v) && v >= 0 && v <= hi);
-}
-
-int sl_store_put_eval(sl_store *s, int64_t round_id, int64_t device_id, const sl_store_eval *ev)
+int sl__sq_put_eval(sl_store *s, int64_t round_id, int64_t device_id, const sl_store_eval *ev)
 {
     eval_args a = {round_id, device_id, ev};
-    if (s == NULL || ev == NULL || round_id < 1 || device_id < 1 || ev->samples == 0 ||
-        !isfinite(ev->loss) || ev->loss < 0 || !metric_ok(ev->accuracy, 1) ||
-        !metric_ok(ev->mae, HUGE_VAL) || !metric_ok(ev->rmse, HUGE_VAL))
-        return SL_EINVAL;
     return sl__write(s, eval_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 
-int sl_store_round_eval(sl_store *s, int64_t round_id, sl_store_eval_sum *out)
+int sl__sq_round_eval(sl_store *s, int64_t round_id, sl_store_eval_sum *out)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     sl_store_eval_sum sum = {0, 0, NAN, NAN, NAN, NAN};
     int rc;
-    if (s == NULL || out == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     /* each metric weighted by the samples of the reports that have it */
@@ -541,13 +480,11 @@ int sl_store_round_eval(sl_store *s, int64_t round_id, sl_store_eval_sum *out)
     return rc;
 }
 
-int sl_store_last_eval(sl_store *s, int64_t task_id, int64_t *round_id, sl_store_eval_sum *out)
+int sl__sq_last_eval(sl_store *s, int64_t task_id, int64_t *round_id, sl_store_eval_sum *out)
 {
     sl_store_eval_sum none = {0, 0, NAN, NAN, NAN, NAN};
     int64_t id = 0;
     int rc;
-    if (s == NULL || round_id == NULL || out == NULL)
-        return SL_EINVAL;
     rc = sl__query_int64(s,
                          "SELECT coalesce(max(e.round_id), 0) FROM round_evals e JOIN rounds r ON "
                          "r.id = e.round_id WHERE r.task_id = ?1",
@@ -559,7 +496,7 @@ int sl_store_last_eval(sl_store *s, int64_t task_id, int64_t *round_id, sl_store
         *out = none;
         return SL_OK;
     }
-    return sl_store_round_eval(s, id, out);
+    return sl__sq_round_eval(s, id, out);
 }
 
 /* ---- audit --------------------------------------------------------------- */
@@ -585,20 +522,16 @@ static int audit_exec(sl_store *s, sl__conn *c, void *arg)
     return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
 }
 
-int sl_store_audit(sl_store *s, const char *actor, const char *action, const char *detail)
+int sl__sq_audit(sl_store *s, const char *actor, const char *action, const char *detail)
 {
     audit_args a = {actor, action, detail ? detail : ""};
-    if (s == NULL || !text_ok(actor) || !text_ok(action) || !text_ok(a.detail))
-        return SL_EINVAL;
     return sl__write(s, audit_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 
-int sl_store_count_audit(sl_store *s, uint64_t *count)
+int sl__sq_count_audit(sl_store *s, uint64_t *count)
 {
     int64_t n = 0;
     int rc;
-    if (s == NULL || count == NULL)
-        return SL_EINVAL;
     rc = sl__query_int64(s, "SELECT count(*) FROM audit", 0, 0, &n);
     if (rc == SL_OK)
         *count = (uint64_t)n;
@@ -629,21 +562,17 @@ static int probe_exec(sl_store *s, sl__conn *c, void *arg)
     return sl__exec(c, sql);
 }
 
-int sl_store_probe_write(sl_store *s)
+int sl__sq_probe_write(sl_store *s)
 {
-    if (s == NULL)
-        return SL_EINVAL;
     return sl__write(s, probe_exec, NULL, SL__WRITE_TIMEOUT_MS);
 }
 
 /* ---- listing devices ---------------------------------------------------- */
 
-int sl_store_count_devices(sl_store *s, uint64_t *count)
+int sl__sq_count_devices(sl_store *s, uint64_t *count)
 {
     int64_t n = 0;
     int rc;
-    if (s == NULL || count == NULL)
-        return SL_EINVAL;
     rc = sl__query_int64(s, "SELECT count(*) FROM devices", 0, 0, &n);
     if (rc == SL_OK)
         *count = (uint64_t)n;
@@ -672,16 +601,12 @@ static uint32_t count_column(sqlite3_stmt *st, int col)
     return v < 0 ? 0 : v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 }
 
-int sl_store_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
-                          int (*fn)(void *ctx, const sl_device_summary *d), void *ctx)
+int sl__sq_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
+                        int (*fn)(void *ctx, const sl_device_summary *d), void *ctx)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     int rc;
-    if (s == NULL || fn == NULL)
-        return SL_EINVAL;
-    if (limit == 0)
-        return SL_OK;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c, sl__list_devices_sql, &st);
@@ -712,14 +637,12 @@ int sl_store_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
     return rc;
 }
 
-int sl_store_list_reporters(sl_store *s, int64_t round_id, int (*fn)(void *ctx, int64_t device_id),
-                            void *ctx)
+int sl__sq_list_reporters(sl_store *s, int64_t round_id, int (*fn)(void *ctx, int64_t device_id),
+                          void *ctx)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     int rc;
-    if (s == NULL || fn == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c, "SELECT device_id FROM updates WHERE round_id = ?1 ORDER BY device_id", &st);

@@ -47,22 +47,13 @@ int sl__put_model_exec(sl_store *s, sl__conn *c, const sl_model_put *m)
     return SL_OK;
 }
 
-int sl__model_put_valid(const sl_model_put *m)
-{
-    return m != NULL && m->version > 0 && m->parent >= 0 && m->frame != NULL && m->frame_len > 0 &&
-           m->sha256 != NULL && (m->metrics == NULL || strlen(m->metrics) < SL_STORE_MAX_TEXT) &&
-           (m->opt_state == NULL || m->opt_state_len > 0);
-}
-
 static int put_model_exec(sl_store *s, sl__conn *c, void *arg)
 {
     return sl__put_model_exec(s, c, arg);
 }
 
-int sl_store_put_model(sl_store *s, const sl_model_put *m)
+int sl__sq_put_model(sl_store *s, const sl_model_put *m)
 {
-    if (s == NULL || !sl__model_put_valid(m))
-        return SL_EINVAL;
     return sl__write(s, put_model_exec, (void *)m, SL__WRITE_TIMEOUT_MS);
 }
 
@@ -85,7 +76,7 @@ static int dup_blob(sqlite3_stmt *st, int col, void **out, size_t *len)
     return SL_OK;
 }
 
-int sl_store_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_record *out)
+int sl__sq_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_record *out)
 {
     static const char by_version[] =
         "SELECT version, parent, created_at, frame, sha256, metrics, opt_state "
@@ -98,8 +89,6 @@ int sl_store_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_r
     sqlite3_stmt *st;
     int rc;
 
-    if (s == NULL || out == NULL || version < 0)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c, version > 0 ? by_version : latest, &st);
@@ -136,17 +125,6 @@ int sl_store_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_r
     return SL_OK;
 }
 
-void sl_store_model_free(sl_model_record *m)
-{
-    if (m == NULL)
-        return;
-    free(m->frame);
-    free(m->metrics);
-    free(m->opt_state);
-    m->frame = m->opt_state = NULL;
-    m->metrics = NULL;
-}
-
 typedef struct metrics_args {
     int64_t task_id, version;
     const char *metrics;
@@ -171,11 +149,9 @@ static int metrics_exec(sl_store *s, sl__conn *c, void *arg)
     return sqlite3_changes(c->db) == 1 ? SL_OK : SL_ENOENT;
 }
 
-int sl_store_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, const char *metrics)
+int sl__sq_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, const char *metrics)
 {
     metrics_args a = {task_id, version, metrics};
-    if (s == NULL || metrics == NULL || strlen(metrics) >= SL_STORE_MAX_TEXT)
-        return SL_EINVAL;
     return sl__write(s, metrics_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 
@@ -212,13 +188,11 @@ static int retain_exec(sl_store *s, sl__conn *c, void *arg)
     return SL_OK;
 }
 
-int sl_store_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
-                           uint32_t *deleted)
+int sl__sq_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
+                         uint32_t *deleted)
 {
     retain_args a = {task_id, keep_last, keep_every, 0};
     int rc;
-    if (s == NULL || keep_last == 0)
-        return SL_EINVAL;
     rc = sl__write(s, retain_exec, &a, SL__WRITE_TIMEOUT_MS);
     if (rc == SL_OK && deleted != NULL)
         *deleted = a.deleted;

@@ -55,12 +55,6 @@ static void bind_round(sqlite3_stmt *st, const sl_round_record *r)
     sqlite3_bind_text(st, 19, r->error, (int)strnlen(r->error, sizeof r->error), SQLITE_STATIC);
 }
 
-static int round_valid(const sl_round_record *r)
-{
-    return r != NULL && (unsigned)r->state <= SL_ROUND_ABANDONED && r->round_no > 0 &&
-           memchr(r->error, '\0', sizeof r->error) != NULL;
-}
-
 static int create_exec(sl_store *s, sl__conn *c, void *arg)
 {
     sl_round_record *r = arg;
@@ -81,12 +75,10 @@ static int create_exec(sl_store *s, sl__conn *c, void *arg)
     return SL_OK;
 }
 
-int sl_store_create_round(sl_store *s, sl_round_record *r)
+int sl__sq_create_round(sl_store *s, sl_round_record *r)
 {
     sl_round_record copy;
     int rc;
-    if (s == NULL || !round_valid(r))
-        return SL_EINVAL;
     copy = *r;
     rc = sl__write(s, create_exec, &copy, SL__WRITE_TIMEOUT_MS);
     if (rc == SL_OK)
@@ -121,20 +113,16 @@ static int update_exec(sl_store *s, sl__conn *c, void *arg)
     return update_round_exec(s, c, arg);
 }
 
-int sl_store_update_round(sl_store *s, const sl_round_record *r)
+int sl__sq_update_round(sl_store *s, const sl_round_record *r)
 {
-    if (s == NULL || !round_valid(r))
-        return SL_EINVAL;
     return sl__write(s, update_exec, (void *)r, SL__WRITE_TIMEOUT_MS);
 }
 
-int sl_store_get_round(sl_store *s, int64_t round_id, sl_round_record *out)
+int sl__sq_get_round(sl_store *s, int64_t round_id, sl_round_record *out)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     int rc;
-    if (s == NULL || out == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c, "SELECT " ROUND_COLUMNS " FROM rounds WHERE id = ?1", &st);
@@ -188,8 +176,8 @@ static int each_round(sl_store *s, const char *sql, int64_t a1, int64_t a2, int6
     return rc;
 }
 
-int sl_store_list_rounds(sl_store *s, int64_t task_id, uint32_t offset, uint32_t limit,
-                         int (*fn)(void *ctx, const sl_round_record *r), void *ctx)
+int sl__sq_list_rounds(sl_store *s, int64_t task_id, uint32_t offset, uint32_t limit,
+                       int (*fn)(void *ctx, const sl_round_record *r), void *ctx)
 {
     return each_round(s,
                       "SELECT " ROUND_COLUMNS " FROM rounds WHERE task_id = ?1 "
@@ -197,8 +185,7 @@ int sl_store_list_rounds(sl_store *s, int64_t task_id, uint32_t offset, uint32_t
                       task_id, offset, limit, fn, ctx);
 }
 
-int sl_store_unfinished_rounds(sl_store *s, int (*fn)(void *ctx, const sl_round_record *r),
-                               void *ctx)
+int sl__sq_unfinished_rounds(sl_store *s, int (*fn)(void *ctx, const sl_round_record *r), void *ctx)
 {
     return each_round(s, "SELECT " ROUND_COLUMNS " FROM rounds WHERE state < 3 ORDER BY id", 0, 0,
                       0, fn, ctx);
@@ -220,11 +207,9 @@ static int close_exec(sl_store *s, sl__conn *c, void *arg)
     return rc; /* the writer's savepoint undoes the model if the round fails */
 }
 
-int sl_store_close_round(sl_store *s, const sl_round_record *r, const sl_model_put *m)
+int sl__sq_close_round(sl_store *s, const sl_round_record *r, const sl_model_put *m)
 {
     close_args a = {r, m};
-    if (s == NULL || !round_valid(r) || (m != NULL && !sl__model_put_valid(m)))
-        return SL_EINVAL;
     return sl__write(s, close_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 
@@ -257,12 +242,10 @@ static int part_exec(sl_store *s, sl__conn *c, void *arg)
     return SL_OK;
 }
 
-int sl_store_set_participant(sl_store *s, int64_t round_id, int64_t device_id,
-                             sl_participant_state state, const char *reason)
+int sl__sq_set_participant(sl_store *s, int64_t round_id, int64_t device_id,
+                           sl_participant_state state, const char *reason)
 {
     part_args a = {round_id, device_id, state, reason ? reason : ""};
-    if (s == NULL || (unsigned)state > SL_PART_REJECTED || strlen(a.reason) >= 128)
-        return SL_EINVAL;
     return sl__write(s, part_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 
@@ -298,23 +281,19 @@ static int select_exec(sl_store *s, sl__conn *c, void *arg)
     return update_round_exec(s, c, a->r);
 }
 
-int sl_store_select_participants(sl_store *s, const sl_round_record *r, const int64_t *devices,
-                                 size_t n)
+int sl__sq_select_participants(sl_store *s, const sl_round_record *r, const int64_t *devices,
+                               size_t n)
 {
     select_args a = {r, devices, n};
-    if (s == NULL || !round_valid(r) || (devices == NULL && n > 0))
-        return SL_EINVAL;
     return sl__write(s, select_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 
-int sl_store_list_participants(sl_store *s, int64_t round_id,
-                               int (*fn)(void *ctx, const sl_participant_record *p), void *ctx)
+int sl__sq_list_participants(sl_store *s, int64_t round_id,
+                             int (*fn)(void *ctx, const sl_participant_record *p), void *ctx)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     int rc;
-    if (s == NULL || fn == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c,

@@ -63,13 +63,11 @@ static int secret_exec(sl_store *s, sl__conn *c, void *arg)
     return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
 }
 
-int sl_store_session_secret(sl_store *s, int rotate, uint32_t *epoch,
-                            uint8_t secret[SL_STORE_SECRET_LEN])
+int sl__sq_session_secret(sl_store *s, int rotate, uint32_t *epoch,
+                          uint8_t secret[SL_STORE_SECRET_LEN])
 {
     secret_args a;
     int rc;
-    if (s == NULL || epoch == NULL || secret == NULL)
-        return SL_EINVAL;
     memset(&a, 0, sizeof a);
     a.rotate = rotate;
     rc = sl__write(s, secret_exec, &a, SL__WRITE_TIMEOUT_MS);
@@ -81,14 +79,12 @@ int sl_store_session_secret(sl_store *s, int rotate, uint32_t *epoch,
     return rc;
 }
 
-int sl_store_session_secret_of(sl_store *s, uint32_t epoch, uint8_t secret[SL_STORE_SECRET_LEN])
+int sl__sq_session_secret_of(sl_store *s, uint32_t epoch, uint8_t secret[SL_STORE_SECRET_LEN])
 {
     sl__conn *c;
     sqlite3_stmt *st;
     uint32_t got;
     int rc;
-    if (s == NULL || secret == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c, "SELECT epoch, secret FROM session_secrets WHERE epoch = ?1", &st);
@@ -129,23 +125,18 @@ static int session_exec(sl_store *s, sl__conn *c, void *arg)
     return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
 }
 
-int sl_store_put_session(sl_store *s, const sl_store_session *rec)
+int sl__sq_put_session(sl_store *s, const sl_store_session *rec)
 {
     session_args a = {rec};
-    if (s == NULL || rec == NULL || strlen(rec->id) != 32 || rec->device_id < 1 ||
-        rec->expires_at_ms <= rec->issued_at_ms)
-        return SL_EINVAL;
     return sl__write(s, session_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 
-int sl_store_list_sessions(sl_store *s, int64_t device_id, int64_t now_ms,
-                           int (*fn)(void *ctx, const sl_store_session *rec), void *ctx)
+int sl__sq_list_sessions(sl_store *s, int64_t device_id, int64_t now_ms,
+                         int (*fn)(void *ctx, const sl_store_session *rec), void *ctx)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     int rc;
-    if (s == NULL || fn == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c,
@@ -209,12 +200,10 @@ static int revoke_exec(sl_store *s, sl__conn *c, void *arg)
     return SL_OK;
 }
 
-int sl_store_revoke_sessions(sl_store *s, int64_t device_id, const char *id, uint64_t *count)
+int sl__sq_revoke_sessions(sl_store *s, int64_t device_id, const char *id, uint64_t *count)
 {
     revoke_args a = {device_id, id, 0};
     int rc;
-    if (s == NULL || device_id < 1 || (id != NULL && strlen(id) != 32))
-        return SL_EINVAL;
     rc = sl__write(s, revoke_exec, &a, SL__WRITE_TIMEOUT_MS);
     if (rc == SL_OK && count != NULL)
         *count = a.count;

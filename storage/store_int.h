@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 
-#include "starling/store.h"
+#include "backend.h"
 
 /* A connection with its cache of prepared statements (keyed by the SQL
  * text's address: every statement is a string literal in storage/). */
@@ -35,6 +35,7 @@ typedef struct sl__wop {
 } sl__wop;
 
 struct sl_store {
+    sl__store_head base; /* first: the backend table (backend.h) */
     sl_store_options opt;
     char *path;
     sl__conn writer;
@@ -96,7 +97,6 @@ int sl__write(sl_store *s, sl__write_fn fn, void *arg, int64_t timeout_ms);
 
 /* models.c: also used by sl_store_close_round() inside its transaction */
 int sl__put_model_exec(sl_store *s, sl__conn *c, const sl_model_put *m);
-int sl__model_put_valid(const sl_model_put *m);
 
 /* updates.c: also used by sl_store_finish_upload() */
 int sl__put_update_exec(sl_store *s, sl__conn *c, const sl_update_put *u, sl_store_receipt *out);
@@ -104,6 +104,80 @@ int sl__put_update_exec(sl_store *s, sl__conn *c, const sl_update_put *u, sl_sto
 /* Tests: called by the writer thread after every durable commit (NULL: none).
  * The crash tests use it to kill a process right after a transition. */
 extern void (*sl__store_commit_hook)(void);
+
+/* The backend's operations (backend.h), one per public function of starling/store.h. */
+void sl__sq_close(sl_store *s);
+int sl__sq_schema_version(sl_store *s, int *version);
+int sl__sq_enrol_device(sl_store *s, const uint8_t *key, size_t key_len, const char *capabilities,
+                        int64_t *device_id);
+int sl__sq_set_device_disabled(sl_store *s, int64_t device_id, int disabled);
+int sl__sq_get_device(sl_store *s, int64_t device_id, sl_device_record *out);
+int sl__sq_touch_device(sl_store *s, int64_t device_id);
+int sl__sq_create_task_docs(sl_store *s, const char *name, const char *config_json,
+                            const char *layout_text, const char *model_spec,
+                            const char *data_contract, int64_t *task_id);
+int sl__sq_get_task(sl_store *s, int64_t task_id, sl_task_record *out);
+int sl__sq_list_tasks(sl_store *s, int (*fn)(void *ctx, int64_t task_id), void *ctx);
+int sl__sq_set_refusal(sl_store *s, int64_t task_id, int64_t device_id, const char *reason);
+int sl__sq_list_refusals(sl_store *s, int64_t task_id, int64_t device_id,
+                         int (*fn)(void *ctx, int64_t task_id, int64_t device_id,
+                                   const char *reason, int64_t at_ms),
+                         void *ctx);
+int sl__sq_put_eval(sl_store *s, int64_t round_id, int64_t device_id, const sl_store_eval *ev);
+int sl__sq_round_eval(sl_store *s, int64_t round_id, sl_store_eval_sum *out);
+int sl__sq_last_eval(sl_store *s, int64_t task_id, int64_t *round_id, sl_store_eval_sum *out);
+int sl__sq_audit(sl_store *s, const char *actor, const char *action, const char *detail);
+int sl__sq_count_audit(sl_store *s, uint64_t *count);
+int sl__sq_probe_write(sl_store *s);
+int sl__sq_count_devices(sl_store *s, uint64_t *count);
+int sl__sq_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
+                        int (*fn)(void *ctx, const sl_device_summary *d), void *ctx);
+int sl__sq_list_reporters(sl_store *s, int64_t round_id, int (*fn)(void *ctx, int64_t device_id),
+                          void *ctx);
+int sl__sq_put_model(sl_store *s, const sl_model_put *m);
+int sl__sq_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_record *out);
+int sl__sq_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, const char *metrics);
+int sl__sq_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
+                         uint32_t *deleted);
+int sl__sq_create_round(sl_store *s, sl_round_record *r);
+int sl__sq_update_round(sl_store *s, const sl_round_record *r);
+int sl__sq_get_round(sl_store *s, int64_t round_id, sl_round_record *out);
+int sl__sq_list_rounds(sl_store *s, int64_t task_id, uint32_t offset, uint32_t limit,
+                       int (*fn)(void *ctx, const sl_round_record *r), void *ctx);
+int sl__sq_unfinished_rounds(sl_store *s, int (*fn)(void *ctx, const sl_round_record *r),
+                             void *ctx);
+int sl__sq_close_round(sl_store *s, const sl_round_record *r, const sl_model_put *m);
+int sl__sq_set_participant(sl_store *s, int64_t round_id, int64_t device_id,
+                           sl_participant_state state, const char *reason);
+int sl__sq_select_participants(sl_store *s, const sl_round_record *r, const int64_t *devices,
+                               size_t n);
+int sl__sq_list_participants(sl_store *s, int64_t round_id,
+                             int (*fn)(void *ctx, const sl_participant_record *p), void *ctx);
+int sl__sq_put_update(sl_store *s, const sl_update_put *u, int64_t timeout_ms,
+                      sl_store_receipt *out);
+int sl__sq_get_receipt(sl_store *s, int64_t round_id, int64_t device_id, const uint8_t *sha256,
+                       sl_store_receipt *out);
+int sl__sq_count_updates(sl_store *s, int64_t round_id, uint64_t *count);
+int sl__sq_foreach_update(sl_store *s, int64_t round_id,
+                          int (*fn)(void *ctx, int64_t device_id, const void *frame, size_t len,
+                                    uint32_t num_samples, const uint8_t *sha256),
+                          void *ctx);
+int sl__sq_create_upload(sl_store *s, const sl_upload_record *r);
+int sl__sq_get_upload(sl_store *s, const char *id, sl_upload_record *out);
+int sl__sq_append_upload(sl_store *s, const char *id, uint64_t offset, const void *data, size_t len,
+                         int64_t timeout_ms, uint64_t *new_offset);
+int sl__sq_read_upload(sl_store *s, const char *id, void **out, size_t *len);
+int sl__sq_finish_upload(sl_store *s, const char *id, int64_t timeout_ms, sl_store_receipt *out);
+int sl__sq_delete_upload(sl_store *s, const char *id);
+int sl__sq_expire_uploads(sl_store *s, uint32_t *deleted);
+int sl__sq_session_secret(sl_store *s, int rotate, uint32_t *epoch,
+                          uint8_t secret[SL_STORE_SECRET_LEN]);
+int sl__sq_session_secret_of(sl_store *s, uint32_t epoch, uint8_t secret[SL_STORE_SECRET_LEN]);
+int sl__sq_put_session(sl_store *s, const sl_store_session *rec);
+int sl__sq_list_sessions(sl_store *s, int64_t device_id, int64_t now_ms,
+                         int (*fn)(void *ctx, const sl_store_session *rec), void *ctx);
+int sl__sq_revoke_sessions(sl_store *s, int64_t device_id, const char *id, uint64_t *count);
+int sl__sq_backup(sl_store *s, const char *dest_path);
 
 /* Default wait for writes whose API takes no timeout. */
 #define SL__WRITE_TIMEOUT_MS 30000

@@ -4,8 +4,6 @@
 
 #include "store_int.h"
 
-#define MAX_UPLOAD (256ull << 20)
-
 int sl__put_update_exec(sl_store *s, sl__conn *c, const sl_update_put *u, sl_store_receipt *out)
 {
     sqlite3_stmt *st;
@@ -69,14 +67,11 @@ static int put_exec(sl_store *s, sl__conn *c, void *arg)
     return sl__put_update_exec(s, c, a->u, &a->receipt);
 }
 
-int sl_store_put_update(sl_store *s, const sl_update_put *u, int64_t timeout_ms,
-                        sl_store_receipt *out)
+int sl__sq_put_update(sl_store *s, const sl_update_put *u, int64_t timeout_ms,
+                      sl_store_receipt *out)
 {
     put_args a;
     int rc;
-    if (s == NULL || u == NULL || u->frame == NULL || u->frame_len == 0 ||
-        u->frame_len > MAX_UPLOAD || u->sha256 == NULL || out == NULL)
-        return SL_EINVAL;
     memset(&a, 0, sizeof a);
     a.u = u;
     rc = sl__write(s, put_exec, &a, timeout_ms);
@@ -85,14 +80,12 @@ int sl_store_put_update(sl_store *s, const sl_update_put *u, int64_t timeout_ms,
     return rc;
 }
 
-int sl_store_get_receipt(sl_store *s, int64_t round_id, int64_t device_id, const uint8_t *sha256,
-                         sl_store_receipt *out)
+int sl__sq_get_receipt(sl_store *s, int64_t round_id, int64_t device_id, const uint8_t *sha256,
+                       sl_store_receipt *out)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     int rc;
-    if (s == NULL || sha256 == NULL || out == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c,
@@ -122,28 +115,24 @@ int sl_store_get_receipt(sl_store *s, int64_t round_id, int64_t device_id, const
     return rc;
 }
 
-int sl_store_count_updates(sl_store *s, int64_t round_id, uint64_t *count)
+int sl__sq_count_updates(sl_store *s, int64_t round_id, uint64_t *count)
 {
     int64_t n = 0;
     int rc;
-    if (s == NULL || count == NULL)
-        return SL_EINVAL;
     rc = sl__query_int64(s, "SELECT count(*) FROM updates WHERE round_id = ?1", 1, round_id, &n);
     if (rc == SL_OK)
         *count = (uint64_t)n;
     return rc;
 }
 
-int sl_store_foreach_update(sl_store *s, int64_t round_id,
-                            int (*fn)(void *ctx, int64_t device_id, const void *frame, size_t len,
-                                      uint32_t num_samples, const uint8_t *sha256),
-                            void *ctx)
+int sl__sq_foreach_update(sl_store *s, int64_t round_id,
+                          int (*fn)(void *ctx, int64_t device_id, const void *frame, size_t len,
+                                    uint32_t num_samples, const uint8_t *sha256),
+                          void *ctx)
 {
     sl__conn *c;
     sqlite3_stmt *st;
     int rc;
-    if (s == NULL || fn == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     /* one read transaction: a consistent set even while updates keep arriving */
@@ -175,23 +164,6 @@ int sl_store_foreach_update(sl_store *s, int64_t round_id,
 
 /* ---- resumable uploads --------------------------------------------------- */
 
-static int upload_id_ok(const char *id)
-{
-    size_t n;
-    if (id == NULL)
-        return 0;
-    n = strnlen(id, SL_STORE_UPLOAD_ID + 1);
-    if (n == 0 || n > SL_STORE_UPLOAD_ID)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = id[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '_'))
-            return 0;
-    }
-    return 1;
-}
-
 static int create_upload_exec(sl_store *s, sl__conn *c, void *arg)
 {
     const sl_upload_record *r = arg;
@@ -220,10 +192,8 @@ static int create_upload_exec(sl_store *s, sl__conn *c, void *arg)
     return SL_OK;
 }
 
-int sl_store_create_upload(sl_store *s, const sl_upload_record *r)
+int sl__sq_create_upload(sl_store *s, const sl_upload_record *r)
 {
-    if (s == NULL || r == NULL || !upload_id_ok(r->id) || r->length == 0 || r->length > MAX_UPLOAD)
-        return r != NULL && r->length > MAX_UPLOAD ? SL_ETOOBIG : SL_EINVAL;
     return sl__write(s, create_upload_exec, (void *)r, SL__WRITE_TIMEOUT_MS);
 }
 
@@ -279,14 +249,12 @@ static int load_upload(sl_store *s, sl__conn *c, const char *id, sl_upload_recor
     return rc == SL_ETIMEDOUT ? SL_ENOENT : rc;
 }
 
-int sl_store_get_upload(sl_store *s, const char *id, sl_upload_record *out)
+int sl__sq_get_upload(sl_store *s, const char *id, sl_upload_record *out)
 {
     sl__conn *c;
     sl_upload_record r;
     int64_t rowid;
     int rc;
-    if (s == NULL || out == NULL || !upload_id_ok(id))
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = load_any_upload(s, c, id, &r, &rowid);
@@ -340,15 +308,11 @@ static int append_exec(sl_store *s, sl__conn *c, void *arg)
     return SL_OK;
 }
 
-int sl_store_append_upload(sl_store *s, const char *id, uint64_t offset, const void *data,
-                           size_t len, int64_t timeout_ms, uint64_t *new_offset)
+int sl__sq_append_upload(sl_store *s, const char *id, uint64_t offset, const void *data, size_t len,
+                         int64_t timeout_ms, uint64_t *new_offset)
 {
     append_args a = {id, offset, data, len, 0};
     int rc;
-    if (s == NULL || !upload_id_ok(id) || (data == NULL && len > 0) || new_offset == NULL)
-        return SL_EINVAL;
-    if (len > MAX_UPLOAD)
-        return SL_ETOOBIG;
     rc = sl__write(s, append_exec, &a, timeout_ms);
     if (rc == SL_OK)
         *new_offset = a.new_offset;
@@ -377,15 +341,13 @@ static int read_data(sl__conn *c, int64_t rowid, uint64_t len, void **out)
     return SL_OK;
 }
 
-int sl_store_read_upload(sl_store *s, const char *id, void **out, size_t *len)
+int sl__sq_read_upload(sl_store *s, const char *id, void **out, size_t *len)
 {
     sl__conn *c;
     sl_upload_record r;
     int64_t rowid;
     void *buf = NULL;
     int rc;
-    if (s == NULL || !upload_id_ok(id) || out == NULL || len == NULL)
-        return SL_EINVAL;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     /* the row and its blob under one read transaction */
@@ -443,12 +405,10 @@ static int finish_exec(sl_store *s, sl__conn *c, void *arg)
     return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
 }
 
-int sl_store_finish_upload(sl_store *s, const char *id, int64_t timeout_ms, sl_store_receipt *out)
+int sl__sq_finish_upload(sl_store *s, const char *id, int64_t timeout_ms, sl_store_receipt *out)
 {
     finish_args a;
     int rc;
-    if (s == NULL || !upload_id_ok(id) || out == NULL)
-        return SL_EINVAL;
     memset(&a, 0, sizeof a);
     a.id = id;
     rc = sl__write(s, finish_exec, &a, timeout_ms);
@@ -479,12 +439,10 @@ static int delete_exec(sl_store *s, sl__conn *c, void *arg)
     return SL_OK;
 }
 
-int sl_store_delete_upload(sl_store *s, const char *id)
+int sl__sq_delete_upload(sl_store *s, const char *id)
 {
     delete_args a = {id, 0};
     int rc;
-    if (s == NULL || !upload_id_ok(id))
-        return SL_EINVAL;
     rc = sl__write(s, delete_exec, &a, SL__WRITE_TIMEOUT_MS);
     if (rc == SL_OK && !a.found)
         rc = SL_ENOENT;
@@ -524,12 +482,10 @@ static int expire_exec(sl_store *s, sl__conn *c, void *arg)
     return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
 }
 
-int sl_store_expire_uploads(sl_store *s, uint32_t *deleted)
+int sl__sq_expire_uploads(sl_store *s, uint32_t *deleted)
 {
     expire_args a = {0};
     int rc;
-    if (s == NULL)
-        return SL_EINVAL;
     rc = sl__write(s, expire_exec, &a, SL__WRITE_TIMEOUT_MS);
     if (rc == SL_OK && deleted != NULL)
         *deleted = a.deleted;

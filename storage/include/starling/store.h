@@ -71,6 +71,16 @@ typedef struct sl_store sl_store;
 int sl_store_open(const sl_store_options *o, sl_store **out, char *err, size_t errcap);
 
 /**
+ * sl_store_is_url - whether @path names a PostgreSQL database (a
+ * postgresql:// or postgres:// URI) rather than an SQLite file: the test
+ * sl_store_open() makes to pick its backend.
+ */
+int sl_store_is_url(const char *path);
+
+/** sl_store_backend - "sqlite" or "postgresql"; "" for NULL. */
+const char *sl_store_backend(const sl_store *s);
+
+/**
  * sl_store_close - finish queued writes, stop the writer, checkpoint the WAL
  * and close every connection. NULL is a no-op.
  */
