@@ -710,6 +710,10 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
     pthread_mutex_lock(&e->lock);
     if (rc == SL_ECONFLICT) {
         rc = reject(t, &res, SL_REJECT_DUPLICATE_CONFLICT);
+    } else if (rc == SL_ESTATE) {
+        /* the store holds the round as aggregating or over (another replica's leader moved
+         * it on while this one still had it in training): late, the device folds */
+        rc = reject(t, &res, SL_REJECT_LATE);
     } else if (rc == SL_OK) {
         res.accepted = 1;
         if (!res.receipt.duplicate) {

@@ -36,6 +36,9 @@ static const sl_config_spec specs[] = {
     {"config", SL_CONFIG_STRING, NULL, 0, 0, "a file of key = value lines (read first)"},
     {"listen", SL_CONFIG_STRING, "127.0.0.1:8443", 0, 0, "address:port to serve on"},
     {"data_dir", SL_CONFIG_STRING, "./starling-data", 0, 0, "directory of starling.db"},
+    {"store", SL_CONFIG_STRING, NULL, 0, 0,
+     "the store: a postgresql:// URI (replicas share it) or an SQLite file "
+     "(unset: <data_dir>/starling.db)"},
     {"tls_cert", SL_CONFIG_STRING, NULL, 0, 0, "TLS certificate chain (PEM)"},
     {"tls_key", SL_CONFIG_STRING, NULL, 0, 0, "TLS private key (PEM)"},
     {"insecure_http", SL_CONFIG_BOOL, "false", 0, 0,
@@ -120,6 +123,19 @@ static const char *str(const sl_config *cfg, const char *key)
     return v;
 }
 
+/* @uri with the password of a postgresql://user:password@host/... URI as "***" (logs). */
+static void redact_password(const char *uri, char *out, size_t cap)
+{
+    const char *scheme = strstr(uri, "://"), *at, *colon;
+    snprintf(out, cap, "%s", uri);
+    if (scheme == NULL)
+        return;
+    at = strchr(scheme + 3, '@');
+    colon = strchr(scheme + 3, ':');
+    if (at != NULL && colon != NULL && colon < at)
+        snprintf(out, cap, "%.*s***%s", (int)(colon + 1 - uri), uri, at);
+}
+
 int main(int argc, char **argv)
 {
     sl_config *cfg = NULL;
@@ -129,7 +145,7 @@ int main(int argc, char **argv)
     sl_store *store = NULL;
     sl_engine *engine = NULL;
     sl_server *server = NULL;
-    char *admin = NULL, *enrol = NULL, db[4200], err[512];
+    char *admin = NULL, *enrol = NULL, db[4200], shown[4200], err[512];
     const char *data_dir;
     sl_log_level level;
     int64_t v, grace = 0;
@@ -218,14 +234,19 @@ int main(int argc, char **argv)
         sl_log(SL_LOG_ERROR, "main", "data_dir %s: %s", data_dir, strerror(errno));
         goto out;
     }
-    snprintf(db, sizeof db, "%s/starling.db", data_dir);
+    if (str(cfg, "store") != NULL)
+        snprintf(db, sizeof db, "%s", str(cfg, "store"));
+    else
+        snprintf(db, sizeof db, "%s/starling.db", data_dir);
     sl_store_options_default(&sto);
     sto.path = db;
+    redact_password(db, shown, sizeof shown);
     rc = sl_store_open(&sto, &store, err, sizeof err);
     if (rc != SL_OK) {
-        sl_log(SL_LOG_ERROR, "main", "store %s: %s", db, err);
+        sl_log(SL_LOG_ERROR, "main", "store %s: %s", shown, err);
         goto out;
     }
+    sl_log(SL_LOG_INFO, "main", "store: %s (%s)", shown, sl_store_backend(store));
     sl_engine_options_default(&eo);
     rc = sl_engine_open(store, &eo, &engine, err, sizeof err);
     if (rc != SL_OK) {

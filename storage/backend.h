@@ -91,6 +91,9 @@ typedef struct sl__store_ops {
                          int (*fn)(void *ctx, const sl_store_session *rec), void *ctx);
     int (*revoke_sessions)(sl_store *s, int64_t device_id, const char *id, uint64_t *count);
     int (*backup)(sl_store *s, const char *dest_path);
+    int (*lead)(sl_store *s, const char *owner, int64_t lease_ms, uint64_t *epoch);
+    int (*leader)(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64_t *remaining_ms);
+    int (*resign)(sl_store *s, const char *owner);
 } sl__store_ops;
 
 /* The first member of every backend's store. */
@@ -105,12 +108,21 @@ int sl__sq_open(const sl_store_options *o, sl_store **out, char *err, size_t err
 /* The PostgreSQL backend (storage/pg/), where it is built (SL_HAVE_PG). */
 #ifdef SL_HAVE_PG
 int sl__pg_open(const sl_store_options *o, sl_store **out, char *err, size_t errcap);
+int sl__pg_migrate_from(const char *from_path, sl_store *to, uint64_t *rows, char *err,
+                        size_t errcap);
 #endif
 
 /* Argument checks shared by store.c and the backends (store.c). */
 int sl__model_put_valid(const sl_model_put *m);
 int sl__round_valid(const sl_round_record *r);
 int sl__upload_id_ok(const char *id);
+
+/* What sl_store_lead() does, given the leader row (@have_row 0: none yet) and the epoch
+ * this store leads with (@fence, 0: none). Shared by both backends (store.c). */
+typedef enum sl__lead_action { SL__LEAD_BUSY, SL__LEAD_RENEW, SL__LEAD_TAKE } sl__lead_action;
+sl__lead_action sl__lead_decide(int have_row, const char *row_owner, uint64_t row_epoch,
+                                int64_t row_expires_ms, int64_t now_ms, const char *owner,
+                                uint64_t fence);
 
 /* The largest upload or update frame, bytes. */
 #define SL__MAX_UPLOAD (256ull << 20)

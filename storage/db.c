@@ -398,4 +398,7 @@ const sl__store_ops sl__sqlite_ops = {
     .list_sessions = sl__sq_list_sessions,
     .revoke_sessions = sl__sq_revoke_sessions,
     .backup = sl__sq_backup,
+    .lead = sl__sq_lead,
+    .leader = sl__sq_leader,
+    .resign = sl__sq_resign,
 };

@@ -59,10 +59,13 @@ static int create_exec(sl_store *s, sl__conn *c, void *arg)
 {
     sl_round_record *r = arg;
     sqlite3_stmt *st;
-    int rc = sl__stmt(c,
-                      "INSERT INTO rounds (" ROUND_COLUMNS ") VALUES (NULL, ?2, ?3, ?4, ?5, ?6, "
-                      "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
-                      &st);
+    int rc = sl__sq_fenced(s, c);
+    if (rc != SL_OK)
+        return rc;
+    rc = sl__stmt(c,
+                  "INSERT INTO rounds (" ROUND_COLUMNS ") VALUES (NULL, ?2, ?3, ?4, ?5, ?6, "
+                  "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                  &st);
     (void)s;
     if (rc != SL_OK)
         return rc;
@@ -110,7 +113,8 @@ static int update_round_exec(sl_store *s, sl__conn *c, const sl_round_record *r)
 
 static int update_exec(sl_store *s, sl__conn *c, void *arg)
 {
-    return update_round_exec(s, c, arg);
+    int rc = sl__sq_fenced(s, c);
+    return rc == SL_OK ? update_round_exec(s, c, arg) : rc;
 }
 
 int sl__sq_update_round(sl_store *s, const sl_round_record *r)
@@ -199,8 +203,8 @@ typedef struct close_args {
 static int close_exec(sl_store *s, sl__conn *c, void *arg)
 {
     close_args *a = arg;
-    int rc = SL_OK;
-    if (a->m != NULL)
+    int rc = sl__sq_fenced(s, c);
+    if (rc == SL_OK && a->m != NULL)
         rc = sl__put_model_exec(s, c, a->m);
     if (rc == SL_OK)
         rc = update_round_exec(s, c, a->r);
@@ -260,10 +264,13 @@ static int select_exec(sl_store *s, sl__conn *c, void *arg)
     select_args *a = arg;
     sqlite3_stmt *st;
     int64_t now = sl__now_ms(s);
-    int rc = sl__stmt(c,
-                      "INSERT INTO round_participants (round_id, device_id, state, reason, "
-                      "updated_at) VALUES (?1, ?2, 0, '', ?3) ON CONFLICT DO NOTHING",
-                      &st);
+    int rc = sl__sq_fenced(s, c);
+    if (rc != SL_OK)
+        return rc;
+    rc = sl__stmt(c,
+                  "INSERT INTO round_participants (round_id, device_id, state, reason, "
+                  "updated_at) VALUES (?1, ?2, 0, '', ?3) ON CONFLICT DO NOTHING",
+                  &st);
     if (rc != SL_OK)
         return rc;
     for (size_t i = 0; i < a->n; i++) {

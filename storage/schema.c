@@ -124,6 +124,12 @@ static const char *const migrations[] = {
      "  expires_at INTEGER NOT NULL,"
      "  revoked_at INTEGER);"
      "CREATE INDEX sessions_device ON sessions(device_id, expires_at);"),
+    /* 6 -> 7: the leader of the replicas that share the store, with its fencing epoch */
+    ("CREATE TABLE leader ("
+     "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+     "  owner TEXT NOT NULL,"
+     "  epoch INTEGER NOT NULL,"
+     "  expires_at INTEGER NOT NULL);"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

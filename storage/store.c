@@ -79,6 +79,8 @@ int sl_store_open(const sl_store_options *o, sl_store **out, char *err, size_t e
     }
     if (errcap > 0)
         err[0] = '\0';
+    if (out != NULL)
+        *out = NULL;
     if (o == NULL || o->path == NULL || out == NULL || o->readers == 0 || o->max_batch == 0) {
         snprintf(err, errcap, "invalid store options");
         return SL_EINVAL;
@@ -523,4 +525,82 @@ int sl_store_backup(sl_store *s, const char *dest_path)
     if (s == NULL || dest_path == NULL)
         return SL_EINVAL;
     return OPS(s)->backup(s, dest_path);
+}
+
+static int owner_ok(const char *owner)
+{
+    size_t n = owner != NULL ? strnlen(owner, SL_STORE_MAX_OWNER) : 0;
+    return n > 0 && n < SL_STORE_MAX_OWNER;
+}
+
+sl__lead_action sl__lead_decide(int have_row, const char *row_owner, uint64_t row_epoch,
+                                int64_t row_expires_ms, int64_t now_ms, const char *owner,
+                                uint64_t fence)
+{
+    if (!have_row)
+        return SL__LEAD_TAKE;
+    if (strcmp(row_owner, owner) == 0)
+        /* the holder renews; a replica restarted under the same name takes over with a new
+         * epoch, which fences the old process should it still be running */
+        return row_epoch == fence ? SL__LEAD_RENEW : SL__LEAD_TAKE;
+    return row_expires_ms <= now_ms ? SL__LEAD_TAKE : SL__LEAD_BUSY;
+}
+
+int sl_store_lead(sl_store *s, const char *owner, int64_t lease_ms, uint64_t *epoch)
+{
+    if (s == NULL || !owner_ok(owner) || lease_ms <= 0 || epoch == NULL)
+        return SL_EINVAL;
+    return OPS(s)->lead(s, owner, lease_ms, epoch);
+}
+
+int sl_store_leader(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64_t *remaining_ms)
+{
+    if (s == NULL)
+        return SL_EINVAL;
+    return OPS(s)->leader(s, owner, cap, epoch, remaining_ms);
+}
+
+int sl_store_resign(sl_store *s, const char *owner)
+{
+    if (s == NULL || !owner_ok(owner))
+        return SL_EINVAL;
+    return OPS(s)->resign(s, owner);
+}
+
+int sl_store_migrate(const char *from_path, const char *to_uri, uint64_t *rows, char *err,
+                     size_t errcap)
+{
+    sl_store_options o;
+    sl_store *from = NULL, *to = NULL;
+    char dummy[8];
+    int rc;
+    if (err == NULL) {
+        err = dummy;
+        errcap = sizeof dummy;
+    }
+    if (from_path == NULL || to_uri == NULL || sl_store_is_url(from_path) ||
+        !sl_store_is_url(to_uri)) {
+        snprintf(err, errcap, "migrate needs an SQLite file and a postgresql:// URI");
+        return SL_EINVAL;
+    }
+#ifdef SL_HAVE_PG
+    /* both at this build's schema version first: the same tables and columns */
+    sl_store_options_default(&o);
+    o.path = from_path;
+    o.check = SL_STORE_CHECK_FULL;
+    rc = sl_store_open(&o, &from, err, errcap);
+    sl_store_close(from);
+    if (rc != SL_OK)
+        return rc;
+    o.path = to_uri;
+    rc = sl_store_open(&o, &to, err, errcap);
+    if (rc == SL_OK)
+        rc = sl__pg_migrate_from(from_path, to, rows, err, errcap);
+    sl_store_close(to);
+    return rc;
+#else
+    (void)o, (void)from, (void)to, (void)rc, (void)rows;
+    snprintf(err, errcap, "this build has no PostgreSQL store (it needs libpq-dev)");
+    return SL_EUNSUPPORTED;
+#endif
 }

@@ -61,6 +61,7 @@ struct sl_store {
     int ckpt_caught_up;       /* under lock: the last one copied every frame it saw */
     int ckpt_running;         /* under lock: the checkpointer is copying */
     pthread_cond_t ckpt_idle; /* under lock: ckpt_running went back to 0 */
+    uint64_t fence;           /* under lock: the leader epoch round writes carry (lead.c) */
 };
 
 /* db.c */
@@ -178,6 +179,11 @@ int sl__sq_list_sessions(sl_store *s, int64_t device_id, int64_t now_ms,
                          int (*fn)(void *ctx, const sl_store_session *rec), void *ctx);
 int sl__sq_revoke_sessions(sl_store *s, int64_t device_id, const char *id, uint64_t *count);
 int sl__sq_backup(sl_store *s, const char *dest_path);
+int sl__sq_lead(sl_store *s, const char *owner, int64_t lease_ms, uint64_t *epoch);
+int sl__sq_leader(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64_t *remaining_ms);
+int sl__sq_resign(sl_store *s, const char *owner);
+/* lead.c: SL_OK, or SL_EFENCED when a newer leader took over; every round write calls it. */
+int sl__sq_fenced(sl_store *s, sl__conn *c);
 
 /* Default wait for writes whose API takes no timeout. */
 #define SL__WRITE_TIMEOUT_MS 30000

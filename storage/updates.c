@@ -4,15 +4,66 @@
 
 #include "store_int.h"
 
+/* The receipt of the update stored for (round, device) when it is @u's (a retry): SL_OK,
+ * SL_ECONFLICT (another update is stored), or @none when there is none. */
+static int receipt_exec(sl__conn *c, const sl_update_put *u, sl_store_receipt *out, int none)
+{
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c,
+                      "SELECT id, received_at, sha256 FROM updates WHERE round_id = ?1 AND "
+                      "device_id = ?2",
+                      &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, u->round_id);
+    sqlite3_bind_int64(st, 2, u->device_id);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        int same = sqlite3_column_bytes(st, 2) == 32 &&
+                   memcmp(sqlite3_column_blob(st, 2), u->sha256, 32) == 0;
+        if (same) {
+            out->update_id = sqlite3_column_int64(st, 0);
+            out->received_at_ms = sqlite3_column_int64(st, 1);
+            out->duplicate = 1;
+        }
+        sqlite3_reset(st);
+        return same ? SL_OK : SL_ECONFLICT;
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? none : sl__status_from_sqlite(rc);
+}
+
+/* The round takes updates while SELECTING or TRAINING: SL_OK, SL_ENOENT (no such round) or
+ * SL_ESTATE (it is aggregating or over). */
+static int round_open(sl__conn *c, int64_t round_id)
+{
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c, "SELECT state FROM rounds WHERE id = ?1", &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, round_id);
+    rc = sqlite3_step(st);
+    rc = rc == SQLITE_ROW    ? (sqlite3_column_int(st, 0) <= SL_ROUND_TRAINING ? SL_OK : SL_ESTATE)
+         : rc == SQLITE_DONE ? SL_ENOENT
+                             : sl__status_from_sqlite(rc);
+    sqlite3_reset(st);
+    return rc;
+}
+
 int sl__put_update_exec(sl_store *s, sl__conn *c, const sl_update_put *u, sl_store_receipt *out)
 {
     sqlite3_stmt *st;
     int64_t now = sl__now_ms(s);
-    int rc = sl__stmt(c,
-                      "INSERT INTO updates (round_id, device_id, frame, num_samples, sha256, "
-                      "received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
-                      "ON CONFLICT (round_id, device_id) DO NOTHING",
-                      &st);
+    int rc = round_open(c, u->round_id);
+    if (rc == SL_ESTATE) /* a retry of an update stored before the round closed: its receipt */
+        return receipt_exec(c, u, out, SL_ESTATE);
+    if (rc != SL_OK)
+        return rc;
+    rc = sl__stmt(c,
+                  "INSERT INTO updates (round_id, device_id, frame, num_samples, sha256, "
+                  "received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                  "ON CONFLICT (round_id, device_id) DO NOTHING",
+                  &st);
     if (rc != SL_OK)
         return rc;
     sqlite3_bind_int64(st, 1, u->round_id);
@@ -32,28 +83,7 @@ int sl__put_update_exec(sl_store *s, sl__conn *c, const sl_update_put *u, sl_sto
         return SL_OK;
     }
     /* (round, device) has an update already: the same one is a retry */
-    rc = sl__stmt(c,
-                  "SELECT id, received_at, sha256 FROM updates WHERE round_id = ?1 AND "
-                  "device_id = ?2",
-                  &st);
-    if (rc != SL_OK)
-        return rc;
-    sqlite3_bind_int64(st, 1, u->round_id);
-    sqlite3_bind_int64(st, 2, u->device_id);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        int same = sqlite3_column_bytes(st, 2) == 32 &&
-                   memcmp(sqlite3_column_blob(st, 2), u->sha256, 32) == 0;
-        if (same) {
-            out->update_id = sqlite3_column_int64(st, 0);
-            out->received_at_ms = sqlite3_column_int64(st, 1);
-            out->duplicate = 1;
-        }
-        sqlite3_reset(st);
-        return same ? SL_OK : SL_ECONFLICT;
-    }
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? SL_EIO : sl__status_from_sqlite(rc);
+    return receipt_exec(c, u, out, SL_EIO);
 }
 
 typedef struct put_args {

@@ -136,5 +136,7 @@ int sl__cli_follow(int argc, char **argv);
 int sl__cli_report(int argc, char **argv); /* cmd_report.c: reads a data directory */
 int sl__cli_devices(int argc, char **argv);
 int sl__cli_backup(int argc, char **argv);
+/* `starling store migrate`: an SQLite store into PostgreSQL (cmd_store.c). */
+int sl__cli_store(int argc, char **argv);
 
 #endif /* STARLING_CLI_INT_H */

@@ -57,6 +57,8 @@ static int usage(FILE *out)
             "      save a model version\n"
             "  backup -o FILE\n"
             "      an online backup of the coordinator's database, checked before it is written\n"
+            "  store migrate --from FILE --to URI\n"
+            "      copy an SQLite store into an empty PostgreSQL database (replicas)\n"
             "  report --run DATA_DIR -o DIR [--task N]\n"
             "      PNG charts (gnuplot) and a markdown summary of a coordinator's rounds\n"
             "  (each command: --help; exit status 0 ok, 1 error, 2 usage)\n");
@@ -140,6 +142,8 @@ int main(int argc, char **argv)
         return sl__cli_devices(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "backup") == 0)
         return sl__cli_backup(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "store") == 0)
+        return sl__cli_store(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "follow") == 0)
         return sl__cli_follow(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "task") == 0)

@@ -59,7 +59,8 @@ extern "C" {
     X(ECOMPRESS, -25, "compression library error")                  \
     X(EPERM, -26, "permission denied")                              \
     X(ESYNTAX, -27, "syntax error")                                 \
-    X(ESPEC, -28, "invalid model spec")
+    X(ESPEC, -28, "invalid model spec")                             \
+    X(EFENCED, -29, "a newer leader took over (fencing epoch)")
 
 /** Project status codes. SL_OK is zero; every error is negative. */
 typedef enum sl_status {

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 6
+#define SL_STORE_SCHEMA_VERSION 7
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
@@ -477,7 +477,12 @@ typedef struct sl_update_put {
  * @timeout_ms (SL_ETIMEDOUT; the write may still land). The same (round,
  * device, digest) again returns the original receipt with duplicate = 1; a
  * different update for the same (round, device) is SL_ECONFLICT and changes
- * nothing. The round and device must exist (SL_ENOENT).
+ * nothing. The round and device must exist (SL_ENOENT), and the round must
+ * take updates (SELECTING or TRAINING): once a round is AGGREGATING, CLOSED
+ * or ABANDONED a new update is SL_ESTATE and changes nothing (a retry of one
+ * stored before still gets its receipt). So the updates a round aggregates,
+ * read after its move to AGGREGATING, are all it will ever acknowledge, even
+ * when other replicas accept updates meanwhile.
  */
 int sl_store_put_update(sl_store *s, const sl_update_put *u, int64_t timeout_ms,
                         sl_store_receipt *out);
@@ -590,6 +595,42 @@ int sl_store_expire_uploads(sl_store *s, uint32_t *deleted);
 int sl_store_probe_write(sl_store *s);
 
 /* ------------------------------------------------------------------------ */
+/* Leadership of replicas                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define SL_STORE_MAX_OWNER 64 /* bytes of a replica's name, with its NUL */
+
+/**
+ * sl_store_lead - take or keep the leadership of the coordinator replicas
+ * that share this store, as @owner (a replica's name, 1 to
+ * SL_STORE_MAX_OWNER - 1 bytes), for @lease_ms (> 0). SL_OK with *@epoch
+ * when this store now leads: a renewal by the store that holds the lease
+ * keeps the epoch; a takeover (the lease expired, or a restarted replica of
+ * the same name) increments it. SL_EBUSY when another owner's lease has not
+ * expired (*@epoch: its epoch). From its first SL_OK on, the store fences
+ * every write of a round's record (create, update, select, close): such a
+ * write is refused with SL_EFENCED, changing nothing, once the leader row
+ * holds a newer epoch, so a paused old leader can never close a round.
+ * Lease times run on the database server's clock for PostgreSQL (replicas'
+ * clocks may differ) and on the store's clock for SQLite. Durable on SL_OK.
+ */
+int sl_store_lead(sl_store *s, const char *owner, int64_t lease_ms, uint64_t *epoch);
+
+/**
+ * sl_store_leader - who leads: the owner (cut to @cap), its epoch and the
+ * ms left on its lease (negative: expired). SL_ENOENT when no replica has
+ * ever led. Any output may be NULL. Reads only.
+ */
+int sl_store_leader(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64_t *remaining_ms);
+
+/**
+ * sl_store_resign - end this store's lease now when it holds it (a replica
+ * stopping cleanly hands over without waiting for the lease to expire); the
+ * store stays fenced at its epoch. SL_OK also when it did not lead.
+ */
+int sl_store_resign(sl_store *s, const char *owner);
+
+/* ------------------------------------------------------------------------ */
 /* Audit and maintenance                                                    */
 /* ------------------------------------------------------------------------ */
 
@@ -605,6 +646,19 @@ int sl_store_count_audit(sl_store *s, uint64_t *count);
  * copy is a consistent snapshot). The file is written atomically.
  */
 int sl_store_backup(sl_store *s, const char *dest_path);
+
+/**
+ * sl_store_migrate - copy the SQLite store at @from_path into the empty
+ * PostgreSQL store at @to_uri (created or migrated to this build's schema
+ * first; the source too, which is otherwise only read): every row of every
+ * table with its id, in one transaction, so the target has all of it or
+ * none. A target that already holds tasks, devices, rounds or audit rows is
+ * refused (SL_EEXIST). *@rows (may be NULL): rows copied. @err: a one-line
+ * reason. Stop the coordinator first: uploads acknowledged during the copy
+ * would not be in it.
+ */
+int sl_store_migrate(const char *from_path, const char *to_uri, uint64_t *rows, char *err,
+                     size_t errcap);
 
 #ifdef __cplusplus
 }

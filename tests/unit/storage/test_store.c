@@ -1,23 +1,79 @@
-/* The store: every entity's typed functions, idempotency, migrations, retention, backup. */
+/*
+ * The store: every entity's typed functions, idempotency, migrations, retention, backup.
+ *
+ * `test_store` runs every test on the SQLite backend; `test_store pg` runs the tests of the
+ * store's contract (all but the SQLite file's own: group commit, checkpoints, backup, old
+ * schemas, corrupt and locked files) on the PostgreSQL backend, each in a fresh database
+ * of a throwaway cluster (tests/support/sl_pg.h): both backends pass the same assertions.
+ */
 #include <math.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include "../../support/sl_store_test.h"
 #include "store_int.h"
+#ifdef SL_HAVE_PG
+#include <libpq-fe.h>
+
+#include "../../support/sl_pg.h"
+#endif
 
 typedef struct fixture {
     char dir[512];
+    char uri[400]; /* the PostgreSQL run's database; "" for SQLite */
     sl_store *s;
     sl_clock_manual clock;
 } fixture;
+
+static int g_pg_mode; /* the PostgreSQL run */
+#ifdef SL_HAVE_PG
+static sl_test_pg g_pg;
+
+/* A fresh database of the cluster for one test, as the store's URI. */
+static void new_database(fixture *f)
+{
+    static int n;
+    char sql[64], ci[300];
+    PGconn *c;
+    PGresult *r;
+    snprintf(ci, sizeof ci, "host=%s user=starling dbname=postgres", g_pg.dir);
+    c = PQconnectdb(ci);
+    snprintf(sql, sizeof sql, "CREATE DATABASE t%d", ++n);
+    r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    snprintf(f->uri, sizeof f->uri, "postgresql://starling@/t%d?host=%s", n, g_pg.dir);
+}
+#endif
+
+static sl_store *open_store(fixture *f)
+{
+    sl_store_options o;
+    char err[512];
+    sl_store *s = NULL;
+    if (f->uri[0] == '\0')
+        return sl_test_store_open(f->dir, NULL, &f->clock.clock);
+    sl_store_options_default(&o);
+    o.path = f->uri;
+    o.clock = &f->clock.clock;
+    if (sl_store_open(&o, &s, err, sizeof err) != SL_OK)
+        fprintf(stderr, "sl_store_open %s: %s\n", f->uri, err);
+    return s;
+}
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     sl_test_mkdtemp(f->dir, sizeof f->dir, "store");
     sl_clock_manual_init(&f->clock, 0, 1764465820000LL * 1000000LL);
-    f->s = sl_test_store_open(f->dir, NULL, &f->clock.clock);
+#ifdef SL_HAVE_PG
+    if (g_pg_mode)
+        new_database(f);
+#endif
+    f->s = open_store(f);
     *state = f;
     return f->s ? 0 : -1;
 }
@@ -34,7 +90,7 @@ static int teardown(void **state)
 static void reopen(fixture *f)
 {
     sl_store_close(f->s);
-    f->s = sl_test_store_open(f->dir, NULL, &f->clock.clock);
+    f->s = open_store(f);
     assert_non_null(f->s);
 }
 
@@ -386,7 +442,8 @@ static void test_list_devices(void **state)
     assert_int_equal(sl_store_list_devices(f->s, 0, 10, stop_at_first, NULL), 42);
     assert_int_equal(sl_store_list_devices(f->s, 0, 10, NULL, NULL), SL_EINVAL);
     assert_int_equal(sl_store_count_devices(f->s, NULL), SL_EINVAL);
-    { /* a page reads the page's devices' rows through indexes, never whole tables */
+    if (!g_pg_mode) { /* a page reads the page's devices' rows through indexes, never whole tables
+                       */
         sl__conn c;
         sqlite3_stmt *st;
         char sql[1024], plan[4096] = "";
@@ -849,7 +906,7 @@ static void test_delete_and_expired_upload(void **state)
     assert_int_equal(sl_store_expire_uploads(f->s, &deleted), SL_OK);
     assert_int_equal(deleted, 1);
     assert_int_equal(sl_store_get_upload(f->s, "exp-1", &got), SL_ETIMEDOUT);
-    {
+    if (!g_pg_mode) {
         /* another connection, as an operator's sqlite3 shell would see the file */
         char path[600];
         sqlite3 *other;
@@ -929,7 +986,90 @@ static void test_evals(void **state)
     assert_int_equal(sum.devices, 3);
 }
 
-int main(void)
+/* Leadership: one leader at a time, takeover after the lease, and the fence: a store
+ * whose epoch was superseded changes no round, and its close stores no model. */
+static void test_leadership(void **state)
+{
+    fixture *f = *state;
+    sl_store *b = open_store(f), *b2;
+    sl_round_record r;
+    sl_model_put m;
+    sl_model_record got;
+    uint8_t digest[32] = {7};
+    int64_t round_id, devices[2], left = 0;
+    uint64_t epoch = 0;
+    char owner[SL_STORE_MAX_OWNER];
+    assert_non_null(b);
+    assert_int_equal(sl_store_leader(f->s, owner, sizeof owner, &epoch, &left), SL_ENOENT);
+    sl_test_store_fixture(f->s, &round_id, devices, 2);
+    assert_int_equal(sl_store_lead(f->s, "a", 60000, &epoch), SL_OK);
+    assert_int_equal(epoch, 1);
+    assert_int_equal(sl_store_lead(b, "b", 60000, &epoch), SL_EBUSY);
+    assert_int_equal(epoch, 1);
+    assert_int_equal(sl_store_leader(b, owner, sizeof owner, &epoch, &left), SL_OK);
+    assert_string_equal(owner, "a");
+    assert_true(left > 50000 && left <= 60000);
+    assert_int_equal(sl_store_lead(f->s, "a", 60000, &epoch), SL_OK); /* a renewal */
+    assert_int_equal(epoch, 1);
+    assert_int_equal(sl_store_get_round(f->s, round_id, &r), SL_OK);
+    r.state = SL_ROUND_AGGREGATING;
+    assert_int_equal(sl_store_update_round(f->s, &r), SL_OK);
+
+    /* the lease runs out (a leader paused or cut off): another replica takes over */
+    assert_int_equal(sl_store_lead(f->s, "a", 300, &epoch), SL_OK);
+    if (g_pg_mode)
+        usleep(400000); /* the server's clock */
+    else
+        sl_clock_manual_advance(&f->clock, 400000000LL);
+    assert_int_equal(sl_store_lead(b, "b", 60000, &epoch), SL_OK);
+    assert_int_equal(epoch, 2);
+
+    /* the old leader wakes up: every round write of its epoch is refused, nothing changes */
+    r.state = SL_ROUND_CLOSED;
+    assert_int_equal(sl_store_update_round(f->s, &r), SL_EFENCED);
+    memset(&m, 0, sizeof m);
+    m.task_id = r.task_id;
+    m.version = 2;
+    m.parent = 1;
+    m.frame = "model";
+    m.frame_len = 5;
+    m.sha256 = digest;
+    assert_int_equal(sl_store_close_round(f->s, &r, &m), SL_EFENCED);
+    assert_int_equal(sl_store_get_model(f->s, r.task_id, 2, &got), SL_ENOENT);
+    assert_int_equal(sl_store_select_participants(f->s, &r, devices, 2), SL_EFENCED);
+    {
+        sl_round_record next = r;
+        next.round_no = 2;
+        assert_int_equal(sl_store_create_round(f->s, &next), SL_EFENCED);
+    }
+    assert_int_equal(sl_store_get_round(b, round_id, &r), SL_OK);
+    assert_int_equal(r.state, SL_ROUND_AGGREGATING);
+    assert_int_equal(sl_store_lead(f->s, "a", 60000, &epoch), SL_EBUSY);
+    assert_int_equal(epoch, 2);
+    /* the new leader closes the round with its model */
+    r.state = SL_ROUND_CLOSED;
+    assert_int_equal(sl_store_close_round(b, &r, &m), SL_OK);
+    assert_int_equal(sl_store_get_model(f->s, r.task_id, 2, &got), SL_OK);
+    sl_store_model_free(&got);
+
+    /* "b" restarted (a new process of the same name) takes over at once: the old one is fenced */
+    b2 = open_store(f);
+    assert_non_null(b2);
+    assert_int_equal(sl_store_lead(b2, "b", 60000, &epoch), SL_OK);
+    assert_int_equal(epoch, 3);
+    assert_int_equal(sl_store_update_round(b, &r), SL_EFENCED);
+    assert_int_equal(sl_store_update_round(b2, &r), SL_OK);
+    /* a clean stop hands over without waiting for the lease */
+    assert_int_equal(sl_store_resign(b2, "b"), SL_OK);
+    assert_int_equal(sl_store_lead(f->s, "a", 60000, &epoch), SL_OK);
+    assert_int_equal(epoch, 4);
+    assert_int_equal(sl_store_lead(f->s, "", 60000, &epoch), SL_EINVAL);
+    assert_int_equal(sl_store_lead(f->s, "a", 0, &epoch), SL_EINVAL);
+    sl_store_close(b2);
+    sl_store_close(b);
+}
+
+int main(int argc, char **argv)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -942,6 +1082,41 @@ int main(void)
         T(test_migration_from_v1),  T(test_refusals),
         T(test_corrupt_file),       T(test_audit),
         T(test_locked_database),    T(test_evals),
+        T(test_leadership),
     };
+    /* the store's contract, whichever backend keeps it */
+    const struct CMUnitTest contract[] = {
+        T(test_schema_and_reopen),
+        T(test_devices),
+        T(test_tasks_and_models),
+        T(test_rounds_and_close),
+        T(test_updates_idempotent),
+        T(test_list_devices),
+        T(test_uploads),
+        T(test_delete_and_expired_upload),
+        T(test_retention),
+        T(test_refusals),
+        T(test_audit),
+        T(test_evals),
+        T(test_leadership),
+    };
+    if (argc > 1 && strcmp(argv[1], "pg") == 0) {
+#ifdef SL_HAVE_PG
+        char why[300];
+        int rc;
+        if (sl_test_pg_start(&g_pg, why, sizeof why) != 0) {
+            fprintf(stderr, "PostgreSQL: %s\n", why);
+            return 77; /* skipped, naming why */
+        }
+        g_pg_mode = 1;
+        rc = cmocka_run_group_tests(contract, NULL, NULL);
+        sl_test_pg_stop(&g_pg);
+        return rc;
+#else
+        fprintf(stderr, "this build has no PostgreSQL store\n");
+        return 77;
+#endif
+    }
+    (void)contract;
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

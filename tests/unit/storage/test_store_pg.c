@@ -1,5 +1,5 @@
 /*
- * The store on PostgreSQL, step 1 (starling/store_pg.h): against a real
+ * The store's PostgreSQL backend, opened by a postgresql:// URI: against a real
  * throwaway cluster (tests/support/sl_pg.h; skipped, naming why, where
  * PostgreSQL is not installed). The schema migrates to the SQLite store's
  * version with the same tables and columns; a second open changes nothing;
@@ -15,7 +15,6 @@
 
 #include "../../support/sl_pg.h"
 #include "../../support/sl_store_test.h"
-#include "starling/store_pg.h"
 
 static sl_test_pg g_pg;
 static int g_skip;
@@ -74,9 +73,18 @@ static long long query_int(PGconn *c, const char *sql)
     return v;
 }
 
+/* The store's URI of database @db of the test cluster (its Unix socket). */
 static void conninfo_of(const char *db, char *out, size_t cap)
 {
-    snprintf(out, cap, "host=%s user=starling dbname=%s", g_pg.dir, db);
+    snprintf(out, cap, "postgresql://starling@/%s?host=%s", db, g_pg.dir);
+}
+
+static int pg_open(const char *uri, sl_store **out, char *err, size_t cap)
+{
+    sl_store_options o;
+    sl_store_options_default(&o);
+    o.path = uri;
+    return sl_store_open(&o, out, err, cap);
 }
 
 /* "table.column" lines, sorted, of the SQLite store's schema and of the PostgreSQL one. */
@@ -124,7 +132,7 @@ static char *pg_columns(PGconn *c)
 static void test_migrate_like_sqlite(void **state)
 {
     char ci[400], err[300] = "";
-    sl_pgstore *s = NULL;
+    sl_store *s = NULL;
     PGconn *c;
     char *want, *got;
     int v = 0;
@@ -134,11 +142,11 @@ static void test_migrate_like_sqlite(void **state)
     exec_ok(c, "CREATE DATABASE schema_test");
     PQfinish(c);
     conninfo_of("schema_test", ci, sizeof ci);
-    if (sl_pgstore_open(ci, &s, err, sizeof err) != SL_OK)
+    if (pg_open(ci, &s, err, sizeof err) != SL_OK)
         fail_msg("open: %s", err);
-    assert_int_equal(sl_pgstore_schema_version(s, &v), SL_OK);
-    assert_int_equal(v, SL_PGSTORE_SCHEMA_VERSION);
-    sl_pgstore_close(s);
+    assert_int_equal(sl_store_schema_version(s, &v), SL_OK);
+    assert_int_equal(v, SL_STORE_SCHEMA_VERSION);
+    sl_store_close(s);
     /* the same tables and columns as the SQLite store at its version */
     c = connect_db("schema_test");
     want = sqlite_columns();
@@ -161,11 +169,11 @@ static void test_migrate_like_sqlite(void **state)
     }
     /* a second open is a no-op */
     exec_ok(c, "INSERT INTO tasks (name, config, layout, created_at) VALUES ('t', '{}', 'w 1', 1)");
-    if (sl_pgstore_open(ci, &s, err, sizeof err) != SL_OK)
+    if (pg_open(ci, &s, err, sizeof err) != SL_OK)
         fail_msg("reopen: %s", err);
-    sl_pgstore_close(s);
+    sl_store_close(s);
     assert_int_equal(query_int(c, "SELECT count(*) FROM tasks"), 1);
-    assert_int_equal(query_int(c, "SELECT version FROM schema_version"), SL_PGSTORE_SCHEMA_VERSION);
+    assert_int_equal(query_int(c, "SELECT version FROM schema_version"), SL_STORE_SCHEMA_VERSION);
     PQfinish(c);
 }
 
@@ -186,11 +194,11 @@ static void test_replicas_migrate_once(void **state)
         assert_true(pids[i] >= 0);
         if (pids[i] == 0) {
             char err[300] = "";
-            sl_pgstore *s = NULL;
-            int rc = sl_pgstore_open(ci, &s, err, sizeof err);
+            sl_store *s = NULL;
+            int rc = pg_open(ci, &s, err, sizeof err);
             if (rc != SL_OK)
                 fprintf(stderr, "replica %d: %s\n", i, err);
-            sl_pgstore_close(s);
+            sl_store_close(s);
             _exit(rc == SL_OK ? 0 : 1);
         }
     }
@@ -201,10 +209,10 @@ static void test_replicas_migrate_once(void **state)
     }
     c = connect_db("race_test");
     assert_int_equal(query_int(c, "SELECT count(*) FROM schema_version"), 1);
-    assert_int_equal(query_int(c, "SELECT version FROM schema_version"), SL_PGSTORE_SCHEMA_VERSION);
+    assert_int_equal(query_int(c, "SELECT version FROM schema_version"), SL_STORE_SCHEMA_VERSION);
     assert_int_equal(query_int(c, "SELECT count(*) FROM information_schema.tables WHERE "
                                   "table_schema = 'public'"),
-                     13);
+                     14);
     PQfinish(c);
 }
 
@@ -212,7 +220,7 @@ static void test_replicas_migrate_once(void **state)
 static void test_refusals(void **state)
 {
     char ci[400], err[300] = "";
-    sl_pgstore *s = (sl_pgstore *)0x1;
+    sl_store *s = (sl_store *)0x1;
     PGconn *c;
     (void)state;
     NEED_PG();
@@ -220,31 +228,31 @@ static void test_refusals(void **state)
     exec_ok(c, "CREATE DATABASE newer_test");
     PQfinish(c);
     conninfo_of("newer_test", ci, sizeof ci);
-    assert_int_equal(sl_pgstore_open(ci, &s, err, sizeof err), SL_OK);
-    sl_pgstore_close(s);
+    assert_int_equal(pg_open(ci, &s, err, sizeof err), SL_OK);
+    sl_store_close(s);
     c = connect_db("newer_test");
     exec_ok(c, "UPDATE schema_version SET version = 99");
-    s = (sl_pgstore *)0x1;
-    assert_int_equal(sl_pgstore_open(ci, &s, err, sizeof err), SL_EVERSION);
+    s = (sl_store *)0x1;
+    assert_int_equal(pg_open(ci, &s, err, sizeof err), SL_EVERSION);
     assert_null(s);
     assert_non_null(strstr(err, "schema version 99, newer than this build's"));
     assert_null(strchr(err, '\n'));
     assert_int_equal(query_int(c, "SELECT version FROM schema_version"), 99);
     PQfinish(c);
 
-    snprintf(ci, sizeof ci, "host=%s user=starling dbname=no_such_db", g_pg.dir);
-    assert_int_equal(sl_pgstore_open(ci, &s, err, sizeof err), SL_EIO);
+    conninfo_of("no_such_db", ci, sizeof ci);
+    assert_int_equal(pg_open(ci, &s, err, sizeof err), SL_EIO);
     assert_non_null(strstr(err, "cannot connect to PostgreSQL"));
     assert_non_null(strstr(err, "no_such_db"));
-    assert_int_equal(sl_pgstore_open("host=/nonexistent", &s, err, sizeof err), SL_EIO);
-    assert_int_equal(sl_pgstore_open(NULL, &s, err, sizeof err), SL_EINVAL);
+    assert_int_equal(pg_open("postgresql:///x?host=/nonexistent", &s, err, sizeof err), SL_EIO);
+    assert_int_equal(pg_open(NULL, &s, err, sizeof err), SL_EINVAL);
 }
 
 /* What was committed survives an immediate stop of the server (a crash), and the store opens. */
 static void test_server_crash(void **state)
 {
     char ci[400], err[300] = "";
-    sl_pgstore *s = NULL;
+    sl_store *s = NULL;
     PGconn *c;
     (void)state;
     NEED_PG();
@@ -252,16 +260,16 @@ static void test_server_crash(void **state)
     exec_ok(c, "CREATE DATABASE crash_test");
     PQfinish(c);
     conninfo_of("crash_test", ci, sizeof ci);
-    assert_int_equal(sl_pgstore_open(ci, &s, err, sizeof err), SL_OK);
-    sl_pgstore_close(s);
+    assert_int_equal(pg_open(ci, &s, err, sizeof err), SL_OK);
+    sl_store_close(s);
     c = connect_db("crash_test");
     exec_ok(c, "INSERT INTO tasks (name, config, layout, created_at) VALUES ('kept', '{}', "
                "'w 1', 1)");
     PQfinish(c);
     assert_int_equal(sl_test_pg_restart(&g_pg, 1), 0);
-    if (sl_pgstore_open(ci, &s, err, sizeof err) != SL_OK)
+    if (pg_open(ci, &s, err, sizeof err) != SL_OK)
         fail_msg("open after the crash: %s", err);
-    sl_pgstore_close(s);
+    sl_store_close(s);
     c = connect_db("crash_test");
     assert_int_equal(query_int(c, "SELECT count(*) FROM tasks WHERE name = 'kept'"), 1);
     PQfinish(c);

@@ -1,6 +1,5 @@
 /*
- * pgstore.c - the store on PostgreSQL: connection and schema migrations
- * (starling/store_pg.h).
+ * pg_schema.c - the PostgreSQL store's schema and its migrations.
  *
  * The steps mirror storage/schema.c one for one: step i takes the schema
  * from version i to i + 1 in both databases. Append steps to both; never
@@ -9,14 +8,11 @@
  * DOUBLE PRECISION, length() of a blob is octet_length(); "offset" is a
  * reserved word in PostgreSQL and is quoted.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <libpq-fe.h>
-
-#include "starling/store_pg.h"
+#include "pg_int.h"
 
 /* The advisory lock key that serialises migrations across replicas: "SLMIGRAT". */
 #define MIGRATE_LOCK "6003092628217319764"
@@ -133,52 +129,36 @@ static const char *const migrations[] = {
      "  expires_at BIGINT NOT NULL,"
      "  revoked_at BIGINT);"
      "CREATE INDEX sessions_device ON sessions(device_id, expires_at);"),
+    /* 6 -> 7: the leader of the replicas that share the store, with its fencing epoch */
+    ("CREATE TABLE leader ("
+     "  id BIGINT PRIMARY KEY CHECK (id = 1),"
+     "  owner TEXT NOT NULL,"
+     "  epoch BIGINT NOT NULL,"
+     "  expires_at BIGINT NOT NULL);"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
-struct sl_pgstore {
-    PGconn *conn;
-};
-
-static int say(char *err, size_t cap, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    if (err != NULL && cap > 0) {
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-        /* libpq's messages end with a newline: one line */
-        for (char *p = err; *p != '\0'; p++)
-            if (*p == '\n')
-                *p = *(p + 1) == '\0' ? '\0' : ' ';
-    }
-    return rc;
-}
-
-/* Runs @sql (no parameters, no rows wanted); SL_OK or SL_EIO with the server's message. */
-static int exec(PGconn *c, const char *sql, char *err, size_t cap)
-{
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType st = PQresultStatus(r);
-    int rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK
-                 ? SL_OK
-                 : say(err, cap, SL_EIO, "%s", PQresultErrorMessage(r));
-    PQclear(r);
-    return rc;
-}
-
 static int read_version(PGconn *c, int *version, char *err, size_t cap)
 {
-    PGresult *r = PQexec(c, "SELECT version FROM schema_version");
-    int rc = SL_OK;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        rc = say(err, cap, SL_EIO, "%s", PQresultErrorMessage(r));
-    else if (PQntuples(r) != 1)
-        rc = say(err, cap, SL_ECORRUPT, "schema_version holds %d rows, not one", PQntuples(r));
-    else
-        *version = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
+    PGresult *r = NULL;
+    int rc = sl__pg_exec(c, "SELECT version FROM schema_version", NULL, &r);
+    if (rc != SL_OK)
+        snprintf(err, cap, "%s", PQerrorMessage(c));
+    else if (PQntuples(r) != 1) {
+        snprintf(err, cap, "schema_version holds %d rows, not one", PQntuples(r));
+        rc = SL_ECORRUPT;
+    } else
+        *version = (int)sl__pg_int(r, 0, 0);
     PQclear(r);
+    return rc;
+}
+
+static int exec(PGconn *c, const char *sql, char *err, size_t cap)
+{
+    int rc = sl__pg_script(c, sql);
+    if (rc != SL_OK)
+        snprintf(err, cap, "%s", PQerrorMessage(c));
     return rc;
 }
 
@@ -199,11 +179,13 @@ static int migrate_step(PGconn *c, int *done, char *err, size_t cap)
                   err, cap);
     if (rc == SL_OK)
         rc = read_version(c, &v, err, cap);
-    if (rc == SL_OK && v > NMIGRATIONS)
-        rc = say(err, cap, SL_EVERSION,
-                 "the database has schema version %d, newer than this build's %d: "
-                 "use a newer build",
+    if (rc == SL_OK && v > NMIGRATIONS) {
+        rc = SL_EVERSION;
+        snprintf(err, cap,
+                 "the database has schema version %d, newer than this build's %d: use a newer "
+                 "build",
                  v, NMIGRATIONS);
+    }
     if (rc == SL_OK && v == NMIGRATIONS)
         *done = 1;
     if (rc == SL_OK && !*done) {
@@ -214,52 +196,27 @@ static int migrate_step(PGconn *c, int *done, char *err, size_t cap)
     }
     if (rc == SL_OK)
         return exec(c, "COMMIT", err, cap);
-    (void)exec(c, "ROLLBACK", NULL, 0);
+    (void)sl__pg_exec(c, "ROLLBACK", NULL, NULL);
     return rc;
 }
 
-int sl_pgstore_open(const char *conninfo, sl_pgstore **out, char *err, size_t errcap)
+int sl__pg_migrate(PGconn *c, char *err, size_t cap)
 {
-    sl_pgstore *s;
     int done = 0, rc = SL_OK;
-
-    if (conninfo == NULL || out == NULL)
-        return SL_EINVAL;
-    *out = NULL;
-    s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return SL_ENOMEM;
-    s->conn = PQconnectdb(conninfo);
-    if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
-        rc = say(err, errcap, SL_EIO, "cannot connect to PostgreSQL: %s",
-                 s->conn ? PQerrorMessage(s->conn) : "out of memory");
-        sl_pgstore_close(s);
-        return rc;
-    }
-    /* quiet NOTICEs (CREATE TABLE IF NOT EXISTS on an existing table) */
-    rc = exec(s->conn, "SET client_min_messages = warning", err, errcap);
     while (rc == SL_OK && !done)
-        rc = migrate_step(s->conn, &done, err, errcap);
-    if (rc != SL_OK) {
-        sl_pgstore_close(s);
-        return rc;
-    }
-    *out = s;
-    return SL_OK;
+        rc = migrate_step(c, &done, err, cap);
+    return rc;
 }
 
-void sl_pgstore_close(sl_pgstore *s)
+static int version_exec(sl__pg *p, PGconn *c, void *arg)
 {
-    if (s == NULL)
-        return;
-    if (s->conn != NULL)
-        PQfinish(s->conn);
-    free(s);
+    char err[8];
+    (void)p;
+    return read_version(c, arg, err, sizeof err);
 }
 
-int sl_pgstore_schema_version(sl_pgstore *s, int *version)
+int sl__pg_schema_version(sl_store *s, int *version)
 {
-    if (s == NULL || version == NULL)
-        return SL_EINVAL;
-    return read_version(s->conn, version, NULL, 0);
+    sl__pg *p = (sl__pg *)(void *)s;
+    return sl__pg_tx(p, 1, SL__PG_TIMEOUT_MS, version_exec, version);
 }

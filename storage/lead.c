@@ -1,0 +1,155 @@
+/*
+ * lead.c - leadership of the replicas that share the store, on SQLite
+ * (sl_store_lead()): one leader row with the owner, its fencing epoch and
+ * the lease's expiry, written through the writer like every write. With
+ * SQLite the replicas are processes on one host sharing the file; the
+ * fence check in rounds.c refuses a round write of an older epoch.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "store_int.h"
+
+typedef struct lead_args {
+    const char *owner;
+    int64_t lease_ms;
+    uint64_t fence; /* the epoch this store leads with (0: none) */
+    uint64_t epoch; /* out */
+} lead_args;
+
+static int lead_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    lead_args *a = arg;
+    sqlite3_stmt *st;
+    char owner[SL_STORE_MAX_OWNER] = "";
+    uint64_t epoch = 0;
+    int64_t expires = 0, now = sl__now_ms(s);
+    int have, rc = sl__stmt(c, "SELECT owner, epoch, expires_at FROM leader WHERE id = 1", &st);
+    sl__lead_action act;
+    if (rc != SL_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    have = rc == SQLITE_ROW;
+    if (have) {
+        sl__copy_text(st, 0, owner, sizeof owner);
+        epoch = (uint64_t)sqlite3_column_int64(st, 1);
+        expires = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_reset(st);
+    if (!have && rc != SQLITE_DONE)
+        return sl__status_from_sqlite(rc);
+    act = sl__lead_decide(have, owner, epoch, expires, now, a->owner, a->fence);
+    a->epoch = act == SL__LEAD_TAKE ? epoch + 1 : epoch;
+    if (act == SL__LEAD_BUSY)
+        return SL_EBUSY;
+    rc = sl__stmt(c,
+                  "INSERT INTO leader (id, owner, epoch, expires_at) VALUES (1, ?1, ?2, ?3) "
+                  "ON CONFLICT (id) DO UPDATE SET owner = ?1, epoch = ?2, expires_at = ?3",
+                  &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_text(st, 1, a->owner, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (int64_t)a->epoch);
+    sqlite3_bind_int64(st, 3, now + a->lease_ms);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+}
+
+int sl__sq_lead(sl_store *s, const char *owner, int64_t lease_ms, uint64_t *epoch)
+{
+    lead_args a = {owner, lease_ms, 0, 0};
+    int rc;
+    pthread_mutex_lock(&s->lock);
+    a.fence = s->fence;
+    pthread_mutex_unlock(&s->lock);
+    rc = sl__write(s, lead_exec, &a, SL__WRITE_TIMEOUT_MS);
+    if (rc == SL_OK) {
+        pthread_mutex_lock(&s->lock);
+        s->fence = a.epoch;
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (rc == SL_OK || rc == SL_EBUSY)
+        *epoch = a.epoch;
+    return rc;
+}
+
+int sl__sq_leader(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64_t *remaining_ms)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c, "SELECT owner, epoch, expires_at FROM leader WHERE id = 1", &st);
+    if (rc == SL_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            if (owner != NULL)
+                sl__copy_text(st, 0, owner, cap);
+            if (epoch != NULL)
+                *epoch = (uint64_t)sqlite3_column_int64(st, 1);
+            if (remaining_ms != NULL)
+                *remaining_ms = sqlite3_column_int64(st, 2) - sl__now_ms(s);
+            rc = SL_OK;
+        } else {
+            rc = rc == SQLITE_DONE ? SL_ENOENT : sl__status_from_sqlite(rc);
+        }
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
+}
+
+typedef struct resign_args {
+    const char *owner;
+    uint64_t fence;
+} resign_args;
+
+static int resign_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    resign_args *a = arg;
+    sqlite3_stmt *st;
+    int rc = sl__stmt(
+        c, "UPDATE leader SET expires_at = ?3 WHERE id = 1 AND owner = ?1 AND epoch = ?2", &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_text(st, 1, a->owner, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (int64_t)a->fence);
+    sqlite3_bind_int64(st, 3, sl__now_ms(s));
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+}
+
+int sl__sq_resign(sl_store *s, const char *owner)
+{
+    resign_args a = {owner, 0};
+    pthread_mutex_lock(&s->lock);
+    a.fence = s->fence;
+    pthread_mutex_unlock(&s->lock);
+    if (a.fence == 0)
+        return SL_OK;
+    return sl__write(s, resign_exec, &a, SL__WRITE_TIMEOUT_MS);
+}
+
+int sl__sq_fenced(sl_store *s, sl__conn *c)
+{
+    sqlite3_stmt *st;
+    uint64_t fence;
+    int rc;
+    pthread_mutex_lock(&s->lock);
+    fence = s->fence;
+    pthread_mutex_unlock(&s->lock);
+    if (fence == 0) /* not a replica that leads: nothing to check */
+        return SL_OK;
+    rc = sl__stmt(c, "SELECT epoch FROM leader WHERE id = 1", &st);
+    if (rc != SL_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    rc = rc == SQLITE_ROW && (uint64_t)sqlite3_column_int64(st, 0) == fence ? SL_OK
+         : rc == SQLITE_ROW || rc == SQLITE_DONE                            ? SL_EFENCED
+                                                 : sl__status_from_sqlite(rc);
+    sqlite3_reset(st);
+    return rc;
+}

@@ -1,0 +1,148 @@
+/*
+ * pg_lead.c - leadership of the replicas sharing a PostgreSQL store
+ * (sl_store_lead()): the leader row, locked FOR UPDATE while a replica
+ * renews or takes over, so two replicas never both win; lease times on the
+ * server's clock, so replicas whose clocks differ still agree on expiry.
+ * The fence itself is checked by pg_rounds.c (sl__pg_fenced()).
+ */
+#include <string.h>
+
+#include "pg_int.h"
+
+/* The server's wall clock in ms: one clock for every replica. */
+#define NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+typedef struct lead_args {
+    const char *owner;
+    int64_t lease_ms;
+    uint64_t fence, epoch;
+} lead_args;
+
+static int lead_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    lead_args *a = arg;
+    char owner[SL_STORE_MAX_OWNER] = "";
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    sl__lead_action act;
+    int have, rc;
+    (void)p;
+    /* the first replica ever creates the row it then competes for, with epoch 0 (nobody) */
+    rc = sl__pg_exec(c,
+                     "INSERT INTO leader (id, owner, epoch, expires_at) VALUES (1, '', 0, 0) "
+                     "ON CONFLICT (id) DO NOTHING",
+                     NULL, NULL);
+    if (rc == SL_OK)
+        rc = sl__pg_exec(
+            c, "SELECT owner, epoch, expires_at, " NOW_MS " FROM leader WHERE id = 1 FOR UPDATE",
+            NULL, &r);
+    if (rc != SL_OK)
+        return rc;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return SL_EIO;
+    }
+    sl__pg_copy_text(r, 0, 0, owner, sizeof owner);
+    have = sl__pg_int(r, 0, 1) > 0;
+    a->epoch = (uint64_t)sl__pg_int(r, 0, 1);
+    act = sl__lead_decide(have, owner, a->epoch, sl__pg_int(r, 0, 2), sl__pg_int(r, 0, 3), a->owner,
+                          a->fence);
+    PQclear(r);
+    if (act == SL__LEAD_BUSY)
+        return SL_EEXIST; /* SL_EBUSY to the caller; sl__pg_tx() would retry SL_EBUSY */
+    if (act == SL__LEAD_TAKE)
+        a->epoch++;
+    sl__pgq_text(&q, a->owner);
+    sl__pgq_int(&q, (int64_t)a->epoch);
+    sl__pgq_int(&q, a->lease_ms);
+    return sl__pg_exec(
+        c, "UPDATE leader SET owner = $1, epoch = $2, expires_at = " NOW_MS " + $3 WHERE id = 1",
+        &q, NULL);
+}
+
+int sl__pg_lead(sl_store *s, const char *owner, int64_t lease_ms, uint64_t *epoch)
+{
+    sl__pg *p = (sl__pg *)(void *)s;
+    lead_args a = {owner, lease_ms, 0, 0};
+    int rc;
+    pthread_mutex_lock(&p->lock);
+    a.fence = p->fence;
+    pthread_mutex_unlock(&p->lock);
+    rc = sl__pg_tx(p, 0, SL__PG_TIMEOUT_MS, lead_exec, &a);
+    if (rc == SL_EEXIST)
+        rc = SL_EBUSY;
+    if (rc == SL_OK) {
+        pthread_mutex_lock(&p->lock);
+        p->fence = a.epoch;
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (rc == SL_OK || rc == SL_EBUSY)
+        *epoch = a.epoch;
+    return rc;
+}
+
+typedef struct leader_args {
+    char *owner;
+    size_t cap;
+    uint64_t *epoch;
+    int64_t *remaining_ms;
+} leader_args;
+
+static int leader_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    leader_args *a = arg;
+    PGresult *r = NULL;
+    int rc;
+    (void)p;
+    rc = sl__pg_exec(c, "SELECT owner, epoch, expires_at - " NOW_MS " FROM leader WHERE id = 1",
+                     NULL, &r);
+    if (rc != SL_OK)
+        return rc;
+    if (PQntuples(r) != 1 || sl__pg_int(r, 0, 1) == 0) {
+        rc = SL_ENOENT;
+    } else {
+        if (a->owner != NULL)
+            sl__pg_copy_text(r, 0, 0, a->owner, a->cap);
+        if (a->epoch != NULL)
+            *a->epoch = (uint64_t)sl__pg_int(r, 0, 1);
+        if (a->remaining_ms != NULL)
+            *a->remaining_ms = sl__pg_int(r, 0, 2);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int sl__pg_leader(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64_t *remaining_ms)
+{
+    leader_args a = {owner, cap, epoch, remaining_ms};
+    return sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, leader_exec, &a);
+}
+
+typedef struct resign_args {
+    const char *owner;
+    uint64_t fence;
+} resign_args;
+
+static int resign_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    resign_args *a = arg;
+    sl__pgq q = {0};
+    (void)p;
+    sl__pgq_text(&q, a->owner);
+    sl__pgq_int(&q, (int64_t)a->fence);
+    return sl__pg_exec(
+        c, "UPDATE leader SET expires_at = " NOW_MS " WHERE id = 1 AND owner = $1 AND epoch = $2",
+        &q, NULL);
+}
+
+int sl__pg_resign(sl_store *s, const char *owner)
+{
+    sl__pg *p = (sl__pg *)(void *)s;
+    resign_args a = {owner, 0};
+    pthread_mutex_lock(&p->lock);
+    a.fence = p->fence;
+    pthread_mutex_unlock(&p->lock);
+    if (a.fence == 0)
+        return SL_OK;
+    return sl__pg_tx(p, 0, SL__PG_TIMEOUT_MS, resign_exec, &a);
+}
