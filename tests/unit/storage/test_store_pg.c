@@ -5,8 +5,12 @@
  * version with the same tables and columns; a second open changes nothing;
  * replicas opening at once migrate once; a newer database is refused and
  * left alone; a bad connection string is a clear error; what was committed
- * survives a crash of the server.
+ * survives a crash of the server; an SQLite store migrates into an empty
+ * one (and only an empty one); lost connections and a restarted primary are
+ * retried transparently; one update sent to four replicas at once is stored
+ * once. The store's operations themselves: `test_store pg`.
  */
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -275,6 +279,207 @@ static void test_server_crash(void **state)
     PQfinish(c);
 }
 
+/* A database of the cluster, new, as the store's URI in @uri. */
+static void fresh_db(const char *name, char *uri, size_t cap)
+{
+    char sql[128];
+    PGconn *c = connect_db("postgres");
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", name);
+    exec_ok(c, sql);
+    PQfinish(c);
+    conninfo_of(name, uri, cap);
+}
+
+static int digest_of(void *ctx, int64_t device_id, const void *frame, size_t len,
+                     uint32_t num_samples, const uint8_t *sha256)
+{
+    uint8_t *all = ctx;
+    (void)frame, (void)len, (void)num_samples;
+    memcpy(all + 32 * (device_id - 1), sha256, 32);
+    return 0;
+}
+
+/* `starling store migrate`: every row with its id; the new store goes on where the old one
+ * stopped (a half-sent upload finishes, new rows take fresh ids); a non-empty target is
+ * refused and left as it was. */
+static void test_migrate_from_sqlite(void **state)
+{
+    char dir[512], path[600], uri[400], err[600] = "";
+    uint8_t frame[600], sha[32], want[32 * 3], got[32 * 3];
+    sl_store *s;
+    sl_upload_record up = {0};
+    sl_store_receipt rc1;
+    sl_model_put m = {0};
+    sl_model_record mr;
+    int64_t round_id, devices[3], task = 0, dev4 = 0;
+    uint64_t rows = 0, n = 0, off = 0;
+    (void)state;
+    NEED_PG();
+    sl_test_mkdtemp(dir, sizeof dir, "store_migrate");
+    s = sl_test_store_open(dir, NULL, NULL);
+    assert_non_null(s);
+    sl_test_store_fixture(s, &round_id, devices, 3);
+    m.task_id = 1;
+    m.version = 1;
+    m.frame = "initial model";
+    m.frame_len = 13;
+    m.sha256 = sha;
+    assert_int_equal(sl_store_put_model(s, &m), SL_OK);
+    for (int i = 0; i < 2; i++) {
+        sl_update_put u = {round_id, devices[i], frame, sizeof frame, 10, sha};
+        sl_test_update_bytes((uint64_t)i, frame, sizeof frame, sha);
+        memcpy(want + 32 * i, sha, 32);
+        assert_int_equal(sl_store_put_update(s, &u, 5000, &rc1), SL_OK);
+    }
+    /* the third device is half-way through a resumable upload */
+    sl_test_update_bytes(2, frame, sizeof frame, sha);
+    memcpy(want + 64, sha, 32);
+    snprintf(up.id, sizeof up.id, "half-way");
+    up.device_id = devices[2];
+    up.round_id = round_id;
+    up.length = sizeof frame;
+    memcpy(up.sha256, sha, 32);
+    up.num_samples = 10;
+    up.expires_at_ms = sl_clock_wall_ns(NULL) / 1000000 + 3600000;
+    assert_int_equal(sl_store_create_upload(s, &up), SL_OK);
+    assert_int_equal(sl_store_append_upload(s, "half-way", 0, frame, 200, 5000, &off), SL_OK);
+    assert_int_equal(sl_store_audit(s, "op", "test", "before"), SL_OK);
+    sl_store_close(s);
+    snprintf(path, sizeof path, "%s/store.db", dir);
+
+    fresh_db("migrated", uri, sizeof uri);
+    if (sl_store_migrate(path, uri, &rows, err, sizeof err) != SL_OK)
+        fail_msg("migrate: %s", err);
+    assert_true(rows >= 10);
+    assert_int_equal(pg_open(uri, &s, err, sizeof err), SL_OK);
+    assert_string_equal(sl_store_backend(s), "postgresql");
+    assert_int_equal(sl_store_get_model(s, 1, 1, &mr), SL_OK);
+    assert_memory_equal(mr.frame, "initial model", 13);
+    sl_store_model_free(&mr);
+    assert_int_equal(sl_store_count_updates(s, round_id, &n), SL_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(sl_store_append_upload(s, "half-way", 200, frame + 200, 400, 5000, &off),
+                     SL_OK);
+    assert_int_equal(sl_store_finish_upload(s, "half-way", 5000, &rc1), SL_OK);
+    memset(got, 0, sizeof got);
+    assert_int_equal(sl_store_foreach_update(s, round_id, digest_of, got), SL_OK);
+    assert_memory_equal(got, want, sizeof want); /* device ids kept: 1, 2, 3 */
+    /* new rows after the copied ids */
+    assert_int_equal(sl_store_create_task(s, "second", "{}", "w 1\n", &task), SL_OK);
+    assert_int_equal(task, 2);
+    assert_int_equal(sl_store_enrol_device(s, (const uint8_t *)"new key", 7, "{}", &dev4), SL_OK);
+    assert_int_equal(dev4, 4);
+    assert_int_equal(sl_store_count_audit(s, &n), SL_OK);
+    assert_int_equal(n, 1);
+    sl_store_close(s);
+
+    /* into a store that has rows: refused, nothing copied */
+    rows = 0;
+    assert_int_equal(sl_store_migrate(path, uri, &rows, err, sizeof err), SL_EEXIST);
+    assert_non_null(strstr(err, "not empty"));
+    {
+        PGconn *c = connect_db("migrated");
+        assert_int_equal(query_int(c, "SELECT count(*) FROM tasks"), 2);
+        PQfinish(c);
+    }
+    assert_int_equal(sl_store_migrate(uri, path, &rows, err, sizeof err), SL_EINVAL);
+    sl_test_rmtree(dir);
+}
+
+/* The server drops the store's connections (an administrator, a failover of the primary)
+ * and then restarts: the store reconnects and the calls succeed; nothing is lost. */
+static void test_connection_lost(void **state)
+{
+    char uri[400], err[300];
+    sl_store *s;
+    int64_t round_id, devices[2];
+    uint8_t frame[100], sha[32];
+    sl_store_receipt r1, r2;
+    uint64_t n = 0;
+    PGconn *c;
+    (void)state;
+    NEED_PG();
+    fresh_db("dropped", uri, sizeof uri);
+    assert_int_equal(pg_open(uri, &s, err, sizeof err), SL_OK);
+    sl_test_store_fixture(s, &round_id, devices, 2);
+    c = connect_db("postgres");
+    exec_ok(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+               "'dropped' AND pid <> pg_backend_pid()");
+    PQfinish(c);
+    sl_test_update_bytes(1, frame, sizeof frame, sha);
+    {
+        sl_update_put u = {round_id, devices[0], frame, sizeof frame, 5, sha};
+        assert_int_equal(sl_store_put_update(s, &u, 10000, &r1), SL_OK);
+        assert_int_equal(r1.duplicate, 0);
+        /* the primary restarts (fast: connections close): the retry gets the receipt */
+        assert_int_equal(sl_test_pg_restart(&g_pg, 0), 0);
+        assert_int_equal(sl_store_put_update(s, &u, 10000, &r2), SL_OK);
+        assert_int_equal(r2.duplicate, 1);
+        assert_int_equal(r2.update_id, r1.update_id);
+    }
+    assert_int_equal(sl_store_count_updates(s, round_id, &n), SL_OK);
+    assert_int_equal(n, 1);
+    sl_store_close(s);
+}
+
+typedef struct racer {
+    const char *uri;
+    const sl_update_put *u;
+    sl_store_receipt receipt;
+    int rc;
+} racer;
+
+static void *race(void *arg)
+{
+    racer *r = arg;
+    char err[300];
+    sl_store *s = NULL;
+    r->rc = pg_open(r->uri, &s, err, sizeof err);
+    if (r->rc == SL_OK)
+        r->rc = sl_store_put_update(s, r->u, 10000, &r->receipt);
+    sl_store_close(s);
+    return NULL;
+}
+
+/* One update retried to four replicas at once: stored once, one original receipt, three
+ * duplicates of it. */
+static void test_same_update_four_replicas(void **state)
+{
+    char uri[400], err[300];
+    sl_store *s;
+    int64_t round_id, devices[1];
+    uint8_t frame[100], sha[32];
+    racer r[4];
+    pthread_t th[4];
+    int originals = 0;
+    uint64_t n = 0;
+    (void)state;
+    NEED_PG();
+    fresh_db("raced", uri, sizeof uri);
+    assert_int_equal(pg_open(uri, &s, err, sizeof err), SL_OK);
+    sl_test_store_fixture(s, &round_id, devices, 1);
+    sl_test_update_bytes(3, frame, sizeof frame, sha);
+    {
+        sl_update_put u = {round_id, devices[0], frame, sizeof frame, 5, sha};
+        for (int i = 0; i < 4; i++) {
+            r[i].uri = uri;
+            r[i].u = &u;
+            pthread_create(&th[i], NULL, race, &r[i]);
+        }
+        for (int i = 0; i < 4; i++)
+            pthread_join(th[i], NULL);
+    }
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(r[i].rc, SL_OK);
+        assert_int_equal(r[i].receipt.update_id, r[0].receipt.update_id);
+        originals += !r[i].receipt.duplicate;
+    }
+    assert_int_equal(originals, 1);
+    assert_int_equal(sl_store_count_updates(s, round_id, &n), SL_OK);
+    assert_int_equal(n, 1);
+    sl_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +487,9 @@ int main(void)
         cmocka_unit_test(test_replicas_migrate_once),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_server_crash),
+        cmocka_unit_test(test_migrate_from_sqlite),
+        cmocka_unit_test(test_connection_lost),
+        cmocka_unit_test(test_same_update_four_replicas),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
