@@ -94,6 +94,9 @@ typedef struct sl__store_ops {
     int (*lead)(sl_store *s, const char *owner, int64_t lease_ms, uint64_t *epoch);
     int (*leader)(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64_t *remaining_ms);
     int (*resign)(sl_store *s, const char *owner);
+    int (*put_checkin)(sl_store *s, int64_t task_id, int64_t device_id);
+    int (*list_checkins)(sl_store *s, int64_t task_id, int64_t since_ms,
+                         int (*fn)(void *ctx, int64_t device_id, int64_t at_ms), void *ctx);
 } sl__store_ops;
 
 /* The first member of every backend's store. */

@@ -401,4 +401,6 @@ const sl__store_ops sl__sqlite_ops = {
     .lead = sl__sq_lead,
     .leader = sl__sq_leader,
     .resign = sl__sq_resign,
+    .put_checkin = sl__sq_put_checkin,
+    .list_checkins = sl__sq_list_checkins,
 };

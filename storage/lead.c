@@ -3,7 +3,8 @@
  * (sl_store_lead()): one leader row with the owner, its fencing epoch and
  * the lease's expiry, written through the writer like every write. With
  * SQLite the replicas are processes on one host sharing the file; the
- * fence check in rounds.c refuses a round write of an older epoch.
+ * fence check in rounds.c refuses a round write of an older epoch. And the
+ * check-ins that replicas which do not lead relay to the leader.
  */
 #include <stdio.h>
 #include <string.h>
@@ -151,5 +152,64 @@ int sl__sq_fenced(sl_store *s, sl__conn *c)
          : rc == SQLITE_ROW || rc == SQLITE_DONE                            ? SL_EFENCED
                                                  : sl__status_from_sqlite(rc);
     sqlite3_reset(st);
+    return rc;
+}
+
+typedef struct checkin_args {
+    int64_t task, device;
+} checkin_args;
+
+static int checkin_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    checkin_args *a = arg;
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c,
+                      "INSERT INTO checkins (task_id, device_id, at) VALUES (?1, ?2, ?3) "
+                      "ON CONFLICT (task_id, device_id) DO UPDATE SET at = excluded.at",
+                      &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, a->task);
+    sqlite3_bind_int64(st, 2, a->device);
+    sqlite3_bind_int64(st, 3, sl__now_ms(s));
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) /* a foreign key: no such task or device */
+        return (rc & 0xff) == SQLITE_CONSTRAINT ? SL_ENOENT : sl__status_from_sqlite(rc);
+    return SL_OK;
+}
+
+int sl__sq_put_checkin(sl_store *s, int64_t task_id, int64_t device_id)
+{
+    checkin_args a = {task_id, device_id};
+    return sl__write(s, checkin_exec, &a, SL__WRITE_TIMEOUT_MS);
+}
+
+int sl__sq_list_checkins(sl_store *s, int64_t task_id, int64_t since_ms,
+                         int (*fn)(void *ctx, int64_t device_id, int64_t at_ms), void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c,
+                  "SELECT device_id, at FROM checkins WHERE task_id = ?1 AND at >= ?2 "
+                  "ORDER BY device_id",
+                  &st);
+    if (rc == SL_OK) {
+        int step;
+        sqlite3_bind_int64(st, 1, task_id);
+        sqlite3_bind_int64(st, 2, since_ms);
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            rc = fn(ctx, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
+            if (rc != 0)
+                break;
+        }
+        if (rc == 0 && step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
     return rc;
 }

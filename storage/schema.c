@@ -130,6 +130,13 @@ static const char *const migrations[] = {
      "  owner TEXT NOT NULL,"
      "  epoch INTEGER NOT NULL,"
      "  expires_at INTEGER NOT NULL);"),
+    /* 7 -> 8: check-ins that replicas other than the leader took, for its selection */
+    ("CREATE TABLE checkins ("
+     "  task_id INTEGER NOT NULL REFERENCES tasks(id),"
+     "  device_id INTEGER NOT NULL REFERENCES devices(id),"
+     "  at INTEGER NOT NULL,"
+     "  PRIMARY KEY (task_id, device_id));"
+     "CREATE INDEX checkins_at ON checkins(task_id, at);"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

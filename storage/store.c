@@ -604,3 +604,18 @@ int sl_store_migrate(const char *from_path, const char *to_uri, uint64_t *rows, 
     return SL_EUNSUPPORTED;
 #endif
 }
+
+int sl_store_put_checkin(sl_store *s, int64_t task_id, int64_t device_id)
+{
+    if (s == NULL || task_id < 1 || device_id < 1)
+        return SL_EINVAL;
+    return OPS(s)->put_checkin(s, task_id, device_id);
+}
+
+int sl_store_list_checkins(sl_store *s, int64_t task_id, int64_t since_ms,
+                           int (*fn)(void *ctx, int64_t device_id, int64_t at_ms), void *ctx)
+{
+    if (s == NULL || fn == NULL)
+        return SL_EINVAL;
+    return OPS(s)->list_checkins(s, task_id, since_ms, fn, ctx);
+}

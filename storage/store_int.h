@@ -182,6 +182,9 @@ int sl__sq_backup(sl_store *s, const char *dest_path);
 int sl__sq_lead(sl_store *s, const char *owner, int64_t lease_ms, uint64_t *epoch);
 int sl__sq_leader(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64_t *remaining_ms);
 int sl__sq_resign(sl_store *s, const char *owner);
+int sl__sq_put_checkin(sl_store *s, int64_t task_id, int64_t device_id);
+int sl__sq_list_checkins(sl_store *s, int64_t task_id, int64_t since_ms,
+                         int (*fn)(void *ctx, int64_t device_id, int64_t at_ms), void *ctx);
 /* lead.c: SL_OK, or SL_EFENCED when a newer leader took over; every round write calls it. */
 int sl__sq_fenced(sl_store *s, sl__conn *c);
 

@@ -466,4 +466,6 @@ static const sl__store_ops pg_ops = {
     .lead = sl__pg_lead,
     .leader = sl__pg_leader,
     .resign = sl__pg_resign,
+    .put_checkin = sl__pg_put_checkin,
+    .list_checkins = sl__pg_list_checkins,
 };

@@ -182,6 +182,9 @@ int sl__pg_backup(sl_store *s, const char *dest_path);
 int sl__pg_lead(sl_store *s, const char *owner, int64_t lease_ms, uint64_t *epoch);
 int sl__pg_leader(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64_t *remaining_ms);
 int sl__pg_resign(sl_store *s, const char *owner);
+int sl__pg_put_checkin(sl_store *s, int64_t task_id, int64_t device_id);
+int sl__pg_list_checkins(sl_store *s, int64_t task_id, int64_t since_ms,
+                         int (*fn)(void *ctx, int64_t device_id, int64_t at_ms), void *ctx);
 /* pg_migrate.c: sl_store_migrate() into the open PostgreSQL store @to. */
 int sl__pg_migrate_from(const char *from_path, sl_store *to, uint64_t *rows, char *err,
                         size_t errcap);

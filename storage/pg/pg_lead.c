@@ -3,7 +3,8 @@
  * (sl_store_lead()): the leader row, locked FOR UPDATE while a replica
  * renews or takes over, so two replicas never both win; lease times on the
  * server's clock, so replicas whose clocks differ still agree on expiry.
- * The fence itself is checked by pg_rounds.c (sl__pg_fenced()).
+ * The fence itself is checked by pg_rounds.c (sl__pg_fenced()). And the
+ * check-ins that replicas which do not lead relay to the leader.
  */
 #include <string.h>
 
@@ -145,4 +146,63 @@ int sl__pg_resign(sl_store *s, const char *owner)
     if (a.fence == 0)
         return SL_OK;
     return sl__pg_tx(p, 0, SL__PG_TIMEOUT_MS, resign_exec, &a);
+}
+
+typedef struct checkin_args {
+    int64_t task, device;
+} checkin_args;
+
+static int checkin_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    checkin_args *a = arg;
+    sl__pgq q = {0};
+    sl__pgq_int(&q, a->task);
+    sl__pgq_int(&q, a->device);
+    sl__pgq_int(&q, sl__pg_now_ms(p));
+    return sl__pg_exec(c,
+                       "INSERT INTO checkins (task_id, device_id, at) VALUES ($1, $2, $3) "
+                       "ON CONFLICT (task_id, device_id) DO UPDATE SET at = excluded.at",
+                       &q, NULL);
+}
+
+int sl__pg_put_checkin(sl_store *s, int64_t task_id, int64_t device_id)
+{
+    checkin_args a = {task_id, device_id};
+    return sl__pg_tx((sl__pg *)(void *)s, 0, SL__PG_TIMEOUT_MS, checkin_exec, &a);
+}
+
+typedef struct checkins_args {
+    int64_t task, since;
+    int (*fn)(void *ctx, int64_t device_id, int64_t at_ms);
+    void *ctx;
+    int stop;
+} checkins_args;
+
+static int checkins_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    checkins_args *a = arg;
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    int rc;
+    (void)p;
+    sl__pgq_int(&q, a->task);
+    sl__pgq_int(&q, a->since);
+    rc = sl__pg_exec(c,
+                     "SELECT device_id, at FROM checkins WHERE task_id = $1 AND at >= $2 "
+                     "ORDER BY device_id",
+                     &q, &r);
+    if (rc != SL_OK)
+        return rc;
+    for (int i = 0; i < PQntuples(r) && a->stop == 0; i++)
+        a->stop = a->fn(a->ctx, sl__pg_int(r, i, 0), sl__pg_int(r, i, 1));
+    PQclear(r);
+    return SL_OK;
+}
+
+int sl__pg_list_checkins(sl_store *s, int64_t task_id, int64_t since_ms,
+                         int (*fn)(void *ctx, int64_t device_id, int64_t at_ms), void *ctx)
+{
+    checkins_args a = {task_id, since_ms, fn, ctx, 0};
+    int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, checkins_exec, &a);
+    return rc == SL_OK ? a.stop : rc;
 }

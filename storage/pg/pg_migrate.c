@@ -16,8 +16,9 @@
 
 /* Parents before children (foreign keys); "leader" is not copied: replicas elect anew. */
 static const char *const tables[] = {
-    "tasks",   "devices", "model_versions",  "rounds",      "round_participants", "updates",
-    "uploads", "audit",   "device_refusals", "round_evals", "session_secrets",    "sessions"};
+    "tasks",           "devices",  "model_versions", "rounds",          "round_participants",
+    "updates",         "uploads",  "audit",          "device_refusals", "round_evals",
+    "session_secrets", "sessions", "checkins"};
 /* Tables whose id is an identity column in PostgreSQL (a rowid in SQLite). */
 static const char *const identities[] = {"tasks", "devices", "rounds", "updates", "audit"};
 

@@ -135,6 +135,13 @@ static const char *const migrations[] = {
      "  owner TEXT NOT NULL,"
      "  epoch BIGINT NOT NULL,"
      "  expires_at BIGINT NOT NULL);"),
+    /* 7 -> 8: check-ins that replicas other than the leader took, for its selection */
+    ("CREATE TABLE checkins ("
+     "  task_id BIGINT NOT NULL REFERENCES tasks(id),"
+     "  device_id BIGINT NOT NULL REFERENCES devices(id),"
+     "  at BIGINT NOT NULL,"
+     "  PRIMARY KEY (task_id, device_id));"
+     "CREATE INDEX checkins_at ON checkins(task_id, at);"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 7
+#define SL_STORE_SCHEMA_VERSION 8
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
@@ -629,6 +629,23 @@ int sl_store_leader(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64
  * store stays fenced at its epoch. SL_OK also when it did not lead.
  */
 int sl_store_resign(sl_store *s, const char *owner);
+
+/**
+ * sl_store_put_checkin - record that device @device_id checked in for task
+ * @task_id now (the store's clock), replacing its earlier check-in: a
+ * replica that does not lead takes check-ins this way, and the leader draws
+ * its selection from them too. SL_ENOENT for an unknown task or device.
+ * Durable on SL_OK.
+ */
+int sl_store_put_checkin(sl_store *s, int64_t task_id, int64_t device_id);
+
+/**
+ * sl_store_list_checkins - call @fn with each device that checked in for
+ * @task_id at or after @since_ms, with the time, in device-id order; stops
+ * at the first non-zero return of @fn and returns it. Reads only.
+ */
+int sl_store_list_checkins(sl_store *s, int64_t task_id, int64_t since_ms,
+                           int (*fn)(void *ctx, int64_t device_id, int64_t at_ms), void *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Audit and maintenance                                                    */

@@ -1069,6 +1069,49 @@ static void test_leadership(void **state)
     sl_store_close(b);
 }
 
+typedef struct seen_checkins {
+    int64_t ids[8], at[8];
+    int n;
+} seen_checkins;
+
+static int collect_checkin(void *ctx, int64_t device_id, int64_t at_ms)
+{
+    seen_checkins *c = ctx;
+    c->ids[c->n] = device_id;
+    c->at[c->n++] = at_ms;
+    return 0;
+}
+
+/* Check-ins relayed through the store: one row per device and task, the newest time. */
+static void test_checkins(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[3], t0 = sl_clock_wall_ns(&f->clock.clock) / 1000000;
+    seen_checkins c = {0};
+    sl_round_record r;
+    sl_test_store_fixture(f->s, &round_id, devices, 3);
+    assert_int_equal(sl_store_get_round(f->s, round_id, &r), SL_OK);
+    assert_int_equal(sl_store_put_checkin(f->s, r.task_id, devices[2]), SL_OK);
+    sl_clock_manual_advance(&f->clock, 5000000000LL);
+    assert_int_equal(sl_store_put_checkin(f->s, r.task_id, devices[0]), SL_OK);
+    assert_int_equal(sl_store_put_checkin(f->s, r.task_id, devices[2]), SL_OK); /* again: newer */
+    assert_int_equal(sl_store_list_checkins(f->s, r.task_id, t0, collect_checkin, &c), SL_OK);
+    assert_int_equal(c.n, 2);
+    assert_true(c.ids[0] == devices[0] && c.ids[1] == devices[2]);
+    assert_true(c.at[0] == t0 + 5000 && c.at[1] == t0 + 5000);
+    c.n = 0;
+    assert_int_equal(sl_store_list_checkins(f->s, r.task_id, t0 + 5001, collect_checkin, &c),
+                     SL_OK);
+    assert_int_equal(c.n, 0);
+    assert_int_equal(sl_store_put_checkin(f->s, r.task_id, 999), SL_ENOENT);
+    assert_int_equal(sl_store_put_checkin(f->s, 999, devices[0]), SL_ENOENT);
+    assert_int_equal(sl_store_put_checkin(f->s, r.task_id, 0), SL_EINVAL);
+    reopen(f);
+    c.n = 0;
+    assert_int_equal(sl_store_list_checkins(f->s, r.task_id, 0, collect_checkin, &c), SL_OK);
+    assert_int_equal(c.n, 2);
+}
+
 int main(int argc, char **argv)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1082,7 +1125,7 @@ int main(int argc, char **argv)
         T(test_migration_from_v1),  T(test_refusals),
         T(test_corrupt_file),       T(test_audit),
         T(test_locked_database),    T(test_evals),
-        T(test_leadership),
+        T(test_leadership),         T(test_checkins),
     };
     /* the store's contract, whichever backend keeps it */
     const struct CMUnitTest contract[] = {
@@ -1099,6 +1142,7 @@ int main(int argc, char **argv)
         T(test_audit),
         T(test_evals),
         T(test_leadership),
+        T(test_checkins),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG
