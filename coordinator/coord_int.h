@@ -5,6 +5,7 @@
 #define STARLING_COORD_INT_H
 
 #include "starling/round.h"
+#include "starling/store.h"
 
 /* ------------------------------------------------------------------------ */
 /* Aggregation of one round's updates (aggregate.c)                         */
@@ -143,9 +144,35 @@ struct sl_engine {
     sl__device *devices; /* open-addressing hash table on id */
     size_t ndevices, devcap;
     uint64_t rng;
+    /* replicas (replica.c): all under lock; without opt.replica the engine always leads */
+    char replica[SL_STORE_MAX_OWNER]; /* this replica's name; "" when it is the only one */
+    int leader;                       /* it holds the lease: it runs round transitions */
+    uint64_t epoch;                   /* its fencing epoch while it leads */
+    int64_t renew_at_ms, renewed_ms;  /* monotonic: next lease call; last successful renewal */
+    int64_t synced_ms;                /* monotonic: last sync from the store (followers, leader) */
+    uint64_t promotions, demotions;   /* role changes (metrics, tests) */
 };
 
 int64_t sl__engine_now(const sl_engine *e);
+
+/* engine.c: a task as the store holds it (model, optimiser state, open round, refusals),
+ * not yet in the engine; looking a task up and adding one (lock held). */
+int sl__engine_load_task(sl_engine *e, int64_t task_id, sl__task **out, char *err, size_t errcap);
+sl__task *sl__engine_find_task(sl_engine *e, int64_t task_id);
+int sl__engine_add_task(sl_engine *e, sl__task *t);
+
+/*
+ * replica.c: coordinator replicas sharing one store. Each tick (gate held exclusively, lock
+ * held) sl__replica_tick() takes or renews the lease; a replica that leads refreshes the
+ * counts other replicas changed (updates stored, check-ins relayed) and runs the round
+ * transitions (*@lead 1); one that does not lead re-reads what the leader changed (rounds,
+ * models, tasks) and runs none (*@lead 0). Without replicas: *@lead 1, nothing else.
+ */
+int sl__replica_tick(sl_engine *e, int *lead);
+/* 1 when this engine runs round transitions (it leads, or is the only one); lock held. */
+int sl__engine_leads(const sl_engine *e);
+/* A round transition failed with SL_EFENCED: a newer leader took over; become a follower. */
+void sl__replica_fenced(sl_engine *e);
 
 /*
  * sl__spec_check_layout - the one thing the coordinator checks of a model spec

@@ -29,9 +29,10 @@ void sl_engine_options_default(sl_engine_options *o)
     memset(o, 0, sizeof *o);
     o->retry_after_min_ms = 1000;
     o->retry_after_max_ms = 300000;
+    o->lease_ms = 5000;
 }
 
-static sl__task *find_task(sl_engine *e, int64_t task_id)
+sl__task *sl__engine_find_task(sl_engine *e, int64_t task_id)
 {
     for (size_t i = 0; i < e->ntasks; i++)
         if (e->tasks[i]->id == task_id)
@@ -41,7 +42,7 @@ static sl__task *find_task(sl_engine *e, int64_t task_id)
 
 /* ---- loading tasks (creation and recovery) -------------------------------- */
 
-static int add_task(sl_engine *e, sl__task *t)
+int sl__engine_add_task(sl_engine *e, sl__task *t)
 {
     sl__task **grown = realloc(e->tasks, (e->ntasks + 1) * sizeof *grown);
     if (grown == NULL)
@@ -111,7 +112,7 @@ static int add_refuser(void *ctx, int64_t task_id, int64_t device_id, const char
     return rc == SL_EEXIST ? SL_OK : rc;
 }
 
-static int load_task(sl_engine *e, int64_t task_id, char *err, size_t errcap)
+int sl__engine_load_task(sl_engine *e, int64_t task_id, sl__task **out, char *err, size_t errcap)
 {
     sl_task_record rec;
     sl_model_record m;
@@ -179,8 +180,15 @@ static int load_task(sl_engine *e, int64_t task_id, char *err, size_t errcap)
         sl__task_free(t);
         return rc;
     }
-    rc = add_task(e, t);
-    if (rc != SL_OK)
+    *out = t;
+    return SL_OK;
+}
+
+static int load_task(sl_engine *e, int64_t task_id, char *err, size_t errcap)
+{
+    sl__task *t = NULL;
+    int rc = sl__engine_load_task(e, task_id, &t, err, errcap);
+    if (rc == SL_OK && (rc = sl__engine_add_task(e, t)) != SL_OK)
         sl__task_free(t);
     return rc;
 }
@@ -229,6 +237,17 @@ int sl_engine_open(sl_store *store, const sl_engine_options *o, sl_engine **out,
         e->opt = *o;
     else
         sl_engine_options_default(&e->opt);
+    if (e->opt.replica != NULL) {
+        size_t n = strlen(e->opt.replica);
+        if (n == 0 || n >= sizeof e->replica || e->opt.lease_ms < 100) {
+            snprintf(err, errcap, "replica: a name of 1 to %zu bytes and a lease of 100 ms or more",
+                     sizeof e->replica - 1);
+            free(e);
+            return SL_EINVAL;
+        }
+        memcpy(e->replica, e->opt.replica, n + 1);
+        e->opt.replica = e->replica;
+    }
     pthread_mutex_init(&e->lock, NULL);
     pthread_rwlock_init(&e->gate, NULL);
     ctx.e = e;
@@ -355,10 +374,10 @@ int sl_engine_create_task_docs(sl_engine *e, const char *config_json, const char
     }
     pthread_rwlock_wrlock(&e->gate);
     pthread_mutex_lock(&e->lock);
-    if (find_task(e, id) == NULL)
+    if (sl__engine_find_task(e, id) == NULL)
         rc = load_task(e, id, err, errcap);
-    if (rc == SL_OK)
-        rc = sl__task_advance(e, find_task(e, id), NULL);
+    if (rc == SL_OK && sl__engine_leads(e)) /* else the leader opens its first round */
+        rc = sl__task_advance(e, sl__engine_find_task(e, id), NULL);
     pthread_mutex_unlock(&e->lock);
     pthread_rwlock_unlock(&e->gate);
     if (rc == SL_OK)
@@ -441,6 +460,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
     sl__task *t;
     sl__device *d;
     int64_t now;
+    int relay = 0, prc; /* relay: record the check-in in the store for the leader's selection */
 
     if (e == NULL || info == NULL || out == NULL || device_id <= 0)
         return SL_EINVAL;
@@ -448,7 +468,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         e->rng = 0x2545F4914F6CDD1DULL;
     memset(&r, 0, sizeof r);
     pthread_mutex_lock(&e->lock);
-    t = find_task(e, task_id);
+    t = sl__engine_find_task(e, task_id);
     if (t == NULL) {
         pthread_mutex_unlock(&e->lock);
         return SL_ENOENT;
@@ -485,6 +505,10 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         } else {
             r.retry_after_ms = retry_at(e, now, now, t->cfg.selection_window_ms);
         }
+    } else if (t->round.state == SL_ROUND_SELECTING && !sl__engine_leads(e)) {
+        /* another replica leads: it draws from the check-ins relayed through the store */
+        relay = eligible(t, d, info, now);
+        r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms, 1000);
     } else if (t->round.state == SL_ROUND_SELECTING) {
         /* join the pool; the draw happens when the window closes */
         if (sl__idset_has(&t->pool, device_id) ||
@@ -513,8 +537,12 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         /* a device that already reported waits for the next round: about when this one closes */
         r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms);
     } else {
-        if (t->round.state == SL_ROUND_TRAINING && eligible(t, d, info, now))
-            (void)sl__idset_add(&t->waiting, device_id); /* ENOMEM: it just joins later */
+        if (t->round.state == SL_ROUND_TRAINING && eligible(t, d, info, now)) {
+            if (sl__engine_leads(e))
+                (void)sl__idset_add(&t->waiting, device_id); /* ENOMEM: it just joins later */
+            else
+                relay = 1; /* for the leader's next selection */
+        }
         /* spread the next check-ins over the next round's selection window: it opens at the
          * report deadline at the latest, and about when rounds have been closing if they
          * close early (the target reached), so waiting devices are back for its selection */
@@ -527,6 +555,11 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         r.report_deadline_ms = t->round.report_deadline_ms;
     }
     pthread_mutex_unlock(&e->lock);
+    /* durable before the answer, as the leader's pool is not: a lost relay only means the
+     * device is drawn at a later selection */
+    if (relay && (prc = sl_store_put_checkin(e->store, task_id, device_id)) != SL_OK)
+        sl_log(SL_LOG_WARN, "replica", "relaying the check-in of device %lld: %s",
+               (long long)device_id, sl_strerror(prc));
     *out = r;
     return SL_OK;
 }
@@ -593,8 +626,8 @@ static int answer_closed(sl_engine *e, int64_t round_id, int64_t device_id, cons
         return rc;
     r.late++;
     rc = sl_store_set_participant(e->store, round_id, device_id, SL_PART_LATE, "round closed");
-    if (rc == SL_OK || rc == SL_ENOENT)
-        rc = sl_store_update_round(e->store, &r);
+    if ((rc == SL_OK || rc == SL_ENOENT) && e->replica[0] == '\0')
+        rc = sl_store_update_round(e->store, &r); /* with replicas the leader's record wins */
     (void)rc; /* the answer is "late" either way; the counter is best effort */
     return reject(NULL, out, SL_REJECT_LATE);
 }
@@ -623,7 +656,7 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
         pthread_mutex_unlock(&e->lock);
         if (sl_store_get_round(e->store, round_id, &r) == SL_OK) {
             pthread_mutex_lock(&e->lock);
-            t = find_task(e, r.task_id);
+            t = sl__engine_find_task(e, r.task_id);
             if (t != NULL && (!t->cfg.fedbuff || !t->round_open))
                 t = NULL;
             if (t == NULL)
@@ -754,13 +787,18 @@ out_gate:
 int sl_engine_tick(sl_engine *e, int64_t *next_deadline_ms)
 {
     int64_t next = INT64_MAX;
-    int rc = SL_OK;
+    int rc = SL_OK, lead = 1;
     if (e == NULL)
         return SL_EINVAL;
     pthread_rwlock_wrlock(&e->gate);
     pthread_mutex_lock(&e->lock);
-    for (size_t i = 0; i < e->ntasks; i++) {
+    rc = sl__replica_tick(e, &lead);
+    for (size_t i = 0; lead && i < e->ntasks; i++) {
         int trc = sl__task_advance(e, e->tasks[i], &next);
+        if (trc == SL_EFENCED) { /* a newer leader: this replica only follows from now on */
+            sl__replica_fenced(e);
+            break;
+        }
         if (trc != SL_OK && rc == SL_OK)
             rc = trc; /* one task's storage failure does not stop the others */
     }
@@ -850,7 +888,7 @@ int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
     st.mean_loss = st.eval.loss;
     st.mean_accuracy = st.eval.accuracy;
     pthread_mutex_lock(&e->lock);
-    t = find_task(e, st.round.task_id);
+    t = sl__engine_find_task(e, st.round.task_id);
     if (t != NULL && st.round.bytes_up > 0)
         st.compression_vs_dense =
             (double)st.round.reported * (double)t->n * 4.0 / (double)st.round.bytes_up;
@@ -881,7 +919,7 @@ int sl_engine_report_eval(sl_engine *e, int64_t task_id, int64_t version, int64_
         (isnan(ev->accuracy) && isnan(ev->mae) && isnan(ev->rmse)))
         return SL_EINVAL;
     pthread_mutex_lock(&e->lock);
-    t = find_task(e, task_id);
+    t = sl__engine_find_task(e, task_id);
     if (t != NULL && t->round_open && version == t->round.base_version &&
         sl__idset_has(&t->selected, device_id))
         round_id = t->round.id;
@@ -911,7 +949,7 @@ int sl_engine_count_download(sl_engine *e, int64_t task_id, int64_t device_id, u
     if (e == NULL)
         return SL_EINVAL;
     pthread_mutex_lock(&e->lock);
-    t = find_task(e, task_id);
+    t = sl__engine_find_task(e, task_id);
     if (t != NULL && !t->round_open) {
         rc = SL_ESTATE;
     } else if (t != NULL) {
@@ -936,7 +974,9 @@ int sl_engine_abort_round(sl_engine *e, int64_t round_id)
     pthread_rwlock_wrlock(&e->gate);
     pthread_mutex_lock(&e->lock);
     t = task_of_round(e, round_id);
-    if (t != NULL) {
+    if (t != NULL && !sl__engine_leads(e)) {
+        rc = SL_EFENCED; /* the leader's to do: this replica does not run transitions */
+    } else if (t != NULL) {
         rc = sl__task_close(e, t, SL__ABORTED);
         if (rc == SL_OK)
             rc = sl__task_advance(e, t, NULL);
@@ -954,7 +994,7 @@ int sl_engine_task_status(sl_engine *e, int64_t task_id, sl_task_status *out)
     if (e == NULL || out == NULL)
         return SL_EINVAL;
     pthread_mutex_lock(&e->lock);
-    t = find_task(e, task_id);
+    t = sl__engine_find_task(e, task_id);
     if (t != NULL) {
         memset(out, 0, sizeof *out);
         out->task_id = t->id;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "starling/api_server.h"
 #include "starling/common.h"
@@ -39,6 +40,11 @@ static const sl_config_spec specs[] = {
     {"store", SL_CONFIG_STRING, NULL, 0, 0,
      "the store: a postgresql:// URI (replicas share it) or an SQLite file "
      "(unset: <data_dir>/starling.db)"},
+    {"replica", SL_CONFIG_STRING, NULL, 0, 0,
+     "this replica's name among coordinators sharing a PostgreSQL store (unset: the host "
+     "name; ignored for an SQLite store)"},
+    {"leader_lease", SL_CONFIG_DURATION, "5s", 100, 600000,
+     "the leader's lease: a dead leader's rounds move on within about this"},
     {"tls_cert", SL_CONFIG_STRING, NULL, 0, 0, "TLS certificate chain (PEM)"},
     {"tls_key", SL_CONFIG_STRING, NULL, 0, 0, "TLS private key (PEM)"},
     {"insecure_http", SL_CONFIG_BOOL, "false", 0, 0,
@@ -146,6 +152,7 @@ int main(int argc, char **argv)
     sl_engine *engine = NULL;
     sl_server *server = NULL;
     char *admin = NULL, *enrol = NULL, db[4200], shown[4200], err[512];
+    char replica[SL_STORE_MAX_OWNER] = "";
     const char *data_dir;
     sl_log_level level;
     int64_t v, grace = 0;
@@ -248,6 +255,16 @@ int main(int argc, char **argv)
     }
     sl_log(SL_LOG_INFO, "main", "store: %s (%s)", shown, sl_store_backend(store));
     sl_engine_options_default(&eo);
+    if (sl_store_is_url(db)) { /* replicas may share the store: leadership through the lease */
+        if (str(cfg, "replica") != NULL)
+            snprintf(replica, sizeof replica, "%s", str(cfg, "replica"));
+        else if (gethostname(replica, sizeof replica - 1) != 0 || replica[0] == '\0')
+            snprintf(replica, sizeof replica, "coordinator-%ld", (long)getpid());
+        eo.replica = replica;
+        sl_config_get_duration_ms(cfg, "leader_lease", &eo.lease_ms);
+        sl_log(SL_LOG_INFO, "main", "replica %s (leader lease %lld ms)", replica,
+               (long long)eo.lease_ms);
+    }
     rc = sl_engine_open(store, &eo, &engine, err, sizeof err);
     if (rc != SL_OK) {
         sl_log(SL_LOG_ERROR, "main", "engine: %s", err);

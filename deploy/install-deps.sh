@@ -27,12 +27,14 @@ SERVER="libpq-dev postgresql"
 # readings (python3-statsmodels' data sets); espeak-ng synthesises the keyword-spotting
 # example's speech; NumPy, SciPy and Pillow write the examples' files (deploy/examples).
 DATA="dataset-fashion-mnist python3-sklearn python3-statsmodels espeak-ng python3-numpy python3-scipy python3-pil"
-# Only for `starling bench gemm` / `bench train` (compared side by side with these).
-BENCH="libopenblas0 python3-torch"
+# The tests that compare our kernels and model specs with PyTorch (nn_spec_torch), and
+# `starling bench gemm` / `bench train` (compared side by side with these).
+TESTS="python3-torch"
+BENCH="libopenblas0"
 
 [ "${1:-}" = "--list-libs" ] && { echo "$LIBS"; exit 0; }
 
-want="$TOOLS $LIBS $OPERATOR $SERVER $DATA"
+want="$TOOLS $LIBS $OPERATOR $SERVER $DATA $TESTS"
 arches=()
 for arch in "$@"; do
     [ "$arch" = "--bench" ] && { want="$want $BENCH"; continue; }

@@ -501,6 +501,14 @@ void sl__problem(sl__resp *rs, const sl__req *rq, int status, const char *name, 
 
 void sl__problem_status(sl__resp *rs, const sl__req *rq, int rc, const char *what)
 {
+    if (rc == SL_EFENCED) { /* a replica that does not lead: another one (behind the same
+                             * balancer) does it */
+        sl__problem(rs, rq, 503, "unavailable", NULL,
+                    "%s: this replica does not lead its replicas; retry (another replica will)",
+                    what);
+        sl__resp_header(rs, "Retry-After", "1");
+        return;
+    }
     if (rc == SL_EBUSY || rc == SL_ETIMEDOUT || rc == SL_ENOSPC || rc == SL_ENOMEM) {
         sl__problem(rs, rq, 503, "unavailable", NULL, "%s: %s; retry later", what, sl_strerror(rc));
         sl__resp_header(rs, "Retry-After", "1");

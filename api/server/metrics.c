@@ -265,6 +265,24 @@ void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     head(&b, "starling_model_cache_bytes", "gauge", "Bytes of encoded models held in memory.");
     sl__text_printf(&b, "starling_model_cache_bytes %zu\n", s->cache_bytes);
     pthread_mutex_unlock(&s->cache_lock);
+    {
+        int leader = 0;
+        uint64_t epoch = 0, promotions = 0;
+        (void)sl_engine_role(s->engine, &leader, &epoch, &promotions);
+        head(
+            &b, "starling_replica_leader", "gauge",
+            "1 when this coordinator runs round transitions (it leads its replicas, or has none).");
+        sl__text_printf(&b, "starling_replica_leader %d\n", leader);
+        head(
+            &b, "starling_replica_epoch", "gauge",
+            "The fencing epoch this replica leads with (0: it does not lead, or has no replicas).");
+        sl__text_printf(&b, "starling_replica_epoch %llu\n",
+                        (unsigned long long)(leader ? epoch : 0));
+        head(&b, "starling_replica_promotions_total", "counter",
+             "Times this replica became the leader.");
+        sl__text_printf(&b, "starling_replica_promotions_total %llu\n",
+                        (unsigned long long)promotions);
+    }
     head(&b, "starling_http_requests_in_flight", "gauge", "Requests being handled.");
     sl__text_printf(&b, "starling_http_requests_in_flight %ld\n", (long)atomic_load(&s->inflight));
     rounds_text(s, &b);

@@ -187,6 +187,12 @@ typedef struct sl_engine_options {
     sl_decode_limits limits;    /* for incoming frames */
     int64_t retry_after_min_ms; /* pace steering bounds (defaults 1 s .. 5 min) */
     int64_t retry_after_max_ms;
+    /* Replicas sharing the store (coordinator/replica.c): this replica's name (1 to
+     * SL_STORE_MAX_OWNER - 1 bytes, unique among them); NULL when this engine is the only
+     * coordinator of its store, which then always leads. */
+    const char *replica;
+    int64_t lease_ms; /* the leader's lease: a dead leader is replaced within about this
+                         plus a tick (default 5000) */
 } sl_engine_options;
 
 /** sl_engine_options_default - the defaults. */
@@ -200,6 +206,14 @@ void sl_engine_options_default(sl_engine_options *o);
  */
 int sl_engine_open(sl_store *store, const sl_engine_options *o, sl_engine **out, char *err,
                    size_t errcap);
+
+/**
+ * sl_engine_role - whether this engine runs round transitions (*@leader 1:
+ * it leads its replicas, or it is the only coordinator of its store), its
+ * fencing epoch while it leads (0 without replicas), and how many times it
+ * became the leader. Any output may be NULL.
+ */
+int sl_engine_role(sl_engine *e, int *leader, uint64_t *epoch, uint64_t *promotions);
 
 /** sl_engine_close - NULL is a no-op. Does not close the store. */
 void sl_engine_close(sl_engine *e);

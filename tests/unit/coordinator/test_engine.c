@@ -11,6 +11,7 @@
 #include <mbedtls/sha256.h>
 
 #include "../../support/sl_faultvfs.h"
+#include "../../support/sl_engine_test.h"
 #include "../../support/sl_store_test.h"
 #include "coord_int.h"
 #include "starling/round.h"
@@ -110,33 +111,7 @@ static void sim_at(sim *s, int64_t ms)
 static void make_update(const sim *s, size_t i, int64_t round_id, int64_t version, float scale,
                         void **frame, size_t *len, uint8_t *sha)
 {
-    sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE,   0, 0,
-                         (uint64_t)version, (uint64_t)round_id};
-    size_t nt = sl_layout_tensors(s->layout);
-    sl_sparse_tensor st[2];
-    uint32_t idx[2][64];
-    float val[2][64];
-    uint64_t x = (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)round_id;
-    for (size_t t = 0; t < nt; t++) {
-        uint32_t d = (uint32_t)sl_layout_tensor(s->layout, t)->count, pos = 0;
-        size_t n = 0;
-        while (n < 20) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            pos += 1 + (uint32_t)(x % (d / 25 + 1));
-            if (pos >= d)
-                break;
-            idx[t][n] = pos;
-            val[t][n++] = scale * ((float)(x >> 40) / 16777216.0f - 0.5f);
-        }
-        st[t].n = n;
-        st[t].idx = idx[t];
-        st[t].val = val[t];
-    }
-    assert_int_equal(sl_frame_encode_update(s->layout, &h, st, NULL, NULL, frame, len), SL_OK);
-    for (int b = 0; b < 32; b++) /* a test digest: unique per (device, round) content */
-        sha[b] = ((const uint8_t *)*frame)[(size_t)b * 7 % *len] ^ (uint8_t)(i * 31 + (size_t)b);
+    sl_test_make_update(s->layout, i, round_id, version, scale, frame, len, sha);
 }
 
 static sl_checkin_info info = {100, "avx2", ""};

@@ -1,0 +1,270 @@
+/*
+ * replica.c - coordinator replicas sharing one store (issue #21).
+ *
+ * Every replica serves check-ins, downloads and uploads; exactly one, the
+ * leader, runs round transitions (open, select, close). Leadership is a
+ * lease in the store (sl_store_lead()): the leader renews it every quarter
+ * of its length; a replica that finds it expired takes over with the next
+ * epoch, and the store then refuses every round write of the older epoch
+ * (SL_EFENCED), so a leader that was paused or cut off cannot close a round
+ * after its successor started. A killed leader's rounds therefore move on
+ * within about one lease (default 5 s) plus a tick.
+ *
+ * What crosses replicas goes through the store, never from replica to
+ * replica:
+ *   - updates: any replica stores them (durable before its answer); the
+ *     leader counts them from the store before deciding on a round, and
+ *     reads them all after its move to AGGREGATING (the store refuses
+ *     updates from then on, so none is acknowledged and left out);
+ *   - check-ins: a follower records them (sl_store_put_checkin()); the
+ *     leader adds the devices to the round's pool before it selects;
+ *   - rounds, models and tasks: followers re-read a task from the store
+ *     when its newest round changed, so their answers (selected or not,
+ *     the model version, deadlines) follow the leader's within a sync
+ *     interval.
+ * Promoted, a replica reloads every task from the store as a restart would
+ * (open rounds resume with their participants and stored updates).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "coord_int.h"
+
+/* How often a replica re-reads the store (followers) or refreshes counts (the leader). */
+#define SYNC_MS 250
+
+static int64_t mono_ms(void)
+{
+    return sl_clock_monotonic_ns(NULL) / 1000000;
+}
+
+int sl__engine_leads(const sl_engine *e)
+{
+    return e->replica[0] == '\0' || e->leader;
+}
+
+/* Replace task @t (NULL: a task new to this replica) with the store's version of it. */
+static int reload_task(sl_engine *e, sl__task *t, int64_t task_id)
+{
+    char err[256] = "";
+    sl__task *fresh = NULL;
+    int rc = sl__engine_load_task(e, task_id, &fresh, err, sizeof err);
+    if (rc == SL_ENOENT && t == NULL)
+        return SL_OK; /* created, but its initial model not stored yet */
+    if (rc != SL_OK)
+        return rc;
+    if (t == NULL)
+        return sl__engine_add_task(e, fresh);
+    /* keep what only this replica knows: the pace of closed rounds */
+    fresh->train_ms_ewma = t->train_ms_ewma;
+    for (size_t i = 0; i < e->ntasks; i++)
+        if (e->tasks[i] == t)
+            e->tasks[i] = fresh;
+    sl__task_free(t);
+    return SL_OK;
+}
+
+static int newest_round(void *ctx, const sl_round_record *r)
+{
+    *(sl_round_record *)ctx = *r;
+    return 0;
+}
+
+/* A follower's view of task @t: reloaded when the store's newest round is another one, or
+ * the same in another state; else the count of stored updates. */
+static int follow_task(sl_engine *e, sl__task *t)
+{
+    sl_round_record r;
+    uint64_t stored = 0;
+    int rc;
+    memset(&r, 0, sizeof r);
+    rc = sl_store_list_rounds(e->store, t->id, 0, 1, newest_round, &r);
+    if (rc != SL_OK)
+        return rc;
+    if (r.id != t->round.id || r.state != t->round.state || r.base_version != t->round.base_version)
+        return reload_task(e, t, t->id);
+    if (t->round_open && r.state == SL_ROUND_TRAINING) {
+        rc = sl_store_count_updates(e->store, r.id, &stored);
+        if (rc == SL_OK)
+            t->round.reported = (uint32_t)stored;
+    }
+    return rc;
+}
+
+typedef struct absorb_ctx {
+    sl_engine *e;
+    sl__task *t;
+    int64_t now;
+} absorb_ctx;
+
+/* A device that checked in at another replica joins the pool, as a check-in here would. */
+static int absorb_one(void *ctx, int64_t device_id, int64_t at_ms)
+{
+    absorb_ctx *a = ctx;
+    sl__task *t = a->t;
+    sl__device *d = sl__engine_device(a->e, device_id);
+    (void)at_ms;
+    if (d == NULL)
+        return SL_ENOMEM;
+    if (a->now < d->cooldown_until_ms || sl__idset_has(&t->refused, device_id) ||
+        sl__idset_has(&t->selected, device_id))
+        return 0;
+    if (sl__idset_add(&t->pool, device_id) != SL_OK)
+        return 0;
+    t->checked_in++;
+    if (t->select_idle) {
+        /* the first device of an empty pool starts the selection window (engine.c) */
+        int64_t limit = t->round.opened_at_ms + t->cfg.report_deadline_ms;
+        int64_t at = a->now + t->cfg.selection_window_ms;
+        t->select_idle = 0;
+        if (at > limit)
+            at = limit;
+        if (at > t->round.select_deadline_ms) {
+            t->round.select_deadline_ms = at;
+            t->round.report_deadline_ms = at + t->cfg.report_deadline_ms;
+        }
+    }
+    return 0;
+}
+
+/* The leader's view of task @t: check-ins other replicas relayed join a selecting round's
+ * pool (those since the previous round's training began: devices told to come back for
+ * this selection); updates other replicas stored count toward a training round. */
+static int lead_task(sl_engine *e, sl__task *t)
+{
+    uint64_t stored = 0;
+    int rc = SL_OK;
+    if (!t->round_open)
+        return SL_OK;
+    if (t->round.state == SL_ROUND_SELECTING) {
+        absorb_ctx a = {e, t, sl__engine_now(e)};
+        int64_t since =
+            t->round.opened_at_ms - t->cfg.report_deadline_ms - t->cfg.selection_window_ms;
+        rc = sl_store_list_checkins(e->store, t->id, since, absorb_one, &a);
+    } else if (t->round.state == SL_ROUND_TRAINING) {
+        rc = sl_store_count_updates(e->store, t->round.id, &stored);
+        if (rc == SL_OK && stored > t->round.reported) {
+            t->round.reported = (uint32_t)stored;
+            if (t->round.reported >= t->cfg.quorum && t->quorum_at_ms < 0)
+                t->quorum_at_ms = sl__engine_now(e) - t->round.select_deadline_ms;
+        }
+    }
+    return rc;
+}
+
+/* Tasks created at another replica. */
+typedef struct new_ctx {
+    sl_engine *e;
+    int rc;
+} new_ctx;
+
+static int load_new(void *ctx, int64_t task_id)
+{
+    new_ctx *n = ctx;
+    if (sl__engine_find_task(n->e, task_id) == NULL) {
+        int rc = reload_task(n->e, NULL, task_id);
+        if (rc != SL_OK && n->rc == SL_OK)
+            n->rc = rc;
+    }
+    return 0;
+}
+
+/* Every task as the store holds it now (a promotion: the state of a restart). */
+static int reload_all(sl_engine *e)
+{
+    new_ctx n = {e, SL_OK};
+    int rc = SL_OK;
+    for (size_t i = 0; i < e->ntasks && rc == SL_OK; i++)
+        rc = reload_task(e, e->tasks[i], e->tasks[i]->id);
+    if (rc == SL_OK)
+        rc = sl_store_list_tasks(e->store, load_new, &n);
+    return rc == SL_OK ? n.rc : rc;
+}
+
+static void demote(sl_engine *e, const char *why)
+{
+    if (!e->leader)
+        return;
+    e->leader = 0;
+    e->demotions++;
+    sl_log(SL_LOG_WARN, "replica", "%s no longer leads (epoch %llu): %s", e->replica,
+           (unsigned long long)e->epoch, why);
+}
+
+void sl__replica_fenced(sl_engine *e)
+{
+    demote(e, "a newer leader took over");
+    e->renew_at_ms = 0;
+}
+
+/* Take or renew the lease when it is time; a promotion reloads every task. */
+static int lease(sl_engine *e, int64_t now)
+{
+    uint64_t epoch = 0;
+    int64_t lease_ms = e->opt.lease_ms;
+    int rc;
+    if (now < e->renew_at_ms)
+        return SL_OK;
+    rc = sl_store_lead(e->store, e->replica, lease_ms, &epoch);
+    if (rc == SL_OK) {
+        e->renewed_ms = now;
+        e->renew_at_ms = now + lease_ms / 4;
+        if (!e->leader) {
+            rc = reload_all(e);
+            if (rc != SL_OK) /* try again at the next tick, still following */
+                return rc;
+            e->leader = 1;
+            e->epoch = epoch;
+            e->promotions++;
+            sl_log(SL_LOG_INFO, "replica", "%s leads (epoch %llu)", e->replica,
+                   (unsigned long long)epoch);
+        }
+        return SL_OK;
+    }
+    e->renew_at_ms = now + (lease_ms / 4 < 1000 ? lease_ms / 4 : 1000);
+    if (rc == SL_EBUSY) {
+        demote(e, "another replica holds the lease");
+        return SL_OK;
+    }
+    /* the store did not answer: a leader that cannot renew assumes it lost the lease when
+     * its last renewal is as old as the lease (the fence would refuse its writes anyway) */
+    if (e->leader && now - e->renewed_ms >= lease_ms)
+        demote(e, "the lease could not be renewed");
+    return rc;
+}
+
+int sl__replica_tick(sl_engine *e, int *lead)
+{
+    new_ctx n = {e, SL_OK};
+    int64_t now = mono_ms();
+    int rc;
+    *lead = 1;
+    if (e->replica[0] == '\0')
+        return SL_OK;
+    rc = lease(e, now);
+    *lead = e->leader;
+    if (rc != SL_OK || now - e->synced_ms < SYNC_MS)
+        return rc;
+    e->synced_ms = now;
+    rc = sl_store_list_tasks(e->store, load_new, &n);
+    if (rc == SL_OK)
+        rc = n.rc;
+    for (size_t i = 0; i < e->ntasks && rc == SL_OK; i++)
+        rc = e->leader ? lead_task(e, e->tasks[i]) : follow_task(e, e->tasks[i]);
+    return rc;
+}
+
+int sl_engine_role(sl_engine *e, int *leader, uint64_t *epoch, uint64_t *promotions)
+{
+    if (e == NULL)
+        return SL_EINVAL;
+    pthread_mutex_lock(&e->lock);
+    if (leader != NULL)
+        *leader = sl__engine_leads(e);
+    if (epoch != NULL)
+        *epoch = e->epoch;
+    if (promotions != NULL)
+        *promotions = e->promotions;
+    pthread_mutex_unlock(&e->lock);
+    return SL_OK;
+}

@@ -1,0 +1,366 @@
+/*
+ * Coordinator replicas sharing one store, in process (coordinator/replica.c):
+ * three engines, each with its own store handle on one database, a
+ * simulated clock, simulated devices. `test_replicas` runs on an SQLite
+ * file; `test_replicas pg` on a throwaway PostgreSQL cluster (skipped,
+ * naming why, without one).
+ *
+ *   - one leads, the others follow; a follower relays check-ins, the leader
+ *     draws from them, followers answer the selection and store updates,
+ *     the leader counts them and closes the round at its target;
+ *   - every round's model is the same bits as one engine's run over the same
+ *     accepted updates, whichever replicas took them;
+ *   - the leader stops (its lease runs out): another takes over within the
+ *     lease and the run goes on; the old leader, back, is fenced: it closes
+ *     nothing and follows; no acknowledged update is lost or counted twice.
+ */
+#include <unistd.h>
+
+#include "../../support/sl_engine_test.h"
+#include "../../support/sl_store_test.h"
+#include "coord_int.h"
+#include "starling/round.h"
+#ifdef SL_HAVE_PG
+#include <libpq-fe.h>
+
+#include "../../support/sl_pg.h"
+#endif
+
+#define LAYOUT  "w 40 50\nb 40\n"
+#define T0      (1764465820000LL * 1000000LL)
+#define LEASE   2000
+#define DEVICES 8
+#define CONFIG                                                                           \
+    "{\"name\":\"replicas\",\"target\":4,\"quorum\":3,\"over_selection\":1,"             \
+    "\"selection_window_ms\":1000,\"report_deadline_ms\":20000,\"rounds\":6,\"seed\":7," \
+    "\"cooldown_ms\":0}"
+
+static int g_pg_mode;
+#ifdef SL_HAVE_PG
+static sl_test_pg g_pg;
+#endif
+
+/* One run: @n engines over one store. */
+typedef struct cluster {
+    char dir[512], path[700];
+    sl_clock_manual clock;
+    sl_store *store[3];
+    sl_engine *engine[3];
+    size_t n;
+    sl_layout *layout;
+    int64_t task, devices[DEVICES];
+} cluster;
+
+static sl_store *open_store(cluster *c)
+{
+    sl_store_options o;
+    char err[512];
+    sl_store *s = NULL;
+    sl_store_options_default(&o);
+    o.path = c->path;
+    o.clock = &c->clock.clock;
+    if (sl_store_open(&o, &s, err, sizeof err) != SL_OK)
+        fail_msg("store %s: %s", c->path, err);
+    return s;
+}
+
+static void open_engine(cluster *c, size_t i)
+{
+    static const char *const names[3] = {"replica-a", "replica-b", "replica-c"};
+    sl_engine_options o;
+    char err[256];
+    sl_engine_options_default(&o);
+    o.clock = &c->clock.clock;
+    o.replica = c->n > 1 ? names[i] : NULL;
+    o.lease_ms = LEASE;
+    c->store[i] = open_store(c);
+    if (sl_engine_open(c->store[i], &o, &c->engine[i], err, sizeof err) != SL_OK)
+        fail_msg("engine %zu: %s", i, err);
+}
+
+static void new_database(cluster *c, const char *name)
+{
+#ifdef SL_HAVE_PG
+    if (g_pg_mode) {
+        static int n;
+        char sql[64], ci[300];
+        PGconn *pc;
+        PGresult *r;
+        snprintf(ci, sizeof ci, "host=%s user=starling dbname=postgres", g_pg.dir);
+        pc = PQconnectdb(ci);
+        snprintf(sql, sizeof sql, "CREATE DATABASE r%d", ++n);
+        r = PQexec(pc, sql);
+        assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+        PQclear(r);
+        PQfinish(pc);
+        snprintf(c->path, sizeof c->path, "postgresql://starling@/r%d?host=%s", n, g_pg.dir);
+        return;
+    }
+#endif
+    snprintf(c->path, sizeof c->path, "%s/%s.db", c->dir, name);
+}
+
+static void cluster_init(cluster *c, const char *name, size_t n)
+{
+    char err[256];
+    void *frame;
+    size_t len, np;
+    float *w;
+    memset(c, 0, sizeof *c);
+    sl_test_mkdtemp(c->dir, sizeof c->dir, name);
+    new_database(c, name);
+    c->n = n;
+    sl_clock_manual_init(&c->clock, 0, T0);
+    assert_int_equal(sl_layout_parse(LAYOUT, strlen(LAYOUT), &c->layout), SL_OK);
+    np = (size_t)sl_layout_params(c->layout);
+    w = calloc(np, sizeof *w);
+    for (size_t i = 0; i < np; i++)
+        w[i] = (float)((int)(i % 13) - 6) * 0.01f;
+    assert_int_equal(sl_frame_encode_model(c->layout, w, 1, 3, &frame, &len), SL_OK);
+    free(w);
+    for (size_t i = 0; i < n; i++)
+        open_engine(c, i);
+    /* the task is created at a replica that does not lead (the last one) */
+    if (sl_engine_create_task(c->engine[n - 1], CONFIG, LAYOUT, frame, len, &c->task, err,
+                              sizeof err) != SL_OK)
+        fail_msg("create task: %s", err);
+    free(frame);
+    for (size_t i = 0; i < DEVICES; i++) {
+        uint8_t key[8] = {(uint8_t)(i + 1), 0x5a};
+        assert_int_equal(sl_store_enrol_device(c->store[0], key, 8, "{}", &c->devices[i]), SL_OK);
+    }
+}
+
+static void cluster_free(cluster *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        sl_engine_close(c->engine[i]);
+        sl_store_close(c->store[i]);
+    }
+    sl_layout_free(c->layout);
+    sl_test_rmtree(c->dir);
+}
+
+/* Advance the clock by @ms and tick the engines that run (@up: bit i for engine i), with
+ * a pause long enough for their sync interval to pass. */
+static void tick(cluster *c, int64_t ms, unsigned up)
+{
+    sl_clock_manual_advance(&c->clock, ms * 1000000);
+    /* PostgreSQL's leases run on the server's clock, not the simulated one */
+    usleep(g_pg_mode && ms >= LEASE ? (useconds_t)ms * 1000 : 260000);
+    for (size_t i = 0; i < c->n; i++)
+        if (up & (1u << i))
+            assert_int_equal(sl_engine_tick(c->engine[i], NULL), SL_OK);
+}
+
+static int leads(cluster *c, size_t i)
+{
+    int leader = 0;
+    assert_int_equal(sl_engine_role(c->engine[i], &leader, NULL, NULL), SL_OK);
+    return leader;
+}
+
+static sl_task_status status_at(cluster *c, size_t i)
+{
+    sl_task_status st;
+    assert_int_equal(sl_engine_task_status(c->engine[i], c->task, &st), SL_OK);
+    return st;
+}
+
+static const sl_checkin_info info = {100, "avx2", ""};
+
+static size_t leader_of(cluster *c, unsigned up)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if ((up & (1u << i)) && leads(c, i))
+            return i;
+    fail_msg("no replica leads");
+    return 0;
+}
+
+/* Every device checks in for the selecting round (device k at replica @route[k % nroute]);
+ * none is selected before the draw. */
+static void check_in_all(cluster *c, const size_t *route, size_t nroute)
+{
+    for (size_t k = 0; k < DEVICES; k++) {
+        sl_checkin_result r;
+        size_t at = route[k % nroute];
+        assert_int_equal(sl_engine_checkin(c->engine[at], c->task, c->devices[k], &info, &r),
+                         SL_OK);
+        if (r.selected)
+            fail_msg("device %zu at replica %zu: selected for round %lld before the draw", k, at,
+                     (long long)r.round_id);
+    }
+}
+
+/* The selected devices (asking the replicas of @route) upload; the leader closes the round.
+ * Returns the new model version (0 when the round did not close). */
+static int64_t upload_all(cluster *c, unsigned up, const size_t *route, size_t nroute,
+                          int64_t *round_id, uint64_t *acked)
+{
+    size_t lead = leader_of(c, up);
+    sl_round_record rec;
+    *round_id = status_at(c, lead).round.id;
+    assert_int_equal(status_at(c, lead).round.state, SL_ROUND_TRAINING);
+    for (size_t k = 0; k < DEVICES; k++) {
+        sl_checkin_result r;
+        sl_accept_result res;
+        uint8_t sha[32];
+        void *frame;
+        size_t len, at = route[k % nroute];
+        assert_int_equal(sl_engine_checkin(c->engine[at], c->task, c->devices[k], &info, &r),
+                         SL_OK);
+        if (!r.selected)
+            continue;
+        assert_int_equal(r.round_id, *round_id);
+        sl_test_make_update(c->layout, k, r.round_id, r.model_version, 1.0f, &frame, &len, sha);
+        assert_int_equal(sl_engine_accept(c->engine[at], r.round_id, c->devices[k], frame, len,
+                                          (uint32_t)(50 + k), sha, &res),
+                         SL_OK);
+        free(frame);
+        assert_true(res.accepted);
+        (*acked)++;
+    }
+    tick(c, 100, up); /* the leader counts the stored updates and closes at the target */
+    tick(c, 0, up);
+    assert_int_equal(sl_store_get_round(c->store[lead], *round_id, &rec), SL_OK);
+    return rec.state == SL_ROUND_CLOSED ? rec.base_version + 1 : 0;
+}
+
+/* One round through the replicas in @up: check-ins, the leader's draw (it absorbs the
+ * check-ins other replicas relayed), uploads, the close. */
+static int64_t run_round(cluster *c, unsigned up, const size_t *route, size_t nroute,
+                         int64_t *round_id, uint64_t *acked)
+{
+    assert_true(status_at(c, leader_of(c, up)).round_open);
+    check_in_all(c, route, nroute);
+    tick(c, 1100, up); /* the leader selects */
+    tick(c, 0, up);    /* the followers see the selection */
+    return upload_all(c, up, route, nroute, round_id, acked);
+}
+
+static void model_digest(cluster *c, int64_t version, uint8_t *sha)
+{
+    sl_model_record m;
+    assert_int_equal(sl_store_get_model(c->store[0], c->task, version, &m), SL_OK);
+    memcpy(sha, m.sha256, 32);
+    sl_store_model_free(&m);
+}
+
+static int count_reporter(void *ctx, int64_t device_id)
+{
+    (void)device_id;
+    (*(uint64_t *)ctx)++;
+    return 0;
+}
+
+static void test_replicas_and_failover(void **state)
+{
+    static const size_t spread[3] = {0, 1, 2}, one[1] = {0};
+    cluster r, single;
+    uint8_t a[32], b[32];
+    int64_t round_id, v, ref;
+    uint64_t acked = 0, stored = 0, ref_acked = 0;
+    (void)state;
+    cluster_init(&r, "replicas", 3);
+    cluster_init(&single, "single", 1);
+    tick(&r, 0, 7);
+    tick(&single, 0, 1);
+    /* exactly one leads: the first to take the lease */
+    assert_int_equal(leads(&r, 0) + leads(&r, 1) + leads(&r, 2), 1);
+    assert_true(leads(&r, 0));
+
+    /* two rounds with devices spread over the three replicas; the same devices and updates
+     * through one engine alone */
+    for (int k = 0; k < 2; k++) {
+        v = run_round(&r, 7, spread, 3, &round_id, &acked);
+        ref = run_round(&single, 1, one, 1, &round_id, &ref_acked);
+        assert_true(v > 0);
+        assert_int_equal(v, ref);
+        model_digest(&r, v, a);
+        model_digest(&single, ref, b);
+        assert_memory_equal(a, b, 32); /* the same bits, whichever replica took which update */
+    }
+    /* the followers serve the leader's model version */
+    assert_int_equal(status_at(&r, 1).model_version, v);
+    assert_int_equal(status_at(&r, 2).model_version, v);
+
+    /* the leader stops (killed, paused) as the devices check in for the next round at the
+     * other replicas: its lease runs out, another replica leads, draws from the relayed
+     * check-ins and the run goes on */
+    check_in_all(&r, spread + 1, 2);
+    tick(&r, LEASE + 100, 6);
+    tick(&r, 0, 6);
+    assert_int_equal(leads(&r, 1) + leads(&r, 2), 1);
+    v = upload_all(&r, 6, spread + 1, 2, &round_id, &acked);
+    ref = run_round(&single, 1, one, 1, &round_id, &ref_acked);
+    assert_true(v > 0);
+    model_digest(&r, v, a);
+    model_digest(&single, ref, b);
+    assert_memory_equal(a, b, 32);
+
+    /* the old leader comes back: fenced, it follows, its view catches up; nothing doubled */
+    assert_true(leads(&r, 0)); /* it has not heard yet */
+    tick(&r, 0, 7);
+    tick(&r, 0, 7);
+    assert_false(leads(&r, 0));
+    assert_int_equal(leads(&r, 0) + leads(&r, 1) + leads(&r, 2), 1);
+    assert_int_equal(status_at(&r, 0).model_version, v);
+    v = run_round(&r, 7, spread, 3, &round_id, &acked);
+    ref = run_round(&single, 1, one, 1, &round_id, &ref_acked);
+    assert_true(v > 0);
+    model_digest(&r, v, a);
+    model_digest(&single, ref, b);
+    assert_memory_equal(a, b, 32);
+
+    /* every acknowledged update is stored once: the rounds' reporters add up to the acks */
+    for (int64_t id = 1; id <= round_id; id++)
+        assert_int_equal(sl_store_list_reporters(r.store[0], id, count_reporter, &stored), SL_OK);
+    assert_int_equal(stored, acked);
+    assert_int_equal(acked, ref_acked);
+    cluster_free(&r);
+    cluster_free(&single);
+}
+
+/* A replica that does not lead refuses an operator's abort (503: retry, another replica
+ * will), and a stale leader cannot close a round: the store fences it. */
+static void test_follower_refuses_transitions(void **state)
+{
+    cluster r;
+    sl_task_status st;
+    (void)state;
+    cluster_init(&r, "fence", 2);
+    tick(&r, 0, 3);
+    tick(&r, 0, 3);
+    st = status_at(&r, 1);
+    assert_true(st.round_open);
+    assert_int_equal(sl_engine_abort_round(r.engine[1], st.round.id), SL_EFENCED);
+    assert_int_equal(sl_engine_abort_round(r.engine[0], st.round.id), SL_OK);
+    cluster_free(&r);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replicas_and_failover),
+        cmocka_unit_test(test_follower_refuses_transitions),
+    };
+    if (argc > 1 && strcmp(argv[1], "pg") == 0) {
+#ifdef SL_HAVE_PG
+        char why[300];
+        int rc;
+        if (sl_test_pg_start(&g_pg, why, sizeof why) != 0) {
+            fprintf(stderr, "PostgreSQL: %s\n", why);
+            return 77;
+        }
+        g_pg_mode = 1;
+        rc = cmocka_run_group_tests(tests, NULL, NULL);
+        sl_test_pg_stop(&g_pg);
+        return rc;
+#else
+        fprintf(stderr, "this build has no PostgreSQL store\n");
+        return 77;
+#endif
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
