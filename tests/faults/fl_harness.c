@@ -87,8 +87,27 @@ void fl_coord_start(fl_coord *c)
                     "0",
                     "--grace",
                     "2s",
+                    NULL,
+                    NULL,
+                    NULL,
+                    NULL,
+                    NULL,
+                    NULL,
                     NULL};
     double end;
+    size_t n = 14; /* the first free slot */
+    if (c->store[0] != '\0') {
+        argv[n++] = "--store";
+        argv[n++] = c->store;
+    }
+    if (c->replica[0] != '\0') {
+        argv[n++] = "--replica";
+        argv[n++] = c->replica;
+    }
+    if (c->lease[0] != '\0') {
+        argv[n++] = "--leader-lease";
+        argv[n++] = c->lease;
+    }
     assert_int_equal(c->pid, 0);
     c->pid = fork();
     assert_true(c->pid >= 0);
@@ -199,7 +218,10 @@ sl_store *fl_open_store(const char *data_dir)
     sl_store *s = NULL;
     char db[700], err[256];
     sl_store_options_default(&so);
-    snprintf(db, sizeof db, "%s/starling.db", data_dir);
+    if (sl_store_is_url(data_dir))
+        snprintf(db, sizeof db, "%s", data_dir);
+    else
+        snprintf(db, sizeof db, "%s/starling.db", data_dir);
     so.path = db;
     so.check = SL_STORE_CHECK_FULL;
     if (sl_store_open(&so, &s, err, sizeof err) != SL_OK)
@@ -386,4 +408,135 @@ void fl_check_round_count(const fl_run *r, unsigned rounds, const char *name)
                  last->state == SL_ROUND_ABANDONED ? "ABANDONED" : "CLOSED", last->error);
     }
     fail_msg("%s: the task is configured for %u rounds and ran %zu", name, rounds, r->n);
+}
+
+/* ---- fleets ------------------------------------------------------------------------------ */
+
+void fl_fleet_argv(fl_fleet *f, const fl_coord *c, int64_t task, unsigned devices, const char *data,
+                   const char *state, const char *log)
+{
+    const char *a[] = {"--coordinator",
+                       c->url,
+                       "--task",
+                       f->task,
+                       "--fleet",
+                       f->devices,
+                       "--of",
+                       f->devices,
+                       "--partition",
+                       "iid",
+                       "--data",
+                       data,
+                       "--state-dir",
+                       f->state,
+                       "--enrolment-token-file",
+                       c->enrol_file,
+                       "--seed",
+                       "3",
+                       "--retry-base",
+                       "20ms",
+                       "--max-wait",
+                       "400ms",
+                       "--max-attempts",
+                       "30",
+                       "--request-timeout",
+                       "5s",
+                       "--chunk",
+                       "2K",
+                       "--download-chunk",
+                       "8K",
+                       "--bandwidth-aware=false",
+                       "--log-level",
+                       "debug",
+                       NULL};
+    snprintf(f->task, sizeof f->task, "%lld", (long long)task);
+    snprintf(f->devices, sizeof f->devices, "%u", devices);
+    snprintf(f->state, sizeof f->state, "%s", state);
+    snprintf(f->log, sizeof f->log, "%s", log);
+    memcpy(f->argv, a, sizeof a);
+}
+
+/* Enrol the fleet's devices once: a coordinator with no task, a fleet that
+ * enrols and then finds task 999 missing; stopped once every device.id is
+ * written. */
+void fl_make_template(const char *root, const char *data, unsigned devices, fl_coord *t)
+{
+    char state[600], log[600];
+    fl_fleet f;
+    pid_t pid;
+    double end;
+    int code;
+    snprintf(state, sizeof state, "%s/tmpl-fleet", root);
+    snprintf(log, sizeof log, "%s/tmpl-fleet.log", root);
+    fl_coord_init(t, root, "tmpl");
+    fl_coord_start(t);
+    fl_fleet_argv(&f, t, 999, devices, data, state, log);
+    pid = fl_spawn_agent(f.argv, log);
+    end = fl_now() + 30.0 * sl_test_time_scale();
+    for (unsigned k = 0; k < devices && fl_now() < end;) {
+        char path[800];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/dev-%u/device.id", state, k);
+        if (stat(path, &st) == 0)
+            k++;
+        else if (waitpid(pid, &code, WNOHANG) == pid)
+            fail_msg("the enrolling fleet exited (%d); see %s", code, log);
+        else
+            fl_sleep_ms(20);
+    }
+    kill(pid, SIGTERM);
+    code = ag_wait(pid, 20000);
+    assert_int_equal(code, 0);
+    for (unsigned k = 0; k < devices; k++) {
+        char dev[700];
+        snprintf(dev, sizeof dev, "%s/dev-%u", state, k);
+        assert_true(ag_device_id(dev) > 0);
+    }
+    fl_coord_stop(t);
+}
+
+size_t fl_compare_runs(const fl_run *ref, const fl_run *other)
+{
+    size_t matched = 0, both_closed = 0, prefix = 0, compared;
+    int in_prefix = 1;
+    char a[65], b[65];
+    compared = ref->n < other->n ? ref->n : other->n;
+    for (size_t i = 0; i < compared; i++) {
+        const fl_round *r = &ref->rounds[i], *k = &other->rounds[i];
+        int same;
+        assert_int_equal(r->rec.round_no, k->rec.round_no);
+        same = memcmp(r->base_sha, k->base_sha, 32) == 0 && fl_same_accepted(r, k);
+        if (!same) {
+            in_prefix = 0;
+            fprintf(stderr, "round %lld: differs (%s base, %zu vs %zu accepted, state %d vs %d)\n",
+                    (long long)r->rec.round_no,
+                    memcmp(r->base_sha, k->base_sha, 32) == 0 ? "same" : "another", r->n, k->n,
+                    r->rec.state, k->rec.state);
+            continue;
+        }
+        matched++;
+        prefix += in_prefix;
+        /* the same base and the same accepted set: the same outcome, bit for bit */
+        if (r->rec.state != k->rec.state)
+            fail_msg("round %lld: the same accepted set, but state %d vs %d",
+                     (long long)r->rec.round_no, r->rec.state, k->rec.state);
+        if (r->rec.state == SL_ROUND_CLOSED) {
+            both_closed++;
+            if (memcmp(r->model_sha, k->model_sha, 32) != 0) {
+                sl_hex(r->model_sha, 32, a);
+                sl_hex(k->model_sha, 32, b);
+                fail_msg("round %lld: the same base and accepted set, but model %s vs %s",
+                         (long long)r->rec.round_no, a, b);
+            }
+        }
+    }
+    fprintf(stderr,
+            "accepted sets matched in %zu of %zu rounds (%zu with the same new model, the first "
+            "%zu in a row)\n",
+            matched, compared, both_closed, prefix);
+    if (prefix == compared && ref->n == other->n) {
+        assert_memory_equal(ref->final_sha, other->final_sha, 32);
+        fprintf(stderr, "every round matched: the final models are bit-identical\n");
+    }
+    return matched;
 }

@@ -28,6 +28,9 @@ typedef struct fl_coord {
     pid_t pid;       /* 0 when not running */
     unsigned starts;
     sl_client *admin; /* operator client: one attempt per request, short timeouts */
+    /* replicas (set before fl_coord_start(); "" for the defaults): --store, --replica,
+     * --leader-lease */
+    char store[400], replica[32], lease[16];
 } fl_coord;
 
 /* Make @root/@name (data directory, token files) and pick a free port. */
@@ -58,7 +61,8 @@ pid_t fl_spawn_agent(const char *const *args, const char *log);
 /* Copy a directory tree (cp -a). */
 void fl_copy_tree(const char *from, const char *to);
 
-/* Open the store of a stopped coordinator's data directory. */
+/* Open the store of a stopped coordinator's data directory, or the store a postgresql://
+ * URI names. */
 sl_store *fl_open_store(const char *data_dir);
 
 /* ---- a run, read back from the store ------------------------------------------------------ */
@@ -110,6 +114,28 @@ void fl_check_round_count(const fl_run *r, unsigned rounds, const char *name);
 /* Every finished round: CLOSED => reported >= quorum; ABANDONED =>
  * reported < quorum. Returns the number of rounds checked. */
 size_t fl_check_quorum(const fl_run *r);
+
+/* ---- fleets ------------------------------------------------------------------------------ */
+
+/* The argv of a fleet (starling-agent --fleet) of @devices devices for @task at @c's URL. */
+typedef struct fl_fleet {
+    char task[32], devices[16], state[700], log[700];
+    const char *argv[48];
+} fl_fleet;
+void fl_fleet_argv(fl_fleet *f, const fl_coord *c, int64_t task, unsigned devices, const char *data,
+                   const char *state, const char *log);
+
+/* Enrol a fleet's @devices devices once: coordinator @t at @root/tmpl (SQLite) with no task,
+ * a fleet (@root/tmpl-fleet) that enrols and then finds task 999 missing; both stopped once
+ * every device.id is written. Runs copy @t's data directory and the fleet's state, so their
+ * device ids, keys, data and seeds are the same. */
+void fl_make_template(const char *root, const char *data, unsigned devices, fl_coord *t);
+
+/* Invariant 3 across two runs of one fleet: every round whose base model and accepted set
+ * (device, update digest) are the same in both ended in the same state and, closed, made the
+ * same model bits (asserted; differing rounds are printed). Returns how many matched; when
+ * all did, the final models are asserted equal. */
+size_t fl_compare_runs(const fl_run *ref, const fl_run *other);
 
 /* Monotonic seconds; sleep in milliseconds. */
 double fl_now(void);

@@ -57,94 +57,6 @@ static const char *task_config(char *buf, size_t cap)
     return buf;
 }
 
-typedef struct fleet_args {
-    char task[32], devices[16], state[700], log[700];
-    const char *argv[48];
-} fleet_args;
-
-static void fleet_argv(fleet_args *f, const fl_coord *c, int64_t task, const char *data,
-                       const char *state, const char *log)
-{
-    const char *a[] = {"--coordinator",
-                       c->url,
-                       "--task",
-                       f->task,
-                       "--fleet",
-                       f->devices,
-                       "--of",
-                       f->devices,
-                       "--partition",
-                       "iid",
-                       "--data",
-                       data,
-                       "--state-dir",
-                       f->state,
-                       "--enrolment-token-file",
-                       c->enrol_file,
-                       "--seed",
-                       "3",
-                       "--retry-base",
-                       "20ms",
-                       "--max-wait",
-                       "400ms",
-                       "--max-attempts",
-                       "30",
-                       "--request-timeout",
-                       "5s",
-                       "--chunk",
-                       "2K",
-                       "--download-chunk",
-                       "8K",
-                       "--bandwidth-aware=false",
-                       "--log-level",
-                       "debug",
-                       NULL};
-    snprintf(f->task, sizeof f->task, "%lld", (long long)task);
-    snprintf(f->devices, sizeof f->devices, "%d", DEVICES);
-    snprintf(f->state, sizeof f->state, "%s", state);
-    snprintf(f->log, sizeof f->log, "%s", log);
-    memcpy(f->argv, a, sizeof a);
-}
-
-/* Enrol the fleet's devices once: a coordinator with no task, a fleet that
- * enrols and then finds task 999 missing; stopped once every device.id is
- * written. */
-static void make_template(const char *root, const char *data, fl_coord *t)
-{
-    char state[600], log[600];
-    fleet_args f;
-    pid_t pid;
-    double end;
-    int code;
-    snprintf(state, sizeof state, "%s/tmpl-fleet", root);
-    snprintf(log, sizeof log, "%s/tmpl-fleet.log", root);
-    fl_coord_init(t, root, "tmpl");
-    fl_coord_start(t);
-    fleet_argv(&f, t, 999, data, state, log);
-    pid = fl_spawn_agent(f.argv, log);
-    end = fl_now() + 30.0 * sl_test_time_scale();
-    for (int k = 0; k < DEVICES && fl_now() < end;) {
-        char path[800];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/dev-%d/device.id", state, k);
-        if (stat(path, &st) == 0)
-            k++;
-        else if (waitpid(pid, &code, WNOHANG) == pid)
-            fail_msg("the enrolling fleet exited (%d); see %s", code, log);
-        else
-            fl_sleep_ms(20);
-    }
-    kill(pid, SIGTERM);
-    code = ag_wait(pid, 20000);
-    assert_int_equal(code, 0);
-    for (int k = 0; k < DEVICES; k++) {
-        char dev[700];
-        snprintf(dev, sizeof dev, "%s/dev-%d", state, k);
-        assert_true(ag_device_id(dev) > 0);
-    }
-    fl_coord_stop(t);
-}
-
 typedef struct run_result {
     fl_run run;
     int64_t task;
@@ -159,7 +71,7 @@ static void one_run(const char *root, const char *name, const fl_coord *tmpl, co
     char state[600], log[600], from[700];
     char config[512];
     fl_coord c;
-    fleet_args f;
+    fl_fleet f;
     pid_t fleet;
     uint64_t rng = seed;
     double t0 = fl_now(), next_kill, end, last_poll = 0;
@@ -176,7 +88,7 @@ static void one_run(const char *root, const char *name, const fl_coord *tmpl, co
     fl_copy_tree(from, state);
     fl_coord_start(&c);
     out->task = fl_create_task(&c, "logreg", task_config(config, sizeof config));
-    fleet_argv(&f, &c, out->task, data, state, log);
+    fl_fleet_argv(&f, &c, out->task, DEVICES, data, state, log);
     fleet = fl_spawn_agent(f.argv, log);
 
     next_kill = fl_now() + (double)(sl_test_rand(&rng) % (uint64_t)(2 * mean_gap_ms + 1)) / 1e3;
@@ -237,15 +149,13 @@ static void test_coordinator_killed(void **state)
     char root[512], data[600];
     fl_coord tmpl;
     run_result ref, killed;
-    size_t matched = 0, both_closed = 0, prefix = 0, compared;
-    int in_prefix = 1;
-    char a[65], b[65];
+    size_t matched;
     (void)state;
 
     sl_test_mkdtemp(root, sizeof root, "fl_coord_kill");
     snprintf(data, sizeof data, "%s/fmnist", root);
     ag_make_data(data, DEVICES * 150, 50);
-    make_template(root, data, &tmpl);
+    fl_make_template(root, data, DEVICES, &tmpl);
     fprintf(stderr, "seed %#llx, %d kills (mean gap %ld ms), %u rounds\n", (unsigned long long)seed,
             kills_wanted, mean_gap_ms, rounds_wanted);
 
@@ -261,48 +171,11 @@ static void test_coordinator_killed(void **state)
                      ref.run.rounds[i].n);
     }
 
-    compared = ref.run.n < killed.run.n ? ref.run.n : killed.run.n;
-    for (size_t i = 0; i < compared; i++) {
-        const fl_round *r = &ref.run.rounds[i], *k = &killed.run.rounds[i];
-        int same;
-        assert_int_equal(r->rec.round_no, k->rec.round_no);
-        same = memcmp(r->base_sha, k->base_sha, 32) == 0 && fl_same_accepted(r, k);
-        if (!same) {
-            in_prefix = 0;
-            fprintf(stderr, "round %lld: differs (%s base, %zu vs %zu accepted, state %d vs %d)\n",
-                    (long long)r->rec.round_no,
-                    memcmp(r->base_sha, k->base_sha, 32) == 0 ? "same" : "another", r->n, k->n,
-                    r->rec.state, k->rec.state);
-            continue;
-        }
-        matched++;
-        prefix += in_prefix;
-        /* the same base and the same accepted set: the same outcome, bit for bit */
-        if (r->rec.state != k->rec.state)
-            fail_msg("round %lld: the same accepted set, but state %d vs %d",
-                     (long long)r->rec.round_no, r->rec.state, k->rec.state);
-        if (r->rec.state == SL_ROUND_CLOSED) {
-            both_closed++;
-            if (memcmp(r->model_sha, k->model_sha, 32) != 0) {
-                sl_hex(r->model_sha, 32, a);
-                sl_hex(k->model_sha, 32, b);
-                fail_msg("round %lld: the same base and accepted set, but model %s vs %s",
-                         (long long)r->rec.round_no, a, b);
-            }
-        }
-    }
-    fprintf(stderr,
-            "accepted sets matched in %zu of %zu rounds (%zu with the same new model, the first "
-            "%zu in a row)\n",
-            matched, compared, both_closed, prefix);
+    matched = fl_compare_runs(&ref.run, &killed.run);
     /* no kill comes before the first selection window ends in every run... but round 1's
      * accepted set only depends on the devices reaching it: the kills may hit it, so only a
      * match is required somewhere, and the final model when every round matched */
     assert_true(matched >= 1);
-    if (prefix == compared && ref.run.n == killed.run.n) {
-        assert_memory_equal(ref.run.final_sha, killed.run.final_sha, 32);
-        fprintf(stderr, "every round matched: the final models are bit-identical\n");
-    }
     fl_run_free(&ref.run);
     fl_run_free(&killed.run);
     fl_coord_free(&tmpl);
