@@ -28,6 +28,7 @@
 
 #include "bench.h"
 #include "bench_fl_int.h"
+#include "bench_scale_int.h"
 #include "starling/codec.h"
 #include "starling/common.h"
 #include "starling/round.h"
@@ -128,19 +129,26 @@ typedef struct upload_job {
     int rc;
 } upload_job;
 
-/* A device's sparse update: density x params values, at random positions, small values. */
 static int make_update(const sim *s, size_t i, int64_t round_id, int64_t version, uint64_t seed,
                        void **frame, size_t *len)
 {
+    return sl__bench_sparse_update(s->layout, s->o->density, s->o->values, i, round_id, version,
+                                   seed, frame, len);
+}
+
+int sl__bench_sparse_update(const sl_layout *layout, double density, sl_value_mode values, size_t i,
+                            int64_t round_id, int64_t version, uint64_t seed, void **frame,
+                            size_t *len)
+{
     sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE,   0, 0,
                          (uint64_t)version, (uint64_t)round_id};
-    size_t nt = sl_layout_tensors(s->layout);
+    size_t nt = sl_layout_tensors(layout);
     sl_sparse_tensor *st = calloc(nt, sizeof *st);
     uint64_t r = seed ^ (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)round_id;
     int rc = st != NULL ? SL_OK : SL_ENOMEM;
     for (size_t t = 0; t < nt && rc == SL_OK; t++) {
-        size_t d = (size_t)sl_layout_tensor(s->layout, t)->count;
-        size_t k = (size_t)ceil(s->o->density * (double)d), n = 0;
+        size_t d = (size_t)sl_layout_tensor(layout, t)->count;
+        size_t k = (size_t)ceil(density * (double)d), n = 0;
         uint32_t *idx = malloc((k ? k : 1) * sizeof *idx), pos = 0;
         float *val = malloc((k ? k : 1) * sizeof *val);
         if (idx == NULL || val == NULL) {
@@ -163,9 +171,9 @@ static int make_update(const sim *s, size_t i, int64_t round_id, int64_t version
     if (rc == SL_OK) {
         sl_encode_params p;
         sl_encode_params_default(&p);
-        p.values = s->o->values;
+        p.values = values;
         p.flat = 1; /* top-k over the whole model, as the product's default */
-        rc = sl_frame_encode_update(s->layout, &h, st, &p, NULL, frame, len);
+        rc = sl_frame_encode_update(layout, &h, st, &p, NULL, frame, len);
     }
     for (size_t t = 0; st != NULL && t < nt; t++) {
         free((void *)st[t].idx);
@@ -223,7 +231,11 @@ static int usage(void)
             "  updates of density D (default 0.01) with V values (default ternary, the\n"
             "  coordinator's default; fp32, fp16, bf16, int8, sign); per round: the memory, the\n"
             "  round's close time and the store's size. --dir: where the store goes (default\n"
-            "  /dev/shm when writable, else $TMPDIR; removed afterwards)\n");
+            "  /dev/shm when writable, else $TMPDIR; removed afterwards)\n"
+            "       starling bench scale --replicas [--seconds S] [--threads T] [--devices N]\n"
+            "                            [--lease MS] [--json]\n"
+            "  durable uploads/s on SQLite and on PostgreSQL with 1, 2 and 3 replicas, side by\n"
+            "  side, and the time the replicas take to replace a leader that stopped\n");
     return 2;
 }
 
@@ -268,6 +280,8 @@ int sl_bench_scale(int argc, char **argv)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage();
             return 0;
+        } else if (strcmp(a, "--replicas") == 0) {
+            return sl__bench_replicas(argc, argv);
         } else if (strcmp(a, "--simulate") == 0) {
             simulate = 1;
         } else if (strcmp(a, "--json") == 0) {
@@ -296,8 +310,7 @@ int sl_bench_scale(int argc, char **argv)
         }
     }
     if (!simulate) {
-        fprintf(stderr, "starling bench scale: only --simulate is built so far (the replicated "
-                        "store is not)\n");
+        fprintf(stderr, "starling bench scale: --simulate or --replicas\n");
         return usage();
     }
     if (o.per_round * 2 > o.devices) {
