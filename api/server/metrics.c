@@ -317,5 +317,19 @@ void sl__h_readyz(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
         sl__resp_header(rs, "Retry-After", "5");
         return;
     }
-    sl__resp_copy(rs, 200, "text/plain; charset=utf-8", "ready\n", 6);
+    {
+        char body[64];
+        int leader = 1, n;
+        uint64_t epoch = 0;
+        (void)sl_engine_role(s->engine, &leader, &epoch, NULL);
+        if (leader && epoch == 0)
+            n = snprintf(body, sizeof body, "ready\n");
+        else if (leader)
+            n = snprintf(body, sizeof body, "ready: leader, epoch %llu\n",
+                         (unsigned long long)epoch);
+        else
+            n = snprintf(body, sizeof body, "ready: follower\n");
+        sl__resp_copy(rs, 200, "text/plain; charset=utf-8", body, (size_t)n);
+        sl__resp_header(rs, "X-Starling-Role", !leader ? "follower" : epoch ? "leader" : "single");
+    }
 }

@@ -265,6 +265,26 @@ static void replica_run(const char *root, const fl_coord *tmpl, const char *data
         code = ag_wait(fleet, 20000);
     }
     sl_store_close(watch);
+    /* their readiness says their roles: one leads, the others follow (a restarted replica
+     * may take a lease-length to hear who leads) */
+    for (double until = fl_now() + 3.0 * LEASE_S;;) {
+        int leaders = 0, followers = 0;
+        for (int i = 0; i < REPLICAS; i++) {
+            sl_client_response r;
+            memset(&r, 0, sizeof r);
+            if (fl_request(&c[i], "GET", "/readyz", NULL, &r) == SL_OK && r.status == 200) {
+                leaders += r.body_len >= 13 && memcmp(r.body, "ready: leader", 13) == 0;
+                followers += r.body_len >= 15 && memcmp(r.body, "ready: follower", 15) == 0;
+            }
+            sl_client_response_free(&r);
+        }
+        if (leaders == 1 && followers == REPLICAS - 1)
+            break;
+        if (fl_now() > until)
+            fail_msg("/readyz: %d leaders and %d followers among %d replicas", leaders, followers,
+                     REPLICAS);
+        fl_sleep_ms(200);
+    }
     for (int i = 0; i < REPLICAS; i++) {
         fl_coord_stop(&c[i]);
         fl_coord_free(&c[i]);
