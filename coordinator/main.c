@@ -40,6 +40,8 @@ static const sl_config_spec specs[] = {
     {"store", SL_CONFIG_STRING, NULL, 0, 0,
      "the store: a postgresql:// URI (replicas share it) or an SQLite file "
      "(unset: <data_dir>/starling.db)"},
+    {"store_file", SL_CONFIG_STRING, NULL, 0, 0,
+     "a file holding the store's URI (a secret: the URI may carry a password)"},
     {"replica", SL_CONFIG_STRING, NULL, 0, 0,
      "this replica's name among coordinators sharing a PostgreSQL store (unset: the host "
      "name; ignored for an SQLite store)"},
@@ -241,7 +243,19 @@ int main(int argc, char **argv)
         sl_log(SL_LOG_ERROR, "main", "data_dir %s: %s", data_dir, strerror(errno));
         goto out;
     }
-    if (str(cfg, "store") != NULL)
+    if (str(cfg, "store_file") != NULL) {
+        char *uri = NULL;
+        rc = sl_fs_read_secret(str(cfg, "store_file"), &uri);
+        if (rc != SL_OK) {
+            sl_log(SL_LOG_ERROR, "main", "store_file %s: %s", str(cfg, "store_file"),
+                   rc == SL_EINVAL ? "empty" : sl_strerror(rc));
+            status = 2;
+            goto out;
+        }
+        snprintf(db, sizeof db, "%s", uri);
+        memset(uri, 0, strlen(uri));
+        free(uri);
+    } else if (str(cfg, "store") != NULL)
         snprintf(db, sizeof db, "%s", str(cfg, "store"));
     else
         snprintf(db, sizeof db, "%s/starling.db", data_dir);

@@ -62,7 +62,8 @@ void sl__pgq_bytes(sl__pgq *q, const void *ptr, size_t n)
  * sl__pg_tx() then tells a race between replicas inserting the same row (run
  * again: the next attempt reads the winner's row) from a conflict its body
  * decided on. Per thread: a transaction runs on its caller's thread. */
-static _Thread_local int tl_unique_violation;
+/* initial-exec: no call into the dynamic loader (__tls_get_addr) for a flag of this library */
+static _Thread_local int tl_unique_violation __attribute__((tls_model("initial-exec")));
 
 int sl__pg_status(PGconn *c, const PGresult *r)
 {

@@ -525,6 +525,127 @@ def check_k8s(src, facts, options, paths):
                 "k8s: ServiceMonitor's bearer token is the coordinator's admin token")
 
 
+# ---- replicas on PostgreSQL (#21) ---------------------------------------------------------
+
+
+def check_k8s_replicas(src, facts, options, paths):
+    base = os.path.join(src, "deploy/k8s/replicas")
+    docs = []
+    for path in sorted(glob.glob(os.path.join(base, "*.yaml"))):
+        with open(path, encoding="utf-8") as f:
+            docs += [(os.path.basename(path), d) for d in yaml.safe_load_all(f) if d]
+    by_kind = {}
+    for fname, d in docs:
+        by_kind.setdefault(d["kind"], []).append(d)
+    kust = by_kind.get("Kustomization", [])
+    if check(len(kust) == 1, "k8s replicas: one kustomization.yaml"):
+        res = kust[0].get("resources", [])
+        check(all(os.path.isfile(os.path.join(base, r)) for r in res) and
+              {"deployment.yaml", "service.yaml", "pdb.yaml", "postgres-cluster.yaml"} <= set(res),
+              "k8s replicas: kustomization lists the Deployment, Service, PDB and database",
+              str(res))
+    deps = by_kind.get("Deployment", [])
+    if not check(len(deps) == 1, "k8s replicas: one Deployment"):
+        return
+    dep = deps[0]["spec"]
+    pod = dep["template"]["spec"]
+    labels = dep["template"]["metadata"].get("labels", {})
+    replicas = dep.get("replicas", 1)
+    check(replicas >= 2 and set(dep["selector"]["matchLabels"].items()) <= set(labels.items()),
+          "k8s replicas: a Deployment of 2 or more replicas selecting its pods", str(replicas))
+    c = pod["containers"][0]
+    maps = {d["metadata"]["name"]: d for d in by_kind.get("ConfigMap", [])}
+    env = dict(facts["env"])
+    for ef in c.get("envFrom", []):
+        data = maps.get(ef.get("configMapRef", {}).get("name"), {}).get("data", {})
+        check(data and not [k for k in data if k not in options],
+              "k8s replicas: the ConfigMap's keys are coordinator options")
+        env.update(data)
+    refs = {}
+    for e in c.get("env", []):
+        check(e["name"] in options, "k8s replicas: env %s is a coordinator option" % e["name"])
+        refs[e["name"]] = e.get("valueFrom", {})
+    clusters = by_kind.get("Cluster", [])
+    if check(len(clusters) == 1 and deps and
+             clusters[0].get("apiVersion", "").startswith("postgresql.cnpg.io/"),
+             "k8s replicas: one CloudNativePG Cluster"):
+        cl = clusters[0]
+        spec = cl["spec"]
+        check(spec.get("instances", 1) >= 2 and spec.get("minSyncReplicas", 0) >= 1,
+              "k8s replicas: the database has standbys and a synchronous one (an acknowledged "
+              "update survives the primary)", str(spec.get("instances")))
+        key = refs.get("STARLING_STORE", {}).get("secretKeyRef", {})
+        check(key.get("name") == cl["metadata"]["name"] + "-app" and key.get("key") == "uri",
+              "k8s replicas: STARLING_STORE is the URI of the Secret CloudNativePG makes for "
+              "the Cluster (<name>-app, key uri)", str(key))
+    check(refs.get("STARLING_REPLICA", {}).get("fieldRef", {}).get("fieldPath") ==
+          "metadata.name", "k8s replicas: each replica is named after its pod")
+    lease = duration_s(env.get("STARLING_LEADER_LEASE", "5s"))
+    check(lease is not None and lease <= 10,
+          "k8s replicas: the leader lease (%ss) is within the 10 s failover bound" % lease)
+    port = listen_port(env.get("STARLING_LISTEN"))
+    check([p.get("containerPort") for p in c.get("ports", [])] == [port] == [facts["port"]],
+          "k8s replicas: containerPort is STARLING_LISTEN's and EXPOSE's")
+    for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"),
+                        ("readinessProbe", "/readyz")):
+        g = (c.get(probe) or {}).get("httpGet", {})
+        check(g.get("path") == path and path in paths and port_of(c, g.get("port")) == port,
+              "k8s replicas: %s GETs %s on the container port" % (probe, path), str(g))
+    svcs = by_kind.get("Service", [])
+    check(len(svcs) == 1 and set(svcs[0]["spec"]["selector"].items()) <= set(labels.items()) and
+          all(port_of(c, sp.get("targetPort")) == port for sp in svcs[0]["spec"]["ports"]),
+          "k8s replicas: one Service over every replica's container port")
+    pdbs = by_kind.get("PodDisruptionBudget", [])
+    check(len(pdbs) == 1 and 1 <= pdbs[0]["spec"].get("minAvailable", 0) < replicas and
+          set(pdbs[0]["spec"]["selector"]["matchLabels"].items()) <= set(labels.items()),
+          "k8s replicas: a PodDisruptionBudget keeps some but not all replicas")
+    sc = pod.get("securityContext", {})
+    check(sc.get("runAsNonRoot") is True and sc.get("runAsUser") == facts["uid"] and
+          (c.get("securityContext") or {}).get("readOnlyRootFilesystem") is True,
+          "k8s replicas: the image's non-root user, read-only root filesystem")
+    grace = duration_s(env.get("STARLING_GRACE", "10s"))
+    check(pod.get("terminationGracePeriodSeconds", 30) > grace,
+          "k8s replicas: terminationGracePeriodSeconds > STARLING_GRACE")
+
+
+def check_compose_replicas(src, facts, options):
+    base = os.path.join(src, "deploy")
+    with open(os.path.join(base, "compose-replicas.yaml"), encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    services = doc.get("services", {})
+    coords = {n: s for n, s in services.items() if "STARLING_REPLICA" in
+              (s.get("environment") or {})}
+    check("postgres" in services and len(coords) >= 2,
+          "compose-replicas.yaml: one PostgreSQL and two or more coordinator replicas",
+          str(sorted(services)))
+    names = []
+    declared = doc.get("secrets") or {}
+    for n, svc in coords.items():
+        env = dict(facts["env"])
+        env.update({k: str(v) for k, v in (svc.get("environment") or {}).items()})
+        unknown = sorted(k for k in (svc.get("environment") or {}) if k not in options)
+        check(not unknown, "compose-replicas.yaml: %s's environment names are coordinator "
+              "options" % n, str(unknown))
+        names.append(env["STARLING_REPLICA"])
+        mounted = set()
+        for s in svc.get("secrets", []):
+            check(s["source"] in declared and "file" in declared[s["source"]],
+                  "compose-replicas.yaml: secret %s is declared with a file" % s["source"])
+            mounted.add("/run/secrets/" + s.get("target", s["source"]))
+        wanted = {v for v in env.values() if v.startswith("/run/secrets/")}
+        check("STARLING_STORE_FILE" in env and wanted <= mounted,
+              "compose-replicas.yaml: %s reads the store's URI and its secrets from mounted "
+              "files" % n, "%s vs %s" % (sorted(wanted), sorted(mounted)))
+    check(len(names) == len(set(names)), "compose-replicas.yaml: the replicas' names differ")
+    with open(os.path.join(base, "haproxy-replicas.cfg"), encoding="utf-8") as f:
+        cfg = f.read()
+    servers = re.findall(r"^\s*server\s+\S+\s+([a-z0-9-]+):(\d+)", cfg, re.MULTILINE)
+    check(sorted(h for h, _p in servers) == sorted(coords) and
+          all(int(p) == facts["port"] for _h, p in servers) and "GET /readyz" in cfg,
+          "haproxy-replicas.cfg: balances over every replica's port, checking /readyz",
+          str(servers))
+
+
 def main(argv):
     if len(argv) != 3:
         sys.stderr.write("usage: check_deploy.py SOURCE_DIR COORDINATOR_BINARY\n")
@@ -540,6 +661,8 @@ def main(argv):
         check_libraries(binary, listed, facts, src)
         check_compose(src, facts, options, paths)
         check_k8s(src, facts, options, paths)
+        check_k8s_replicas(src, facts, options, paths)
+        check_compose_replicas(src, facts, options)
     except (OSError, KeyError, TypeError, AttributeError, ValueError, yaml.YAMLError,
             dockerfile.DockerfileError) as e:
         check(False, "the checks ran to the end", "%s: %s" % (type(e).__name__, e))
