@@ -132,6 +132,12 @@ typedef struct sl__task {
     int select_idle; /* SELECTING with an empty pool: the window restarts at the first arrival */
     double train_ms_ewma; /* how long closed rounds trained (select deadline to close); 0: none
                              yet. Paces the check-ins of devices that wait for the next round. */
+    /* replicas (replica.c), under the engine's partial_lock: this replica's partial sum of
+     * the updates it stored in round partial_round, over exactly the devices in partial_ids */
+    sl__agg *partial;
+    int64_t partial_round;
+    sl__idset partial_ids;
+    int partial_dirty; /* folded since the last flush to the store */
 } sl__task;
 
 struct sl_engine {
@@ -151,6 +157,9 @@ struct sl_engine {
     int64_t renew_at_ms, renewed_ms;  /* monotonic: next lease call; last successful renewal */
     int64_t synced_ms;                /* monotonic: last sync from the store (followers, leader) */
     uint64_t promotions, demotions;   /* role changes (metrics, tests) */
+    pthread_mutex_t partial_lock;     /* every task's partial sum (accepts fold concurrently) */
+    uint64_t partials_merged;         /* partial sums the leader added at closes (tests) */
+    uint64_t updates_read;            /* updates it read one by one at closes (tests) */
 };
 
 int64_t sl__engine_now(const sl_engine *e);
@@ -173,6 +182,22 @@ int sl__replica_tick(sl_engine *e, int *lead);
 int sl__engine_leads(const sl_engine *e);
 /* A round transition failed with SL_EFENCED: a newer leader took over; become a follower. */
 void sl__replica_fenced(sl_engine *e);
+
+/* Fold device @device_id's update, just stored for round @round_id of @t, into this
+ * replica's partial sum of the round (replicas, FedAvg family: the leader then reads one
+ * partial per replica instead of every update). Gate held shared; never fails the accept. */
+void sl__replica_fold(sl_engine *e, sl__task *t, int64_t round_id, int64_t device_id,
+                      const void *frame, size_t len, uint32_t num_samples);
+
+/* The leader's close (lifecycle.c, gate held exclusively): add round @round_id's updates to
+ * @agg through @add (called per update not covered), using every replica's stored partial
+ * sum and reading one by one only the updates no partial covers; this replica's own partial
+ * is stored first. Without replicas, or for aggregators without partial sums: every update
+ * through @add. *@merged: the updates the partials added. */
+int sl__replica_add_round(sl_engine *e, sl__task *t, int64_t round_id, sl__agg *agg,
+                          int (*add)(void *ctx, int64_t device_id, const void *frame, size_t len,
+                                     uint32_t num_samples, const uint8_t *sha256),
+                          void *ctx, uint32_t *merged);
 
 /*
  * sl__spec_check_layout - the one thing the coordinator checks of a model spec

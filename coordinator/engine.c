@@ -249,6 +249,7 @@ int sl_engine_open(sl_store *store, const sl_engine_options *o, sl_engine **out,
         e->opt.replica = e->replica;
     }
     pthread_mutex_init(&e->lock, NULL);
+    pthread_mutex_init(&e->partial_lock, NULL);
     pthread_rwlock_init(&e->gate, NULL);
     ctx.e = e;
     ctx.err = err;
@@ -277,6 +278,7 @@ void sl_engine_close(sl_engine *e)
     free(e->tasks);
     free(e->devices);
     pthread_mutex_destroy(&e->lock);
+    pthread_mutex_destroy(&e->partial_lock);
     pthread_rwlock_destroy(&e->gate);
     free(e);
 }
@@ -740,6 +742,8 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
     u.num_samples = num_samples;
     u.sha256 = sha256;
     rc = sl_store_put_update(e->store, &u, 30000, &res.receipt);
+    if (rc == SL_OK && !res.receipt.duplicate) /* replicas: into this one's partial sum */
+        sl__replica_fold(e, t, current_round, device_id, frame, len, num_samples);
     pthread_mutex_lock(&e->lock);
     if (rc == SL_ECONFLICT) {
         rc = reject(t, &res, SL_REJECT_DUPLICATE_CONFLICT);

@@ -232,13 +232,18 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
         c.current = r->id;
         rc = sl_store_list_rounds(e->store, t->id, 0, UINT32_MAX, collect_carried, &c);
         rc = c.rc != SL_OK ? c.rc : rc < 0 ? rc : SL_OK;
-        for (size_t i = c.n; i-- > 0 && rc == SL_OK;)
-            rc = sl_store_foreach_update(e->store, c.ids[i], add_update, &ctx);
+        for (size_t i = c.n; i-- > 0 && rc == SL_OK;) {
+            uint32_t merged = 0;
+            rc = sl__replica_add_round(e, t, c.ids[i], agg, add_update, &ctx, &merged);
+            ctx.added += merged;
+        }
         *carried_count = ctx.added;
         free(c.ids);
     }
-    if (rc == SL_OK) /* device-id order */
-        rc = sl_store_foreach_update(e->store, r->id, add_update, &ctx);
+    if (rc == SL_OK) { /* device-id order; other replicas' partial sums where they have them */
+        uint32_t merged = 0;
+        rc = sl__replica_add_round(e, t, r->id, agg, add_update, &ctx, &merged);
+    }
     delta = malloc((t->n ? t->n : 1) * sizeof *delta);
     *next_model = malloc((t->n ? t->n : 1) * sizeof **next_model);
     if (rc == SL_OK && (delta == NULL || *next_model == NULL))
@@ -417,5 +422,7 @@ void sl__task_free(sl__task *t)
     sl__idset_free(&t->downloaded);
     sl__idset_free(&t->waiting);
     sl__idset_free(&t->refused);
+    sl__idset_free(&t->partial_ids);
+    sl__agg_free(t->partial);
     free(t);
 }

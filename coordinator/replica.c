@@ -26,9 +26,12 @@
  * (open rounds resume with their participants and stored updates).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coord_int.h"
+
+static int flush_partial(sl_engine *e, sl__task *t);
 
 /* How often a replica re-reads the store (followers) or refreshes counts (the leader). */
 #define SYNC_MS 250
@@ -55,6 +58,10 @@ static int reload_task(sl_engine *e, sl__task *t, int64_t task_id)
         return rc;
     if (t == NULL)
         return sl__engine_add_task(e, fresh);
+    /* the sum of the updates this replica took reaches the store before the task goes */
+    if ((rc = flush_partial(e, t)) != SL_OK)
+        sl_log(SL_LOG_WARN, "replica", "storing a partial sum: %s; its updates are read",
+               sl_strerror(rc));
     /* keep what only this replica knows: the pace of closed rounds */
     fresh->train_ms_ewma = t->train_ms_ewma;
     for (size_t i = 0; i < e->ntasks; i++)
@@ -249,8 +256,13 @@ int sl__replica_tick(sl_engine *e, int *lead)
     rc = sl_store_list_tasks(e->store, load_new, &n);
     if (rc == SL_OK)
         rc = n.rc;
-    for (size_t i = 0; i < e->ntasks && rc == SL_OK; i++)
+    for (size_t i = 0; i < e->ntasks && rc == SL_OK; i++) {
+        /* this replica's partial sums reach the store within a sync interval */
+        int frc = flush_partial(e, e->tasks[i]);
+        if (frc != SL_OK)
+            sl_log(SL_LOG_WARN, "replica", "storing a partial sum: %s", sl_strerror(frc));
         rc = e->leader ? lead_task(e, e->tasks[i]) : follow_task(e, e->tasks[i]);
+    }
     return rc;
 }
 
@@ -267,4 +279,144 @@ int sl_engine_role(sl_engine *e, int *leader, uint64_t *epoch, uint64_t *promoti
         *promotions = e->promotions;
     pthread_mutex_unlock(&e->lock);
     return SL_OK;
+}
+
+/* ---- partial sums ------------------------------------------------------------------------ */
+
+/* The FedAvg family sums in fixed point and can split its sums; FedBuff weighs an update by
+ * its staleness at the close, and the robust aggregators sort: those read every update. */
+static int partials_ok(const sl_engine *e, const sl__task *t)
+{
+    return e->replica[0] != '\0' && !t->cfg.fedbuff && t->cfg.aggregator != SL_AGG_TRIMMED_MEAN &&
+           t->cfg.aggregator != SL_AGG_MEDIAN;
+}
+
+/* Drop task @t's partial (partial_lock held). */
+static void drop_partial(sl__task *t)
+{
+    sl__agg_free(t->partial);
+    t->partial = NULL;
+    sl__idset_clear(&t->partial_ids);
+    t->partial_dirty = 0;
+}
+
+void sl__replica_fold(sl_engine *e, sl__task *t, int64_t round_id, int64_t device_id,
+                      const void *frame, size_t len, uint32_t num_samples)
+{
+    if (!partials_ok(e, t))
+        return;
+    pthread_mutex_lock(&e->partial_lock);
+    if (t->partial_round != round_id) { /* a new round: a new sum */
+        drop_partial(t);
+        t->partial_round = round_id;
+        if (sl__agg_begin(&t->cfg, t->layout, &t->partial) != SL_OK)
+            t->partial = NULL;
+    }
+    /* the sum covers exactly the devices listed: a device whose add failed is left to the
+     * leader to read (the whole sum is dropped, as an add that failed may have half-added) */
+    if (t->partial != NULL && sl__idset_add(&t->partial_ids, device_id) == SL_OK) {
+        if (sl__agg_add(t->partial, frame, len, num_samples ? num_samples : 1) == SL_OK)
+            t->partial_dirty = 1;
+        else
+            drop_partial(t); /* partial_round stays: no sum for this round from here on */
+    }
+    pthread_mutex_unlock(&e->partial_lock);
+}
+
+/* Store task @t's partial sum when it changed (gate held exclusively: no fold runs). */
+static int flush_partial(sl_engine *e, sl__task *t)
+{
+    void *data = NULL;
+    size_t len = 0;
+    int rc = SL_OK;
+    pthread_mutex_lock(&e->partial_lock);
+    if (t->partial != NULL && t->partial_dirty) {
+        rc = sl__agg_export(t->partial, &data, &len);
+        if (rc == SL_OK)
+            rc = sl_store_put_partial(e->store, t->partial_round, e->replica, data, len,
+                                      t->partial_ids.ids, t->partial_ids.n);
+        if (rc == SL_OK)
+            t->partial_dirty = 0;
+    }
+    pthread_mutex_unlock(&e->partial_lock);
+    free(data);
+    return rc;
+}
+
+typedef struct merge_ctx {
+    sl_engine *e;
+    sl__agg *agg;
+    sl__idset covered; /* the devices the merged partials cover */
+    uint32_t merged;   /* updates they hold */
+    int rc;
+} merge_ctx;
+
+static int merge_one(void *ctx, const char *replica, const void *data, size_t len,
+                     const int64_t *devices, size_t n)
+{
+    merge_ctx *m = ctx;
+    /* a partial that does not merge (damaged, another layout) is left out: its updates are
+     * read one by one, as if it did not exist */
+    if (sl__agg_merge(m->agg, data, len) != SL_OK) {
+        sl_log(SL_LOG_WARN, "replica", "the partial sum of %s does not merge: its updates are read",
+               replica);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (sl__idset_add(&m->covered, devices[i]) == SL_ENOMEM) {
+            m->rc = SL_ENOMEM;
+            return 1;
+        }
+    m->e->partials_merged++;
+    m->merged += (uint32_t)n;
+    return 0;
+}
+
+typedef struct uncovered_ctx {
+    merge_ctx *m;
+    int (*add)(void *ctx, int64_t device_id, const void *frame, size_t len, uint32_t num_samples,
+               const uint8_t *sha256);
+    void *ctx;
+} uncovered_ctx;
+
+static int add_uncovered(void *ctx, int64_t device_id, const void *frame, size_t len,
+                         uint32_t num_samples, const uint8_t *sha256)
+{
+    uncovered_ctx *u = ctx;
+    if (sl__idset_has(&u->m->covered, device_id))
+        return 0;
+    u->m->e->updates_read++;
+    return u->add(u->ctx, device_id, frame, len, num_samples, sha256);
+}
+
+int sl__replica_add_round(sl_engine *e, sl__task *t, int64_t round_id, sl__agg *agg,
+                          int (*add)(void *ctx, int64_t device_id, const void *frame, size_t len,
+                                     uint32_t num_samples, const uint8_t *sha256),
+                          void *ctx, uint32_t *merged)
+{
+    merge_ctx m;
+    uncovered_ctx u;
+    int rc;
+    *merged = 0;
+    if (!partials_ok(e, t))
+        return sl_store_foreach_update(e->store, round_id, add, ctx);
+    if (t->partial_round == round_id && (rc = flush_partial(e, t)) != SL_OK)
+        sl_log(SL_LOG_WARN, "replica",
+               "storing this replica's partial sum: %s; its updates are "
+               "read",
+               sl_strerror(rc));
+    memset(&m, 0, sizeof m);
+    m.e = e;
+    m.agg = agg;
+    rc = sl_store_foreach_partial(e->store, round_id, merge_one, &m);
+    if (rc == SL_OK)
+        rc = m.rc;
+    u.m = &m;
+    u.add = add;
+    u.ctx = ctx;
+    if (rc == SL_OK) /* device-id order, as without partials */
+        rc = sl_store_foreach_update(e->store, round_id, add_uncovered, &u);
+    sl__idset_free(&m.covered);
+    *merged = m.merged;
+    return rc;
 }

@@ -97,6 +97,12 @@ typedef struct sl__store_ops {
     int (*put_checkin)(sl_store *s, int64_t task_id, int64_t device_id);
     int (*list_checkins)(sl_store *s, int64_t task_id, int64_t since_ms,
                          int (*fn)(void *ctx, int64_t device_id, int64_t at_ms), void *ctx);
+    int (*put_partial)(sl_store *s, int64_t round_id, const char *replica, const void *data,
+                       size_t len, const int64_t *devices, size_t n);
+    int (*foreach_partial)(sl_store *s, int64_t round_id,
+                           int (*fn)(void *ctx, const char *replica, const void *data, size_t len,
+                                     const int64_t *devices, size_t n),
+                           void *ctx);
 } sl__store_ops;
 
 /* The first member of every backend's store. */
@@ -126,6 +132,11 @@ typedef enum sl__lead_action { SL__LEAD_BUSY, SL__LEAD_RENEW, SL__LEAD_TAKE } sl
 sl__lead_action sl__lead_decide(int have_row, const char *row_owner, uint64_t row_epoch,
                                 int64_t row_expires_ms, int64_t now_ms, const char *owner,
                                 uint64_t fence);
+
+/* A partial's device list as stored: little-endian int64s (store.c). @out malloc'd. */
+int sl__devices_encode(const int64_t *devices, size_t n, uint8_t **out, size_t *len);
+/* Back: SL_ECORRUPT when @len is not a multiple of 8. @out malloc'd (NULL when n is 0). */
+int sl__devices_decode(const void *data, size_t len, int64_t **out, size_t *n);
 
 /* The largest upload or update frame, bytes. */
 #define SL__MAX_UPLOAD (256ull << 20)

@@ -403,4 +403,6 @@ const sl__store_ops sl__sqlite_ops = {
     .resign = sl__sq_resign,
     .put_checkin = sl__sq_put_checkin,
     .list_checkins = sl__sq_list_checkins,
+    .put_partial = sl__sq_put_partial,
+    .foreach_partial = sl__sq_foreach_partial,
 };

@@ -137,6 +137,15 @@ static const char *const migrations[] = {
      "  at INTEGER NOT NULL,"
      "  PRIMARY KEY (task_id, device_id));"
      "CREATE INDEX checkins_at ON checkins(task_id, at);"),
+    /* 8 -> 9: each replica's durable partial sum of the updates it took in a round */
+    ("CREATE TABLE round_partials ("
+     "  round_id INTEGER NOT NULL REFERENCES rounds(id),"
+     "  replica TEXT NOT NULL,"
+     "  data BLOB NOT NULL,"
+     "  devices BLOB NOT NULL,"
+     "  updates INTEGER NOT NULL,"
+     "  at INTEGER NOT NULL,"
+     "  PRIMARY KEY (round_id, replica));"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -6,6 +6,7 @@
  * The fence itself is checked by pg_rounds.c (sl__pg_fenced()). And the
  * check-ins that replicas which do not lead relay to the leader.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "pg_int.h"
@@ -204,5 +205,90 @@ int sl__pg_list_checkins(sl_store *s, int64_t task_id, int64_t since_ms,
 {
     checkins_args a = {task_id, since_ms, fn, ctx, 0};
     int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, checkins_exec, &a);
+    return rc == SL_OK ? a.stop : rc;
+}
+
+/* ---- partial sums ---------------------------------------------------------------------- */
+
+typedef struct partial_args {
+    int64_t round;
+    const char *replica;
+    const void *data;
+    size_t len;
+    const uint8_t *devices;
+    size_t dlen, n;
+} partial_args;
+
+static int partial_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    partial_args *a = arg;
+    sl__pgq q = {0};
+    sl__pgq_int(&q, a->round);
+    sl__pgq_text(&q, a->replica);
+    sl__pgq_bytes(&q, a->data, a->len);
+    sl__pgq_bytes(&q, a->devices, a->dlen);
+    sl__pgq_int(&q, (int64_t)a->n);
+    sl__pgq_int(&q, sl__pg_now_ms(p));
+    return sl__pg_exec(c,
+                       "INSERT INTO round_partials (round_id, replica, data, devices, updates, at) "
+                       "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (round_id, replica) DO UPDATE "
+                       "SET data = excluded.data, devices = excluded.devices, "
+                       "updates = excluded.updates, at = excluded.at",
+                       &q, NULL);
+}
+
+int sl__pg_put_partial(sl_store *s, int64_t round_id, const char *replica, const void *data,
+                       size_t len, const int64_t *devices, size_t n)
+{
+    partial_args a = {round_id, replica, data, len, NULL, 0, n};
+    uint8_t *enc = NULL;
+    int rc = sl__devices_encode(devices, n, &enc, &a.dlen);
+    a.devices = enc;
+    if (rc == SL_OK)
+        rc = sl__pg_tx((sl__pg *)(void *)s, 0, SL__PG_TIMEOUT_MS, partial_exec, &a);
+    free(enc);
+    return rc;
+}
+
+typedef struct partials_args {
+    int64_t round;
+    int (*fn)(void *ctx, const char *replica, const void *data, size_t len, const int64_t *devices,
+              size_t n);
+    void *ctx;
+    int stop;
+} partials_args;
+
+static int partials_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    partials_args *a = arg;
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    int rc;
+    (void)p;
+    sl__pgq_int(&q, a->round);
+    rc = sl__pg_exec(c,
+                     "SELECT replica, data, devices FROM round_partials WHERE round_id = $1 "
+                     "ORDER BY replica COLLATE \"C\"",
+                     &q, &r);
+    for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->stop == 0; i++) {
+        int64_t *ids = NULL;
+        size_t n = 0;
+        rc = sl__devices_decode(PQgetvalue(r, i, 2), (size_t)PQgetlength(r, i, 2), &ids, &n);
+        if (rc == SL_OK)
+            a->stop = a->fn(a->ctx, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+                            (size_t)PQgetlength(r, i, 1), ids, n);
+        free(ids);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int sl__pg_foreach_partial(sl_store *s, int64_t round_id,
+                           int (*fn)(void *ctx, const char *replica, const void *data, size_t len,
+                                     const int64_t *devices, size_t n),
+                           void *ctx)
+{
+    partials_args a = {round_id, fn, ctx, 0};
+    int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, partials_exec, &a);
     return rc == SL_OK ? a.stop : rc;
 }

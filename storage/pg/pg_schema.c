@@ -142,6 +142,15 @@ static const char *const migrations[] = {
      "  at BIGINT NOT NULL,"
      "  PRIMARY KEY (task_id, device_id));"
      "CREATE INDEX checkins_at ON checkins(task_id, at);"),
+    /* 8 -> 9: each replica's durable partial sum of the updates it took in a round */
+    ("CREATE TABLE round_partials ("
+     "  round_id BIGINT NOT NULL REFERENCES rounds(id),"
+     "  replica TEXT NOT NULL,"
+     "  data BYTEA NOT NULL,"
+     "  devices BYTEA NOT NULL,"
+     "  updates BIGINT NOT NULL,"
+     "  at BIGINT NOT NULL,"
+     "  PRIMARY KEY (round_id, replica));"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

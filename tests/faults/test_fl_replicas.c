@@ -21,7 +21,7 @@
  *     update was acknowledged or is a stopped device's pending upload;
  *   - every round whose base and accepted set equal the reference run's
  *     (one coordinator, SQLite) ended the same, with the same model bits.
- * `test_fl_replicas <kills> <rounds> [seed]` (default 4 kills, 10 rounds);
+ * `test_fl_replicas <kills> <rounds> [seed]` (default 4 kills, 16 rounds);
  * the slow label runs 30 kills.
  */
 #include <signal.h>
@@ -41,7 +41,7 @@
 #define BOUND_S  10.0
 
 static int kills_wanted = 4;
-static unsigned rounds_wanted = 10;
+static unsigned rounds_wanted = 16;
 static uint64_t seed = 0x5eedc0de;
 
 static const char *task_config(char *buf, size_t cap)

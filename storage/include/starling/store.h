@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 8
+#define SL_STORE_SCHEMA_VERSION 9
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
@@ -646,6 +646,26 @@ int sl_store_put_checkin(sl_store *s, int64_t task_id, int64_t device_id);
  */
 int sl_store_list_checkins(sl_store *s, int64_t task_id, int64_t since_ms,
                            int (*fn)(void *ctx, int64_t device_id, int64_t at_ms), void *ctx);
+
+/**
+ * sl_store_put_partial - record replica @replica's partial sum of round
+ * @round_id (@data, @len bytes: the aggregation's export, opaque here) over
+ * exactly the updates of the @n devices @devices, replacing its earlier one.
+ * The leader adds the partials at the round's close and reads only the
+ * updates no partial covers. SL_ENOENT for an unknown round. Durable on SL_OK.
+ */
+int sl_store_put_partial(sl_store *s, int64_t round_id, const char *replica, const void *data,
+                         size_t len, const int64_t *devices, size_t n);
+
+/**
+ * sl_store_foreach_partial - call @fn with each replica's partial sum of
+ * @round_id (in replica-name order; the pointers are valid during the call
+ * only); stops at the first non-zero return of @fn and returns it. Reads only.
+ */
+int sl_store_foreach_partial(sl_store *s, int64_t round_id,
+                             int (*fn)(void *ctx, const char *replica, const void *data, size_t len,
+                                       const int64_t *devices, size_t n),
+                             void *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Audit and maintenance                                                    */

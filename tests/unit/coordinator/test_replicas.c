@@ -318,6 +318,19 @@ static void test_replicas_and_failover(void **state)
         assert_int_equal(sl_store_list_reporters(r.store[0], id, count_reporter, &stored), SL_OK);
     assert_int_equal(stored, acked);
     assert_int_equal(acked, ref_acked);
+    {
+        /* the leaders added the replicas' partial sums, and read only what they did not cover */
+        uint64_t merged = 0, read = 0;
+        for (size_t i = 0; i < r.n; i++) {
+            merged += r.engine[i]->partials_merged;
+            read += r.engine[i]->updates_read;
+        }
+        print_message("closes added %llu partial sums and read %llu of %llu updates one by one\n",
+                      (unsigned long long)merged, (unsigned long long)read,
+                      (unsigned long long)acked);
+        assert_true(merged >= 1);
+        assert_true(read < acked);
+    }
     cluster_free(&r);
     cluster_free(&single);
 }

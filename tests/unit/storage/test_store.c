@@ -1112,6 +1112,56 @@ static void test_checkins(void **state)
     assert_int_equal(c.n, 2);
 }
 
+typedef struct seen_partials {
+    char replica[4][16];
+    size_t len[4], n[4];
+    int64_t devices[4][4];
+    int count;
+} seen_partials;
+
+static int collect_partial(void *ctx, const char *replica, const void *data, size_t len,
+                           const int64_t *devices, size_t n)
+{
+    seen_partials *p = ctx;
+    (void)data;
+    snprintf(p->replica[p->count], sizeof p->replica[0], "%s", replica);
+    p->len[p->count] = len;
+    p->n[p->count] = n;
+    memcpy(p->devices[p->count], devices, (n < 4 ? n : 4) * sizeof *devices);
+    p->count++;
+    return 0;
+}
+
+/* Replicas' partial sums: one per (round, replica), replaced by the newer one, with the
+ * exact devices they cover. */
+static void test_partials(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[3], two[2], one[1];
+    seen_partials p;
+    sl_test_store_fixture(f->s, &round_id, devices, 3);
+    two[0] = devices[0], two[1] = devices[2], one[0] = devices[1];
+    assert_int_equal(sl_store_put_partial(f->s, round_id, "b", "sum-b", 5, one, 1), SL_OK);
+    assert_int_equal(sl_store_put_partial(f->s, round_id, "a", "sum-a1", 6, two, 1), SL_OK);
+    assert_int_equal(sl_store_put_partial(f->s, round_id, "a", "sum-a2!", 7, two, 2), SL_OK);
+    memset(&p, 0, sizeof p);
+    assert_int_equal(sl_store_foreach_partial(f->s, round_id, collect_partial, &p), SL_OK);
+    assert_int_equal(p.count, 2);
+    assert_string_equal(p.replica[0], "a");
+    assert_int_equal(p.len[0], 7);
+    assert_int_equal(p.n[0], 2);
+    assert_true(p.devices[0][0] == devices[0] && p.devices[0][1] == devices[2]);
+    assert_string_equal(p.replica[1], "b");
+    assert_int_equal(p.n[1], 1);
+    assert_true(p.devices[1][0] == devices[1]);
+    assert_int_equal(sl_store_put_partial(f->s, 999, "a", "x", 1, one, 1), SL_ENOENT);
+    assert_int_equal(sl_store_put_partial(f->s, round_id, "", "x", 1, one, 1), SL_EINVAL);
+    assert_int_equal(sl_store_put_partial(f->s, round_id, "a", NULL, 0, one, 1), SL_EINVAL);
+    memset(&p, 0, sizeof p);
+    assert_int_equal(sl_store_foreach_partial(f->s, round_id + 1, collect_partial, &p), SL_OK);
+    assert_int_equal(p.count, 0);
+}
+
 int main(int argc, char **argv)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1126,6 +1176,7 @@ int main(int argc, char **argv)
         T(test_corrupt_file),       T(test_audit),
         T(test_locked_database),    T(test_evals),
         T(test_leadership),         T(test_checkins),
+        T(test_partials),
     };
     /* the store's contract, whichever backend keeps it */
     const struct CMUnitTest contract[] = {
@@ -1143,6 +1194,7 @@ int main(int argc, char **argv)
         T(test_evals),
         T(test_leadership),
         T(test_checkins),
+        T(test_partials),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG
