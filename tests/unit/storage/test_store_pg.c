@@ -8,7 +8,8 @@
  * survives a crash of the server; an SQLite store migrates into an empty
  * one (and only an empty one); lost connections and a restarted primary are
  * retried transparently; one update sent to four replicas at once is stored
- * once. The store's operations themselves: `test_store pg`.
+ * once; serialization failures under SERIALIZABLE are run again. The store's operations themselves:
+ * `test_store pg`.
  */
 #include <pthread.h>
 #include <sys/wait.h>
@@ -19,6 +20,7 @@
 
 #include "../../support/sl_pg.h"
 #include "../../support/sl_store_test.h"
+#include "pg/pg_int.h"
 
 static sl_test_pg g_pg;
 static int g_skip;
@@ -480,6 +482,68 @@ static void test_same_update_four_replicas(void **state)
     sl_store_close(s);
 }
 
+typedef struct contender {
+    const char *uri;
+    int64_t task, round_id, device;
+    int ok, calls;
+    uint64_t retries;
+} contender;
+
+static void *contend(void *arg)
+{
+    contender *c = arg;
+    char err[300];
+    sl_store *s = NULL;
+    if (pg_open(c->uri, &s, err, sizeof err) != SL_OK)
+        return NULL;
+    for (int k = 0; k < 40; k++) {
+        c->calls += 2;
+        c->ok += sl_store_put_checkin(s, c->task, c->device) == SL_OK;
+        c->ok += sl_store_set_participant(s, c->round_id, c->device, SL_PART_TRAINING, "") == SL_OK;
+    }
+    c->retries = ((sl__pg *)(void *)s)->retries;
+    sl_store_close(s);
+    return NULL;
+}
+
+/* Under SERIALIZABLE (an operator's default_transaction_isolation), replicas writing the same
+ * rows at once get serialization failures: the store runs those transactions again, and
+ * every call succeeds. */
+static void test_serialization_failures_retried(void **state)
+{
+    char uri[400], err[300];
+    sl_store *s;
+    int64_t round_id, devices[1];
+    sl_round_record r;
+    contender c[4];
+    pthread_t th[4];
+    uint64_t retries = 0;
+    PGconn *pc;
+    (void)state;
+    NEED_PG();
+    fresh_db("serial", uri, sizeof uri);
+    assert_int_equal(pg_open(uri, &s, err, sizeof err), SL_OK);
+    sl_test_store_fixture(s, &round_id, devices, 1);
+    assert_int_equal(sl_store_get_round(s, round_id, &r), SL_OK);
+    sl_store_close(s);
+    pc = connect_db("postgres");
+    exec_ok(pc, "ALTER DATABASE serial SET default_transaction_isolation = 'serializable'");
+    PQfinish(pc);
+    for (int i = 0; i < 4; i++) {
+        c[i] = (contender){uri, r.task_id, round_id, devices[0], 0, 0, 0};
+        pthread_create(&th[i], NULL, contend, &c[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(c[i].ok, c[i].calls);
+        assert_int_equal(c[i].calls, 80);
+        retries += c[i].retries;
+    }
+    print_message("%llu transactions retried after serialization failures\n",
+                  (unsigned long long)retries);
+    assert_true(retries > 0); /* the contention was real */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_migrate_from_sqlite),
         cmocka_unit_test(test_connection_lost),
         cmocka_unit_test(test_same_update_four_replicas),
+        cmocka_unit_test(test_serialization_failures_retried),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
