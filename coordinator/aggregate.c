@@ -24,6 +24,20 @@
  *     model's precision.
  * Memory O(model) whatever the number of updates (16 bytes a parameter).
  *
+ * FedNova (Wang et al., NeurIPS 2020; the task's "fednova"): devices that
+ * ran more local steps moved further, and FedAvg's weighting by samples then
+ * tilts the model toward them (objective inconsistency). Each update is
+ * divided by its effective steps a_i (tau_i local steps; with SGD momentum
+ * rho, (tau - rho (1 - rho^tau) / (1 - rho)) / (1 - rho)); the normalised
+ * updates are averaged by samples and the mean is scaled by tau_eff =
+ * sum_i p_i a_i: delta = tau_eff * sum_i p_i u_i / a_i, p_i = n_i / N. In
+ * fixed point: the weight of update i is round(n_i / a_i * 2^30), and two
+ * more integer sums are kept, N = sum n_i and NA = sum n_i * round(a_i *
+ * 2^32); the result is sum / N * 2^-(F+30) * (NA * 2^-32 / N), again a fixed
+ * function of integers, so the same bits in any order and any split. The
+ * robust aggregators take the normalised updates u_i / a_i and scale their
+ * statistic by tau_eff.
+ *
  * Trimmed mean and median: unweighted and coordinate-wise over all K
  * updates, where a coordinate an update did not send counts as 0 (that is
  * what the device's sparse update means). Only the sparse (index, value)
@@ -60,7 +74,8 @@
 __extension__ typedef __int128 i128;
 
 #define WEIGHT_FRAC   30 /* fractional bits of a weight */
-#define PARTIAL_MAGIC "SLAGGP1\n"
+#define STEPS_FRAC    32 /* fractional bits of FedNova's effective steps */
+#define PARTIAL_MAGIC "SLAGGP2\n"
 
 struct sl__agg {
     const sl_layout *layout; /* borrowed: must outlive the aggregation */
@@ -74,6 +89,11 @@ struct sl__agg {
     uint64_t wsum; /* sum of wq */
     int frac;      /* F: a value v is round(v * 2^F) */
     double bound;  /* 2^(62 - F): a value's magnitude must stay below it */
+    /* FedNova: sum n_i and sum n_i * round(a_i * 2^STEPS_FRAC); the local momentum */
+    int nova;
+    double momentum;
+    uint64_t nsum;
+    unsigned __int128 nasum;
     /* trimmed mean / median: every update's pairs, flat index and value */
     uint32_t *idx;
     double *val;
@@ -126,6 +146,8 @@ int sl__agg_begin(const sl_task_config *cfg, const sl_layout *layout, sl__agg **
     a->dp_noise = cfg->dp_noise;
     a->params = (size_t)params;
     a->frac = sl__agg_frac_bits(cfg->clip_norm);
+    a->nova = cfg->fednova;
+    a->momentum = cfg->local_optimizer == SL_LOCAL_SGD ? cfg->local_momentum : 0;
     a->bound = ldexp(1.0, 62 - a->frac);
     if (!is_robust(a->kind)) {
         a->sum = calloc(a->params, sizeof *a->sum);
@@ -206,7 +228,48 @@ int sl__agg_add(sl__agg *a, const void *frame, size_t len, uint32_t num_samples)
     return sl__agg_add_weighted(a, frame, len, (double)num_samples);
 }
 
+double sl__fednova_steps(uint32_t steps, double momentum)
+{
+    double tau = steps ? (double)steps : 1.0, rho = momentum;
+    if (!(rho > 0) || !(rho < 1))
+        return tau;
+    return (tau - rho * (1.0 - pow(rho, tau)) / (1.0 - rho)) / (1.0 - rho);
+}
+
+/* Add an update weighted @num_samples, its values times @inv (FedNova's 1 / a_i; 1). */
+static int add_scaled(sl__agg *a, const void *frame, size_t len, double num_samples, double inv);
+
 int sl__agg_add_weighted(sl__agg *a, const void *frame, size_t len, double num_samples)
+{
+    return add_scaled(a, frame, len, num_samples, 1.0);
+}
+
+int sl__agg_add_steps(sl__agg *a, const void *frame, size_t len, uint32_t num_samples,
+                      uint32_t steps)
+{
+    double eff, aq_d;
+    uint64_t aq;
+    int rc;
+    if (a == NULL || num_samples == 0)
+        return SL_EINVAL;
+    if (!a->nova)
+        return sl__agg_add(a, frame, len, num_samples);
+    eff = sl__fednova_steps(steps, a->momentum);
+    aq_d = ldexp(eff, STEPS_FRAC);
+    if (!(eff > 0) || !(aq_d >= 1) || !(aq_d < 0x1p52) || a->nsum > UINT64_MAX - num_samples)
+        return SL_ERANGE;
+    aq = (uint64_t)llround(aq_d);
+    /* the robust aggregators take the normalised values; the mean family weighs by n_i / a_i */
+    rc = is_robust(a->kind) ? add_scaled(a, frame, len, 1.0, 1.0 / eff)
+                            : add_scaled(a, frame, len, (double)num_samples / eff, 1.0);
+    if (rc != SL_OK)
+        return rc;
+    a->nsum += num_samples;
+    a->nasum += (unsigned __int128)num_samples * aq;
+    return SL_OK;
+}
+
+static int add_scaled(sl__agg *a, const void *frame, size_t len, double num_samples, double inv)
 {
     sl_update *u = NULL;
     double scale = 1, norm;
@@ -222,6 +285,8 @@ int sl__agg_add_weighted(sl__agg *a, const void *frame, size_t len, double num_s
     norm = update_norm(u);
     if (a->clip_norm > 0 && norm > a->clip_norm)
         scale = a->clip_norm / norm;
+    if (inv != 1.0) /* FedNova, robust: the normalised update, clipped first */
+        scale = scale * inv;
 
     if (!is_robust(a->kind)) {
         double wq_d = ldexp(num_samples, WEIGHT_FRAC);
@@ -505,17 +570,29 @@ int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *cou
 
     if (a == NULL || delta == NULL)
         return SL_EINVAL;
-    if (a->count == 0)
-        return SL_ESTATE;
+    if (a->count == 0 || (a->nova && a->nsum == 0))
+        return SL_ESTATE; /* FedNova: every add went through sl__agg_add_steps */
     if (is_robust(a->kind)) {
         if ((rc = finish_robust(a, delta)) != SL_OK)
             return rc;
+    } else if (a->nova) {
+        /* sum / N * 2^-(F+30) * tau_eff: p_i = n_i / N, the weights held n_i / a_i */
+        double n = (double)a->nsum;
+        for (size_t i = 0; i < a->params; i++) {
+            double x = (double)a->sum[i] / n;
+            delta[i] = ldexp(x, -(a->frac + WEIGHT_FRAC));
+        }
     } else {
         double w = (double)a->wsum;
         for (size_t i = 0; i < a->params; i++) {
             double x = (double)a->sum[i] / w;
             delta[i] = ldexp(x, -a->frac);
         }
+    }
+    if (a->nova) {
+        double tau_eff = ldexp((double)a->nasum, -STEPS_FRAC) / (double)a->nsum;
+        for (size_t i = 0; i < a->params; i++)
+            delta[i] = delta[i] * tau_eff;
     }
     if (a->dp_noise > 0) {
         /* DP-FedAvg (McMahan et al. 2018): sensitivity of the mean of K
@@ -577,9 +654,10 @@ static uint64_t get_u64(const uint8_t *p)
     return v;
 }
 
-/* Header: magic (8), params, frac (as u64, two's complement), count, wsum, entries: 48 bytes.
- * An entry: flat index (u64), then the sum's low and high 64 bits. */
-#define PARTIAL_HEAD  48
+/* Header: magic (8), params, frac (as u64, two's complement), count, wsum, entries, then
+ * FedNova's N and NA (low, high 64 bits): 72 bytes. An entry: flat index (u64), then the
+ * sum's low and high 64 bits. */
+#define PARTIAL_HEAD  72
 #define PARTIAL_ENTRY 24
 
 int sl__agg_export(const sl__agg *a, void **out, size_t *len)
@@ -604,6 +682,9 @@ int sl__agg_export(const sl__agg *a, void **out, size_t *len)
     put_u64(b + 24, a->count);
     put_u64(b + 32, a->wsum);
     put_u64(b + 40, (uint64_t)nz);
+    put_u64(b + 48, a->nsum);
+    put_u64(b + 56, (uint64_t)a->nasum);
+    put_u64(b + 64, (uint64_t)(a->nasum >> 64));
     p = b + PARTIAL_HEAD;
     for (size_t i = 0; i < a->params; i++) {
         unsigned __int128 v = (unsigned __int128)a->sum[i];
@@ -622,7 +703,8 @@ int sl__agg_export(const sl__agg *a, void **out, size_t *len)
 int sl__agg_merge(sl__agg *a, const void *partial, size_t len)
 {
     const uint8_t *b = partial, *p;
-    uint64_t params, count, wsum, nz, prev = 0;
+    uint64_t params, count, wsum, nz, nsum, prev = 0;
+    unsigned __int128 nasum;
 
     if (a == NULL || partial == NULL)
         return SL_EINVAL;
@@ -634,6 +716,8 @@ int sl__agg_merge(sl__agg *a, const void *partial, size_t len)
     count = get_u64(b + 24);
     wsum = get_u64(b + 32);
     nz = get_u64(b + 40);
+    nsum = get_u64(b + 48);
+    nasum = ((unsigned __int128)get_u64(b + 64) << 64) | get_u64(b + 56);
     if (params != (uint64_t)a->params || (int64_t)get_u64(b + 16) != (int64_t)a->frac)
         return SL_ELAYOUT; /* another model, or another task's bound */
     if (nz > params || (len - PARTIAL_HEAD) / PARTIAL_ENTRY != nz ||
@@ -647,7 +731,9 @@ int sl__agg_merge(sl__agg *a, const void *partial, size_t len)
             return SL_ECORRUPT; /* indices ascending, each once */
         prev = i;
     }
-    if (count > UINT32_MAX - a->count || wsum > UINT64_MAX - a->wsum)
+    if ((nsum != 0) != (a->nova && count > 0))
+        return SL_ELAYOUT; /* FedNova's sums in one and not the other: another task */
+    if (count > UINT32_MAX - a->count || wsum > UINT64_MAX - a->wsum || nsum > UINT64_MAX - a->nsum)
         return SL_ETOOBIG;
     p = b + PARTIAL_HEAD;
     for (uint64_t k = 0; k < nz; k++, p += PARTIAL_ENTRY) {
@@ -658,5 +744,7 @@ int sl__agg_merge(sl__agg *a, const void *partial, size_t len)
     }
     a->count += (uint32_t)count;
     a->wsum += wsum;
+    a->nsum += nsum;
+    a->nasum += nasum;
     return SL_OK;
 }

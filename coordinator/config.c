@@ -55,6 +55,7 @@
  *   fedbuff              boolean                                false
  *   buffer_size          integer         1 .. 1e5               10
  *   max_staleness        integer         0 .. 1e5               10
+ *   fednova              boolean                                false
  *
  * The local_* keys above local_lr's line configure the devices' optimiser
  * (device/nn/include/starling/optim.h, PyTorch's torch.optim semantics):
@@ -80,7 +81,8 @@
  * needs local_optimizer "sgd" and local_momentum > 0; local_optimizer "adam"
  * or "adamw" needs local_momentum 0 (0 when absent: the key's default 0.9 is
  * SGD's); local_betas and local_eps other than their defaults need "adam" or
- * "adamw".
+ * "adamw"; fednova (FedNova's normalised averaging, by each update's local
+ * steps) excludes fedbuff, dp_noise and error_feedback "tracking".
  *
  * Two representation choices keep parse(to_json(c)) == c exact:
  * - quorum: JSON cannot tell 1 from 1.0, so an integer >= 1 is a count and
@@ -206,6 +208,7 @@ static const key_spec keys[] = {
     {"fedbuff", K_BOOL, F(fedbuff), 0, 0, 0, 0, 0},
     {"buffer_size", K_U32, F(buffer_size), 1, 1e5, 0, 0, 10},
     {"max_staleness", K_U32, F(max_staleness), 0, 1e5, 0, 0, 10},
+    {"fednova", K_BOOL, F(fednova), 0, 0, 0, 0, 0},
 };
 #define KEY_COUNT (sizeof keys / sizeof keys[0])
 
@@ -770,6 +773,18 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
                 "set \"error_feedback\": \"residual\" for aggregator %s%s",
                 sl_aggregator_name(c->aggregator),
                 c->aggregator == SL_AGG_FEDAVG ? " and a server_lr above 1" : "");
+        return SL_ECONFIG_VALUE;
+    }
+    if (c->fednova && (c->fedbuff || c->dp_noise > 0 || c->error_feedback == SL_EF_TRACKING)) {
+        set_err(err, errcap, "fednova: not with %s (%s)",
+                c->fedbuff        ? "fedbuff"
+                : c->dp_noise > 0 ? "dp_noise"
+                                  : "error_feedback \"tracking\"",
+                c->fedbuff ? "its buffers weigh updates by staleness, not steps"
+                : c->dp_noise > 0
+                    ? "the noise is calibrated to the mean of clipped updates"
+                    : "tracking counts the model's move as the mean of the updates sent; "
+                      "set \"error_feedback\": \"residual\"");
         return SL_ECONFIG_VALUE;
     }
     if (c->dp_noise > 0 && c->clip_norm <= 0) {

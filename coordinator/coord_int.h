@@ -38,6 +38,17 @@ int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *cou
  * times the staleness discount 1/sqrt(1 + staleness)). */
 int sl__agg_add_weighted(sl__agg *a, const void *frame, size_t len, double weight);
 
+/* As sl__agg_add() with the update's local steps (0: not reported, counts as 1): for a
+ * task with "fednova", the update is normalised by its effective steps
+ * (sl__fednova_steps(); aggregate.c's header); otherwise exactly sl__agg_add(). In a
+ * FedNova aggregation every add goes through here. SL_ERANGE for steps out of range. */
+int sl__agg_add_steps(sl__agg *a, const void *frame, size_t len, uint32_t num_samples,
+                      uint32_t steps);
+
+/* FedNova's effective steps a of @steps local steps (0 counts as 1) of SGD with @momentum
+ * (0 for other optimisers): steps itself without momentum. */
+double sl__fednova_steps(uint32_t steps, double momentum);
+
 /* NULL is a no-op. */
 void sl__agg_free(sl__agg *a);
 

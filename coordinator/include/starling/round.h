@@ -111,6 +111,9 @@ typedef struct sl_task_config {
     int fedbuff; /* 1: no rounds; aggregate every buffer_size accepted updates */
     uint32_t buffer_size;
     uint32_t max_staleness;
+    /* FedNova: each update divided by its effective local steps, the mean rescaled
+     * (coordinator/aggregate.c); 0: FedAvg's weighting by samples */
+    int fednova;
 } sl_task_config;
 
 /**

@@ -381,8 +381,8 @@ static void test_fixed_point_bound(void **state)
     bad[16] ^= 1; /* another bound */
     assert_int_equal(sl__agg_merge(a, bad, plen), SL_ELAYOUT);
     memcpy(bad, part, plen);
-    if (plen >= 48 + 2 * 24) { /* the second index not above the first */
-        memcpy(bad + 48 + 24, bad + 48, 8);
+    if (plen >= 72 + 2 * 24) { /* the second index not above the first */
+        memcpy(bad + 72 + 24, bad + 72, 8);
         assert_int_equal(sl__agg_merge(a, bad, plen), SL_ECORRUPT);
     }
     memcpy(bad, part, plen);
@@ -907,6 +907,141 @@ static void test_state_decode_rejections(void **state)
     sl_server_state_free(&st);
 }
 
+/* FedNova with @steps[i] local steps per update, in @order, split into @parts partials. */
+static double *nova_order(const sl_layout *l, const sl_task_config *c, const upd *u,
+                          const uint32_t *n, const uint32_t *steps, const size_t *order, size_t K,
+                          size_t parts)
+{
+    size_t P = (size_t)sl_layout_params(l);
+    double *out = calloc(P, sizeof *out);
+    sl__agg *lead = NULL;
+    assert_int_equal(sl__agg_begin(c, l, &lead), SL_OK);
+    for (size_t p = 0; p < parts; p++) {
+        sl__agg *a = NULL;
+        void *part = NULL;
+        size_t plen = 0;
+        assert_int_equal(sl__agg_begin(c, l, &a), SL_OK);
+        for (size_t k = p; k < K; k += parts) {
+            size_t i = order[k];
+            assert_int_equal(sl__agg_add_steps(a, u[i].frame, u[i].len, n[i], steps[i]), SL_OK);
+        }
+        if (parts == 1) {
+            sl__agg_free(lead);
+            lead = a;
+            break;
+        }
+        assert_int_equal(sl__agg_export(a, &part, &plen), SL_OK);
+        assert_int_equal(sl__agg_merge(lead, part, plen), SL_OK);
+        free(part);
+        sl__agg_free(a);
+    }
+    assert_int_equal(sl__agg_finish(lead, 0, out, NULL), SL_OK);
+    sl__agg_free(lead);
+    return out;
+}
+
+/* FedNova (Wang et al. 2020): tau_eff * sum_i p_i u_i / a_i, a_i the effective steps of SGD
+ * with momentum; the same bits in any order and any split into partials; with equal steps,
+ * FedAvg's mean; the robust aggregators on the normalised updates, scaled by tau_eff. */
+static void test_fednova(void **state)
+{
+    sl_layout *l = small_layout();
+    size_t P = (size_t)sl_layout_params(l), K = 12, order[MAXK];
+    upd u[MAXK];
+    uint32_t n[MAXK], steps[MAXK], same[MAXK];
+    double w[MAXK];
+    uint64_t s = 7;
+    (void)state;
+    for (size_t i = 0; i < K; i++) {
+        random_update(l, 0.5, 0.05 + 0.1 * (double)i, 900 + i, &u[i]);
+        n[i] = 50 + (uint32_t)(sl_test_rand(&s) % 500);
+        steps[i] = 1 + (uint32_t)(sl_test_rand(&s) % 80); /* unequal local work */
+        same[i] = 20;
+        w[i] = n[i];
+        order[i] = i;
+    }
+    for (int momentum = 0; momentum < 2; momentum++) {
+        sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
+        double rho = momentum ? 0.9 : 0, *ref, *avg, *eq;
+        long double want_tau = 0, N = 0;
+        long double *want = calloc(P, sizeof *want);
+        c.fednova = 1;
+        c.local_momentum = rho;
+        /* the effective steps: tau without momentum; with it, FedNova's closed form */
+        assert_true(sl__fednova_steps(7, 0) == 7.0);
+        assert_true(fabs(sl__fednova_steps(7, 0.9) - (7 - 0.9 * (1 - pow(0.9, 7)) / 0.1) / 0.1) <
+                    1e-9);
+        assert_true(sl__fednova_steps(0, 0) == 1.0);
+        ref = nova_order(l, &c, u, n, steps, order, K, 1);
+        for (size_t i = 0; i < K; i++) {
+            long double a = sl__fednova_steps(steps[i], rho);
+            N += n[i];
+            want_tau += (long double)n[i] * a;
+            for (size_t j = 0; j < P; j++)
+                want[j] += (long double)n[i] * u[i].dense[j] / a;
+        }
+        want_tau /= N;
+        for (size_t j = 0; j < P; j++) {
+            long double x = want_tau * want[j] / N;
+            /* within the quanta: each weight n_i / a_i at 2^-30 (relative a_i / (n_i 2^31),
+             * below 1e-9 here), each a_i at 2^-32 */
+            if (!(fabsl((long double)ref[j] - x) <= 1e-8L * (1 + fabsl(x))))
+                fail_msg("coordinate %zu: FedNova %.17g, reference %.17Lg", j, ref[j], x);
+        }
+        free(want);
+        for (int trial = 0; trial < 6; trial++) {
+            size_t perm[MAXK];
+            double *got;
+            memcpy(perm, order, K * sizeof *perm);
+            shuffle(perm, K, &s);
+            got = nova_order(l, &c, u, n, steps, perm, K, 1 + (size_t)trial % 4);
+            assert_memory_equal(got, ref, P * sizeof *ref); /* any order, any split */
+            free(got);
+        }
+        /* equal steps (no momentum): FedAvg's sample-weighted mean */
+        if (!momentum) {
+            sl_task_config f = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
+            eq = nova_order(l, &c, u, n, same, order, K, 1);
+            avg = aggregate_order(l, &f, u, w, order, K);
+            for (size_t j = 0; j < P; j++)
+                assert_true(fabs(eq[j] - avg[j]) <= 1e-8 * (1 + fabs(avg[j]))); /* n/a at 2^-30 */
+            free(eq);
+            free(avg);
+        }
+        free(ref);
+    }
+    {
+        /* the median of the normalised updates, times tau_eff */
+        sl_task_config c = agg_config(SL_AGG_MEDIAN, 0, 0, 0);
+        double *got, tau = 0, N = 0;
+        c.fednova = 1;
+        c.local_momentum = 0;
+        got = nova_order(l, &c, u, n, steps, order, K, 1);
+        for (size_t i = 0; i < K; i++) {
+            tau += (double)n[i] * steps[i];
+            N += n[i];
+        }
+        tau /= N;
+        for (size_t j = 0; j < P; j++) {
+            double v[MAXK], med;
+            for (size_t i = 0; i < K; i++)
+                v[i] = u[i].dense[j] / steps[i];
+            for (size_t a = 1; a < K; a++) /* insertion sort: K is small */
+                for (size_t b = a; b > 0 && v[b - 1] > v[b]; b--) {
+                    double t = v[b];
+                    v[b] = v[b - 1];
+                    v[b - 1] = t;
+                }
+            med = (v[K / 2 - 1] + v[K / 2]) / 2;
+            assert_true(fabs(got[j] - med * tau) <= 1e-12 * (1 + fabs(med * tau)));
+        }
+        free(got);
+    }
+    for (size_t i = 0; i < K; i++)
+        free_upd(&u[i]);
+    sl_layout_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -914,6 +1049,7 @@ int main(void)
         cmocka_unit_test(test_weighted_add),
         cmocka_unit_test(test_fixed_point_any_order),
         cmocka_unit_test(test_fixed_point_bound),
+        cmocka_unit_test(test_fednova),
         cmocka_unit_test(test_robust_reference),
         cmocka_unit_test(test_robustness),
         cmocka_unit_test(test_determinism),
