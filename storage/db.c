@@ -402,6 +402,7 @@ const sl__store_ops sl__sqlite_ops = {
     .leader = sl__sq_leader,
     .resign = sl__sq_resign,
     .put_checkin = sl__sq_put_checkin,
+    .list_steps = sl__sq_list_steps,
     .list_checkins = sl__sq_list_checkins,
     .put_partial = sl__sq_put_partial,
     .foreach_partial = sl__sq_foreach_partial,

@@ -146,6 +146,9 @@ static const char *const migrations[] = {
      "  updates INTEGER NOT NULL,"
      "  at INTEGER NOT NULL,"
      "  PRIMARY KEY (round_id, replica));"),
+    /* 9 -> 10: the local steps a device reports with its update (FedNova, time budgets) */
+    ("ALTER TABLE updates ADD COLUMN local_steps INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE uploads ADD COLUMN local_steps INTEGER NOT NULL DEFAULT 0;"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

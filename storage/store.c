@@ -671,3 +671,11 @@ int sl_store_foreach_partial(sl_store *s, int64_t round_id,
         return SL_EINVAL;
     return OPS(s)->foreach_partial(s, round_id, fn, ctx);
 }
+
+int sl_store_list_steps(sl_store *s, int64_t round_id,
+                        int (*fn)(void *ctx, int64_t device_id, uint32_t local_steps), void *ctx)
+{
+    if (s == NULL || fn == NULL)
+        return SL_EINVAL;
+    return OPS(s)->list_steps(s, round_id, fn, ctx);
+}

@@ -61,7 +61,7 @@ int sl__put_update_exec(sl_store *s, sl__conn *c, const sl_update_put *u, sl_sto
         return rc;
     rc = sl__stmt(c,
                   "INSERT INTO updates (round_id, device_id, frame, num_samples, sha256, "
-                  "received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                  "received_at, local_steps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
                   "ON CONFLICT (round_id, device_id) DO NOTHING",
                   &st);
     if (rc != SL_OK)
@@ -72,6 +72,7 @@ int sl__put_update_exec(sl_store *s, sl__conn *c, const sl_update_put *u, sl_sto
     sqlite3_bind_int64(st, 4, u->num_samples);
     sqlite3_bind_blob(st, 5, u->sha256, 32, SQLITE_STATIC);
     sqlite3_bind_int64(st, 6, now);
+    sqlite3_bind_int64(st, 7, u->local_steps);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc != SQLITE_DONE) /* a foreign key: no such round or device */
@@ -200,8 +201,8 @@ static int create_upload_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_stmt *st;
     int rc = sl__stmt(c,
                       "INSERT INTO uploads (id, device_id, round_id, length, offset, sha256, "
-                      "num_samples, expires_at, data) VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, "
-                      "zeroblob(?4))",
+                      "num_samples, expires_at, data, local_steps) VALUES (?1, ?2, ?3, ?4, 0, "
+                      "?5, ?6, ?7, zeroblob(?4), ?8)",
                       &st);
     (void)s;
     if (rc != SL_OK)
@@ -213,6 +214,7 @@ static int create_upload_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_bind_blob(st, 5, r->sha256, 32, SQLITE_STATIC);
     sqlite3_bind_int64(st, 6, r->num_samples);
     sqlite3_bind_int64(st, 7, r->expires_at_ms);
+    sqlite3_bind_int64(st, 8, r->local_steps);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
@@ -239,7 +241,7 @@ static int load_any_upload(sl_store *s, sl__conn *c, const char *id, sl_upload_r
     sqlite3_stmt *st;
     int rc = sl__stmt(c,
                       "SELECT rowid, device_id, round_id, length, offset, sha256, num_samples, "
-                      "expires_at FROM uploads WHERE id = ?1",
+                      "expires_at, local_steps FROM uploads WHERE id = ?1",
                       &st);
     if (rc != SL_OK)
         return rc;
@@ -262,6 +264,7 @@ static int load_any_upload(sl_store *s, sl__conn *c, const char *id, sl_upload_r
         memcpy(r->sha256, sqlite3_column_blob(st, 5), 32);
         r->num_samples = (uint32_t)sqlite3_column_int64(st, 6);
         r->expires_at_ms = sqlite3_column_int64(st, 7);
+        r->local_steps = (uint32_t)sqlite3_column_int64(st, 8);
         rc = SL_OK;
     } else if (rc != SL_ETIMEDOUT) {
         rc = rc == SQLITE_DONE ? SL_ENOENT : sl__status_from_sqlite(rc);
@@ -422,6 +425,7 @@ static int finish_exec(sl_store *s, sl__conn *c, void *arg)
     u.frame_len = (size_t)r.length;
     u.num_samples = r.num_samples;
     u.sha256 = r.sha256;
+    u.local_steps = r.local_steps;
     rc = sl__put_update_exec(s, c, &u, &a->receipt);
     free(data);
     if (rc != SL_OK)
@@ -519,5 +523,33 @@ int sl__sq_expire_uploads(sl_store *s, uint32_t *deleted)
     rc = sl__write(s, expire_exec, &a, SL__WRITE_TIMEOUT_MS);
     if (rc == SL_OK && deleted != NULL)
         *deleted = a.deleted;
+    return rc;
+}
+
+int sl__sq_list_steps(sl_store *s, int64_t round_id,
+                      int (*fn)(void *ctx, int64_t device_id, uint32_t local_steps), void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c,
+                  "SELECT device_id, local_steps FROM updates WHERE round_id = ?1 "
+                  "ORDER BY device_id",
+                  &st);
+    if (rc == SL_OK) {
+        int step;
+        sqlite3_bind_int64(st, 1, round_id);
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            rc = fn(ctx, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
+            if (rc != 0)
+                break;
+        }
+        if (rc == 0 && step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
     return rc;
 }

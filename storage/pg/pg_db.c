@@ -468,6 +468,7 @@ static const sl__store_ops pg_ops = {
     .leader = sl__pg_leader,
     .resign = sl__pg_resign,
     .put_checkin = sl__pg_put_checkin,
+    .list_steps = sl__pg_list_steps,
     .list_checkins = sl__pg_list_checkins,
     .put_partial = sl__pg_put_partial,
     .foreach_partial = sl__pg_foreach_partial,

@@ -183,6 +183,8 @@ int sl__pg_lead(sl_store *s, const char *owner, int64_t lease_ms, uint64_t *epoc
 int sl__pg_leader(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64_t *remaining_ms);
 int sl__pg_resign(sl_store *s, const char *owner);
 int sl__pg_put_checkin(sl_store *s, int64_t task_id, int64_t device_id);
+int sl__pg_list_steps(sl_store *s, int64_t round_id,
+                      int (*fn)(void *ctx, int64_t device_id, uint32_t local_steps), void *ctx);
 int sl__pg_put_partial(sl_store *s, int64_t round_id, const char *replica, const void *data,
                        size_t len, const int64_t *devices, size_t n);
 int sl__pg_foreach_partial(sl_store *s, int64_t round_id,

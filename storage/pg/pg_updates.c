@@ -76,9 +76,10 @@ int sl__pg_put_update_exec(sl__pg *p, PGconn *c, const sl_update_put *u, sl_stor
     sl__pgq_int(&q, u->num_samples);
     sl__pgq_bytes(&q, u->sha256, 32);
     sl__pgq_int(&q, now);
+    sl__pgq_int(&q, u->local_steps);
     rc = sl__pg_exec(c,
                      "INSERT INTO updates (round_id, device_id, frame, num_samples, sha256, "
-                     "received_at) VALUES ($1, $2, $3, $4, $5, $6) "
+                     "received_at, local_steps) VALUES ($1, $2, $3, $4, $5, $6, $7) "
                      "ON CONFLICT (round_id, device_id) DO NOTHING RETURNING id",
                      &q, &r);
     if (rc != SL_OK) /* a foreign key: no such round or device */
@@ -258,11 +259,12 @@ static int create_upload_exec(sl__pg *p, PGconn *c, void *arg)
     sl__pgq_bytes(&q, u->sha256, 32);
     sl__pgq_int(&q, u->num_samples);
     sl__pgq_int(&q, u->expires_at_ms);
+    sl__pgq_int(&q, u->local_steps);
     /* the bytes grow as they arrive (SQLite reserves them up front) */
     rc = sl__pg_exec(c,
                      "INSERT INTO uploads (id, device_id, round_id, length, \"offset\", sha256, "
-                     "num_samples, expires_at, data) VALUES ($1, $2, $3, $4, 0, $5, $6, $7, "
-                     "''::bytea) ON CONFLICT (id) DO NOTHING",
+                     "num_samples, expires_at, data, local_steps) VALUES ($1, $2, $3, $4, 0, $5, "
+                     "$6, $7, ''::bytea, $8) ON CONFLICT (id) DO NOTHING",
                      &q, &r);
     if (rc != SL_OK)
         return rc;
@@ -285,9 +287,9 @@ static int load_any_upload(sl__pg *p, PGconn *c, const char *id, int lock, sl_up
     sl__pgq_text(&q, id);
     rc = sl__pg_exec(c,
                      lock ? "SELECT device_id, round_id, length, \"offset\", sha256, num_samples, "
-                            "expires_at FROM uploads WHERE id = $1 FOR UPDATE"
+                            "expires_at, local_steps FROM uploads WHERE id = $1 FOR UPDATE"
                           : "SELECT device_id, round_id, length, \"offset\", sha256, num_samples, "
-                            "expires_at FROM uploads WHERE id = $1",
+                            "expires_at, local_steps FROM uploads WHERE id = $1",
                      &q, &r);
     if (rc != SL_OK)
         return rc;
@@ -307,6 +309,7 @@ static int load_any_upload(sl__pg *p, PGconn *c, const char *id, int lock, sl_up
         memcpy(u->sha256, PQgetvalue(r, 0, 4), 32);
         u->num_samples = (uint32_t)sl__pg_int(r, 0, 5);
         u->expires_at_ms = sl__pg_int(r, 0, 6);
+        u->local_steps = (uint32_t)sl__pg_int(r, 0, 7);
     }
     PQclear(r);
     return rc;
@@ -455,6 +458,7 @@ static int finish_exec(sl__pg *p, PGconn *c, void *arg)
     put.frame_len = (size_t)u.length;
     put.num_samples = u.num_samples;
     put.sha256 = u.sha256;
+    put.local_steps = u.local_steps;
     rc = sl__pg_put_update_exec(p, c, &put, &a->receipt);
     free(data);
     if (rc != SL_OK)
@@ -540,4 +544,37 @@ int sl__pg_expire_uploads(sl_store *s, uint32_t *deleted)
     if (rc == SL_OK && deleted != NULL)
         *deleted = a.deleted;
     return rc;
+}
+
+typedef struct steps_args {
+    int64_t round_id;
+    int (*fn)(void *ctx, int64_t device_id, uint32_t local_steps);
+    void *ctx;
+    int stop;
+} steps_args;
+
+static int steps_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    steps_args *a = arg;
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    int rc;
+    (void)p;
+    sl__pgq_int(&q, a->round_id);
+    rc = sl__pg_exec(c,
+                     "SELECT device_id, local_steps FROM updates WHERE round_id = $1 "
+                     "ORDER BY device_id",
+                     &q, &r);
+    for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->stop == 0; i++)
+        a->stop = a->fn(a->ctx, sl__pg_int(r, i, 0), (uint32_t)sl__pg_int(r, i, 1));
+    PQclear(r);
+    return rc;
+}
+
+int sl__pg_list_steps(sl_store *s, int64_t round_id,
+                      int (*fn)(void *ctx, int64_t device_id, uint32_t local_steps), void *ctx)
+{
+    steps_args a = {round_id, fn, ctx, 0};
+    int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, steps_exec, &a);
+    return rc == SL_OK ? a.stop : rc;
 }

@@ -45,7 +45,7 @@ static void *work(void *arg)
         sl_update_put u;
         make_digest(i, sha);
         frame[0] = (uint8_t)i;
-        u = (sl_update_put){w->round_id, w->devices[i], frame, FRAME, 1, sha};
+        u = (sl_update_put){w->round_id, w->devices[i], frame, FRAME, 1, sha, 0};
         if (sl_store_put_update(w->s, &u, 60000, &r) != SL_OK || r.duplicate)
             w->failures++;
     }

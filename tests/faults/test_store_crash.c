@@ -40,7 +40,7 @@ static void *child_writer(void *arg)
         if (sl_store_enrol_device(t->s, key, sizeof key, "{}", &dev) != SL_OK)
             _exit(3);
         sl_test_update_bytes(i, frame, sizeof frame, sha);
-        u = (sl_update_put){t->round_id, dev, frame, sizeof frame, (uint32_t)(i & 0xffff), sha};
+        u = (sl_update_put){t->round_id, dev, frame, sizeof frame, (uint32_t)(i & 0xffff), sha, 0};
         if (sl_store_put_update(t->s, &u, 30000, &r) != SL_OK)
             _exit(4);
         if (write(t->fd, &i, sizeof i) != (ssize_t)sizeof i) /* acknowledged */

@@ -52,7 +52,7 @@ static int update_present(const char *dir, const uint8_t *sha)
     if (n == 1) {
         uint8_t frame[8192];
         sl_store_receipt r;
-        sl_update_put u = {round_id, device_id, frame, sizeof frame, 1, sha};
+        sl_update_put u = {round_id, device_id, frame, sizeof frame, 1, sha, 0};
         sl_test_update_bytes(1, frame, sizeof frame, (uint8_t[32]){0});
         /* the stored one is exactly ours: the same put is a duplicate, not a conflict */
         assert_int_equal(sl_store_put_update(s, &u, 5000, &r), SL_OK);
@@ -72,7 +72,7 @@ static void run_matrix(int what, int err, int expect_status)
         char dir[512];
         sl_store *s;
         sl_store_receipt r;
-        sl_update_put u = {round_id, device_id, frame, sizeof frame, 1, sha};
+        sl_update_put u = {round_id, device_id, frame, sizeof frame, 1, sha, 0};
         int rc;
         long injected;
 

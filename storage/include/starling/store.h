@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 9
+#define SL_STORE_SCHEMA_VERSION 10
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
@@ -469,6 +469,7 @@ typedef struct sl_update_put {
     size_t frame_len;
     uint32_t num_samples;
     const uint8_t *sha256; /* 32 bytes: digest of the frame */
+    uint32_t local_steps;  /* the optimiser steps the device ran for it; 0: not reported */
 } sl_update_put;
 
 /**
@@ -509,6 +510,15 @@ int sl_store_foreach_update(sl_store *s, int64_t round_id,
                                       uint32_t num_samples, const uint8_t *sha256),
                             void *ctx);
 
+/**
+ * sl_store_list_steps - call @fn with the local steps each update of round
+ * @round_id reports (0: none reported), in device-id order (the order of
+ * sl_store_foreach_update()); stops at the first non-zero return of @fn and
+ * returns it. Reads only.
+ */
+int sl_store_list_steps(sl_store *s, int64_t round_id,
+                        int (*fn)(void *ctx, int64_t device_id, uint32_t local_steps), void *ctx);
+
 /* ------------------------------------------------------------------------ */
 /* Resumable upload sessions                                                */
 /* ------------------------------------------------------------------------ */
@@ -524,6 +534,7 @@ typedef struct sl_upload_record {
     uint8_t sha256[32];
     uint32_t num_samples;
     int64_t expires_at_ms;
+    uint32_t local_steps; /* as sl_update_put's, carried into the update */
 } sl_upload_record;
 
 /**

@@ -399,7 +399,7 @@ static void test_list_devices(void **state)
                      SL_OK);
     for (int i = 2; i >= 0; i -= 2) {
         sl_test_update_bytes((uint64_t)i, frame, sizeof frame, sha);
-        u = (sl_update_put){round_id, devices[i], frame, sizeof frame, 10, sha};
+        u = (sl_update_put){round_id, devices[i], frame, sizeof frame, 10, sha, 0};
         assert_int_equal(sl_store_put_update(f->s, &u, 5000, &rec), SL_OK);
     }
     /* round 2: device 0 again */
@@ -408,7 +408,7 @@ static void test_list_devices(void **state)
     second = r.id;
     assert_int_equal(sl_store_select_participants(f->s, &r, devices, 1), SL_OK);
     sl_test_update_bytes(9, frame, sizeof frame, sha);
-    u = (sl_update_put){second, devices[0], frame, sizeof frame, 10, sha};
+    u = (sl_update_put){second, devices[0], frame, sizeof frame, 10, sha, 0};
     assert_int_equal(sl_store_put_update(f->s, &u, 5000, &rec), SL_OK);
 
     assert_int_equal(sl_store_list_devices(f->s, 0, 100, collect_device, &page), SL_OK);
@@ -495,13 +495,13 @@ static void test_updates_idempotent(void **state)
     for (int i = 4; i >= 0; i--) {
         sl_test_update_bytes((uint64_t)i, frame, sizeof frame, sha);
         u = (sl_update_put){round_id, devices[i], frame, sizeof frame, (uint32_t)(100 + devices[i]),
-                            sha};
+                            sha,      0};
         assert_int_equal(sl_store_put_update(f->s, &u, 5000, &a), SL_OK);
         assert_int_equal(a.duplicate, 0);
     }
     sl_test_update_bytes(2, frame, sizeof frame, sha);
     u = (sl_update_put){round_id, devices[2], frame, sizeof frame, (uint32_t)(100 + devices[2]),
-                        sha};
+                        sha,      0};
     sl_clock_manual_advance(&f->clock, 1000000000LL);
     assert_int_equal(sl_store_put_update(f->s, &u, 5000, &b), SL_OK);
     assert_int_equal(b.duplicate, 1); /* a retry gets the original receipt */
@@ -533,7 +533,7 @@ static void *writer_thread(void *arg)
     sl_store_receipt r;
     sl_update_put u;
     sl_test_update_bytes((uint64_t)w->device, frame, sizeof frame, sha);
-    u = (sl_update_put){w->round_id, w->device, frame, sizeof frame, 1, sha};
+    u = (sl_update_put){w->round_id, w->device, frame, sizeof frame, 1, sha, 0};
     w->rc = sl_store_put_update(w->s, &u, 30000, &r);
     return NULL;
 }
@@ -620,6 +620,14 @@ static void test_checkpointer(void **state)
     }
 }
 
+static int steps_of(void *ctx, int64_t device_id, uint32_t local_steps)
+{
+    int64_t *seen = ctx;
+    seen[0] = device_id;
+    seen[1] = local_steps;
+    return 0;
+}
+
 static void test_uploads(void **state)
 {
     fixture *f = *state;
@@ -639,6 +647,7 @@ static void test_uploads(void **state)
     r.length = sizeof frame;
     memcpy(r.sha256, sha, 32);
     r.num_samples = 42;
+    r.local_steps = 9;
     r.expires_at_ms = 1764465820000LL + 60000;
     assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
     assert_int_equal(sl_store_create_upload(f->s, &r), SL_EEXIST);
@@ -657,10 +666,16 @@ static void test_uploads(void **state)
     assert_int_equal(len, sizeof frame);
     assert_memory_equal(data, frame, sizeof frame);
     free(data);
+    assert_int_equal(got.local_steps, 9);
     assert_int_equal(sl_store_finish_upload(f->s, "up-1", 5000, &receipt), SL_OK);
     assert_int_equal(sl_store_get_upload(f->s, "up-1", &got), SL_ENOENT);
     assert_int_equal(sl_store_count_updates(f->s, round_id, &count), SL_OK);
     assert_int_equal(count, 1);
+    { /* the session's local steps went into the update */
+        int64_t seen[2] = {0, 0};
+        assert_int_equal(sl_store_list_steps(f->s, round_id, steps_of, seen), SL_OK);
+        assert_true(seen[0] == devices[0] && seen[1] == 9);
+    }
     /* expiry */
     snprintf(r.id, sizeof r.id, "up-2");
     assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
@@ -718,7 +733,7 @@ static void *background_writes(void *arg)
         sl_store_receipt r;
         sl_update_put u;
         sl_test_update_bytes((uint64_t)i, frame, sizeof frame, sha);
-        u = (sl_update_put){b->round_id, b->devices[i], frame, sizeof frame, 1, sha};
+        u = (sl_update_put){b->round_id, b->devices[i], frame, sizeof frame, 1, sha, 0};
         if (sl_store_put_update(b->s, &u, 30000, &r) != SL_OK)
             b->failures++;
     }

@@ -328,7 +328,7 @@ static void test_migrate_from_sqlite(void **state)
     m.sha256 = sha;
     assert_int_equal(sl_store_put_model(s, &m), SL_OK);
     for (int i = 0; i < 2; i++) {
-        sl_update_put u = {round_id, devices[i], frame, sizeof frame, 10, sha};
+        sl_update_put u = {round_id, devices[i], frame, sizeof frame, 10, sha, 0};
         sl_test_update_bytes((uint64_t)i, frame, sizeof frame, sha);
         memcpy(want + 32 * i, sha, 32);
         assert_int_equal(sl_store_put_update(s, &u, 5000, &rc1), SL_OK);
@@ -410,7 +410,7 @@ static void test_connection_lost(void **state)
     PQfinish(c);
     sl_test_update_bytes(1, frame, sizeof frame, sha);
     {
-        sl_update_put u = {round_id, devices[0], frame, sizeof frame, 5, sha};
+        sl_update_put u = {round_id, devices[0], frame, sizeof frame, 5, sha, 0};
         assert_int_equal(sl_store_put_update(s, &u, 10000, &r1), SL_OK);
         assert_int_equal(r1.duplicate, 0);
         /* the primary restarts (fast: connections close): the retry gets the receipt */
@@ -462,7 +462,7 @@ static void test_same_update_four_replicas(void **state)
     sl_test_store_fixture(s, &round_id, devices, 1);
     sl_test_update_bytes(3, frame, sizeof frame, sha);
     {
-        sl_update_put u = {round_id, devices[0], frame, sizeof frame, 5, sha};
+        sl_update_put u = {round_id, devices[0], frame, sizeof frame, 5, sha, 0};
         for (int i = 0; i < 4; i++) {
             r[i].uri = uri;
             r[i].u = &u;
