@@ -198,7 +198,7 @@ void sl__replica_fenced(sl_engine *e);
  * replica's partial sum of the round (replicas, FedAvg family: the leader then reads one
  * partial per replica instead of every update). Gate held shared; never fails the accept. */
 void sl__replica_fold(sl_engine *e, sl__task *t, int64_t round_id, int64_t device_id,
-                      const void *frame, size_t len, uint32_t num_samples);
+                      const void *frame, size_t len, uint32_t num_samples, uint32_t local_steps);
 
 /* The leader's close (lifecycle.c, gate held exclusively): add round @round_id's updates to
  * @agg through @add (called per update not covered), using every replica's stored partial

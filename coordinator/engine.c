@@ -637,6 +637,13 @@ static int answer_closed(sl_engine *e, int64_t round_id, int64_t device_id, cons
 int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const void *frame,
                      size_t len, uint32_t num_samples, const uint8_t *sha256, sl_accept_result *out)
 {
+    return sl_engine_accept_steps(e, round_id, device_id, frame, len, num_samples, 0, sha256, out);
+}
+
+int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, const void *frame,
+                           size_t len, uint32_t num_samples, uint32_t local_steps,
+                           const uint8_t *sha256, sl_accept_result *out)
+{
     sl_accept_result res;
     sl_frame_header h;
     sl__task *t;
@@ -741,9 +748,10 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
     u.frame_len = len;
     u.num_samples = num_samples;
     u.sha256 = sha256;
+    u.local_steps = local_steps;
     rc = sl_store_put_update(e->store, &u, 30000, &res.receipt);
     if (rc == SL_OK && !res.receipt.duplicate) /* replicas: into this one's partial sum */
-        sl__replica_fold(e, t, current_round, device_id, frame, len, num_samples);
+        sl__replica_fold(e, t, current_round, device_id, frame, len, num_samples, local_steps);
     pthread_mutex_lock(&e->lock);
     if (rc == SL_ECONFLICT) {
         rc = reject(t, &res, SL_REJECT_DUPLICATE_CONFLICT);

@@ -128,7 +128,51 @@ typedef struct agg_ctx {
     sl__agg *agg;
     const sl__task *t;
     uint32_t added;
+    /* FedNova: the local steps of the round being added, in device-id order */
+    int64_t *dev;
+    uint32_t *steps;
+    size_t nsteps, cap;
+    int rc;
 } agg_ctx;
+
+static int collect_steps(void *ctx, int64_t device_id, uint32_t local_steps)
+{
+    agg_ctx *a = ctx;
+    if (a->nsteps == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 64;
+        int64_t *dev = realloc(a->dev, cap * sizeof *dev);
+        uint32_t *steps = dev ? realloc(a->steps, cap * sizeof *steps) : NULL;
+        if (dev != NULL)
+            a->dev = dev;
+        if (steps == NULL) {
+            a->rc = SL_ENOMEM;
+            return 1;
+        }
+        a->steps = steps;
+        a->cap = cap;
+    }
+    a->dev[a->nsteps] = device_id;
+    a->steps[a->nsteps++] = local_steps;
+    return 0;
+}
+
+/* The steps device @id reported in the round being added (0: none). */
+static uint32_t steps_of(const agg_ctx *a, int64_t id)
+{
+    size_t lo = 0, hi = a->nsteps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a->dev[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < a->nsteps && a->dev[lo] == id ? a->steps[lo] : 0;
+}
+
+/* One round's updates into the aggregation (replicas' partial sums where they have them);
+ * FedNova first reads the steps each update reports. *@added grows by the updates added. */
+static int add_round(sl_engine *e, sl__task *t, int64_t round_id, agg_ctx *ctx);
 
 /* Rounds abandoned since the model last changed: their acknowledged
  * updates were trained from the same version as the closing round's, so
@@ -165,7 +209,7 @@ static int collect_carried(void *ctx, const sl_round_record *r)
     return 0;
 }
 
-static int add_one(agg_ctx *a, const void *frame, size_t len, uint32_t num_samples);
+static int add_one(agg_ctx *a, const void *frame, size_t len, uint32_t num_samples, uint32_t steps);
 
 /* An update the store holds but the fixed-point sum cannot take (a value at or above its
  * bound: only one stored before the engine refused such values at upload) is left out with a
@@ -177,7 +221,7 @@ static int add_update(void *ctx, int64_t device_id, const void *frame, size_t le
     int rc;
     (void)sha256;
     a->added++;
-    rc = add_one(a, frame, len, num_samples);
+    rc = add_one(a, frame, len, num_samples, steps_of(a, device_id));
     if (rc == SL_ERANGE) {
         sl_log(SL_LOG_WARN, "engine",
                "device %lld's stored update has a value beyond the aggregation's bound: left "
@@ -189,7 +233,7 @@ static int add_update(void *ctx, int64_t device_id, const void *frame, size_t le
     return rc;
 }
 
-static int add_one(agg_ctx *a, const void *frame, size_t len, uint32_t num_samples)
+static int add_one(agg_ctx *a, const void *frame, size_t len, uint32_t num_samples, uint32_t steps)
 {
     sl_frame_header h;
     if (num_samples == 0)
@@ -201,7 +245,24 @@ static int add_one(agg_ctx *a, const void *frame, size_t len, uint32_t num_sampl
         return sl__agg_add_weighted(a->agg, frame, len,
                                     (double)num_samples / sqrt(1.0 + staleness));
     }
-    return sl__agg_add(a->agg, frame, len, num_samples);
+    return sl__agg_add_steps(a->agg, frame, len, num_samples, steps);
+}
+
+static int add_round(sl_engine *e, sl__task *t, int64_t round_id, agg_ctx *ctx)
+{
+    uint32_t merged = 0;
+    int rc = SL_OK;
+    ctx->nsteps = 0;
+    if (t->cfg.fednova) {
+        ctx->rc = SL_OK;
+        rc = sl_store_list_steps(e->store, round_id, collect_steps, ctx);
+        if (rc == SL_OK || rc == 1)
+            rc = ctx->rc;
+    }
+    if (rc == SL_OK)
+        rc = sl__replica_add_round(e, t, round_id, ctx->agg, add_update, ctx, &merged);
+    ctx->added += merged;
+    return rc;
 }
 
 /* Aggregate the round's stored updates into the next model version. */
@@ -222,9 +283,9 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
     rc = sl__agg_begin(&t->cfg, t->layout, &agg);
     if (rc != SL_OK)
         return rc;
+    memset(&ctx, 0, sizeof ctx);
     ctx.agg = agg;
     ctx.t = t;
-    ctx.added = 0;
     if (!t->cfg.fedbuff) { /* abandoned rounds of this version first, oldest first */
         carried c;
         memset(&c, 0, sizeof c);
@@ -232,18 +293,13 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
         c.current = r->id;
         rc = sl_store_list_rounds(e->store, t->id, 0, UINT32_MAX, collect_carried, &c);
         rc = c.rc != SL_OK ? c.rc : rc < 0 ? rc : SL_OK;
-        for (size_t i = c.n; i-- > 0 && rc == SL_OK;) {
-            uint32_t merged = 0;
-            rc = sl__replica_add_round(e, t, c.ids[i], agg, add_update, &ctx, &merged);
-            ctx.added += merged;
-        }
+        for (size_t i = c.n; i-- > 0 && rc == SL_OK;)
+            rc = add_round(e, t, c.ids[i], &ctx);
         *carried_count = ctx.added;
         free(c.ids);
     }
-    if (rc == SL_OK) { /* device-id order; other replicas' partial sums where they have them */
-        uint32_t merged = 0;
-        rc = sl__replica_add_round(e, t, r->id, agg, add_update, &ctx, &merged);
-    }
+    if (rc == SL_OK) /* device-id order; other replicas' partial sums where they have them */
+        rc = add_round(e, t, r->id, &ctx);
     delta = malloc((t->n ? t->n : 1) * sizeof *delta);
     *next_model = malloc((t->n ? t->n : 1) * sizeof **next_model);
     if (rc == SL_OK && (delta == NULL || *next_model == NULL))
@@ -285,6 +341,8 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
         r->reported = count - *carried_count; /* this round's own reports */
     }
     sl__agg_free(agg);
+    free(ctx.dev);
+    free(ctx.steps);
     free(delta);
     return rc;
 }

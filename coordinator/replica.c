@@ -301,7 +301,7 @@ static void drop_partial(sl__task *t)
 }
 
 void sl__replica_fold(sl_engine *e, sl__task *t, int64_t round_id, int64_t device_id,
-                      const void *frame, size_t len, uint32_t num_samples)
+                      const void *frame, size_t len, uint32_t num_samples, uint32_t local_steps)
 {
     if (!partials_ok(e, t))
         return;
@@ -315,7 +315,8 @@ void sl__replica_fold(sl_engine *e, sl__task *t, int64_t round_id, int64_t devic
     /* the sum covers exactly the devices listed: a device whose add failed is left to the
      * leader to read (the whole sum is dropped, as an add that failed may have half-added) */
     if (t->partial != NULL && sl__idset_add(&t->partial_ids, device_id) == SL_OK) {
-        if (sl__agg_add(t->partial, frame, len, num_samples ? num_samples : 1) == SL_OK)
+        if (sl__agg_add_steps(t->partial, frame, len, num_samples ? num_samples : 1, local_steps) ==
+            SL_OK)
             t->partial_dirty = 1;
         else
             drop_partial(t); /* partial_round stays: no sum for this round from here on */

@@ -329,6 +329,16 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
                      sl_accept_result *out);
 
 /**
+ * sl_engine_accept_steps - sl_engine_accept() with the local steps the
+ * device ran for the update (0: not reported): stored with it, and what a
+ * task with "fednova" normalises the update by (an update without steps
+ * counts as one step).
+ */
+int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, const void *frame,
+                           size_t len, uint32_t num_samples, uint32_t local_steps,
+                           const uint8_t *sha256, sl_accept_result *out);
+
+/**
  * sl_engine_tick - advance every task by the clock: close selection
  * windows, close rounds whose target is met or whose deadline passed
  * (aggregate if the quorum is met, else abandon), open the next round.

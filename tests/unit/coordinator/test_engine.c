@@ -765,6 +765,64 @@ static void test_ten_thousand_devices(void **state)
 }
 
 /* FedBuff: no rounds to wait for; every B updates make a version; stale ones are refused. */
+/* One FedNova round: the selected devices upload in @order (a permutation of the chosen),
+ * device k reporting @steps[k] local steps, with a restart after the second upload when
+ * @restart; the new model's digest in @sha. */
+static void fednova_round(uint32_t *steps, int reverse, int restart, uint8_t *sha)
+{
+    sim s;
+    size_t chosen[64], n;
+    sl_task_status st;
+    sim_init(&s, "fednova", 12,
+             "{\"name\":\"nova\",\"target\":6,\"quorum\":6,\"over_selection\":1,"
+             "\"selection_window_ms\":2000,\"report_deadline_ms\":10000,\"rounds\":5,"
+             "\"fednova\":true,\"error_feedback\":\"residual\",\"seed\":5}");
+    sim_at(&s, T0 / 1000000);
+    n = select_round(&s, chosen);
+    assert_int_equal(n, 6);
+    st = status(&s);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = chosen[reverse ? n - 1 - k : k];
+        sl_accept_result res;
+        uint8_t d[32];
+        void *frame;
+        size_t len;
+        make_update(&s, i, st.round.id, st.model_version, 1.0f, &frame, &len, d);
+        assert_int_equal(sl_engine_accept_steps(s.engine, st.round.id, s.devices[i], frame, len,
+                                                (uint32_t)(50 + i % 7), steps[i], d, &res),
+                         SL_OK);
+        free(frame);
+        assert_true(res.accepted);
+        if (restart && k == 1)
+            sim_restart(&s);
+    }
+    sim_at(&s, st.round.report_deadline_ms);
+    assert_int_equal(status(&s).model_version, 2);
+    model_sha(&s, 2, sha);
+    sim_free(&s);
+}
+
+/* FedNova in the engine: the steps each device reports change the model (unequal steps
+ * give another model than equal ones), and the model is the same bits whatever the order
+ * of the uploads and across a restart. */
+static void test_fednova_steps(void **state)
+{
+    uint32_t unequal[12], equal[12];
+    uint8_t a[32], b[32], c[32], d[32];
+    (void)state;
+    for (int i = 0; i < 12; i++) {
+        unequal[i] = 1 + 9 * (uint32_t)i;
+        equal[i] = 20;
+    }
+    fednova_round(unequal, 0, 0, a);
+    fednova_round(unequal, 1, 0, b);
+    fednova_round(unequal, 0, 1, c);
+    fednova_round(equal, 0, 0, d);
+    assert_memory_equal(a, b, 32);
+    assert_memory_equal(a, c, 32);
+    assert_memory_not_equal(a, d, 32);
+}
+
 static void test_fedbuff(void **state)
 {
     sim s;
@@ -1048,6 +1106,7 @@ int main(void)
         cmocka_unit_test(test_dropout_matrix),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_fedbuff),
+        cmocka_unit_test(test_fednova_steps),
         cmocka_unit_test(test_count_download),
         cmocka_unit_test(test_receipt_while_close_fails),
         cmocka_unit_test(test_abandoned_updates_carried),
