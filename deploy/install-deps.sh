@@ -66,7 +66,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 for arch in "${arches[@]}"; do
-    dpkg --print-foreign-architectures | grep -qx "$arch" || dpkg --add-architecture "$arch"
+    grep -qx "$arch" <<<"$(dpkg --print-foreign-architectures)" || dpkg --add-architecture "$arch"
 done
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive

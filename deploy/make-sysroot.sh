@@ -25,7 +25,7 @@ LIBS=$(bash "$here/install-deps.sh" --list-libs)
 roots="libc6-dev:$arch"
 for lib in $LIBS; do roots="$roots $lib:$arch"; done
 
-dpkg --print-foreign-architectures | grep -qx "$arch" || {
+grep -qx "$arch" <<<"$(dpkg --print-foreign-architectures)" || {
     [ "$(id -u)" -eq 0 ] || { echo "make-sysroot: run as root once: dpkg --add-architecture $arch && apt-get update" >&2; exit 1; }
     dpkg --add-architecture "$arch"
     apt-get update -qq || true

@@ -34,6 +34,8 @@
 # A missing cross build or qemu-user: everything else is checked, and the
 # test then exits 77 (ctest: skipped) naming what was not tested.
 set -euo pipefail
+# (no `producer | grep -q`: under pipefail, grep -q exiting at its first match can kill the
+# producer with SIGPIPE and fail the pipeline; here-strings instead)
 
 if [ $# -lt 5 ]; then
     echo "usage: test_agent_packages.sh SOURCE_DIR WORK_DIR COORDINATOR STARLING_CLI BUILD_DIR..." >&2
@@ -144,7 +146,7 @@ done
 [ "${#arches[@]}" -gt 0 ] || fail "no package could be made"
 for want in amd64 arm64 armhf; do
     [ -z "${deb_of[$want]:-}" ] || continue
-    printf '%s\n' "${skipped[@]}" | grep -q "^$want:" || skip "$want: no package made"
+    grep -q "^$want:" <<<"$(printf '%s\n' "${skipped[@]}")" || skip "$want: no package made"
 done
 
 # run_agent ARCH ARGS...: the packaged binary of ARCH (under its emulator)
@@ -210,7 +212,7 @@ EOF
     amd64:*X86-64) ;;
     arm64:AArch64) ;;
     armhf:ARM)
-        readelf -h "$bin" | grep -q 'hard-float ABI' || fail "armhf: not a hard-float binary"
+        grep -q 'hard-float ABI' <<<"$(readelf -h "$bin")" || fail "armhf: not a hard-float binary"
         ;;
     *) fail "$arch: the binary is for '$machine'" ;;
     esac
@@ -223,7 +225,7 @@ EOF
     for soname in $needed; do
         pkg=$(dpkg -S "*/$host_multiarch/$soname" 2>/dev/null | grep -v '^diversion' | head -n 1 | cut -d: -f1)
         [ -n "$pkg" ] || fail "$arch: no package of this host holds $soname"
-        printf '%s\n' "$depends_pkgs" | grep -qx "$pkg" ||
+        grep -qx "$pkg" <<<"$depends_pkgs" ||
             fail "$arch: $soname is in $pkg, which Depends does not name"
         from_libs="$from_libs $pkg"
     done
@@ -312,7 +314,7 @@ EOF
     keys=$(sed -n 's/^#\{0,1\}\([a-z_][a-z_0-9]*\) = .*/\1/p' "$conf")
     [ "$(echo "$keys" | wc -l)" -ge 10 ] || fail "$arch: agent.conf names only: $keys"
     for key in $keys; do
-        printf '%s\n' "$options" | grep -qx "${key//_/-}" || fail "$arch: agent.conf names '$key', not an option"
+        grep -qx "${key//_/-}" <<<"$options" || fail "$arch: agent.conf names '$key', not an option"
     done
     rc=0
     out=$(run_agent "$arch" --config "$conf" 2>&1) || rc=$?
