@@ -77,15 +77,18 @@ static int id_ok(const char *id)
  * the offset the server took) or @out holds a final answer (*@final = 1).
  */
 static int upload_create(sl_client *c, int64_t round, const uint8_t *data, size_t len,
-                         const char *sha_hex, uint64_t num_samples, sl_client_upload_state *st,
-                         sl_client_response *out, int *final)
+                         const char *sha_hex, uint64_t num_samples, uint32_t local_steps,
+                         sl_client_upload_state *st, sl_client_response *out, int *final)
 {
-    char path[192];
-    char body[192];
+    char path[224], steps[32] = "";
+    char body[224];
     size_t chunk = sl__client_chunk(c);
+    if (local_steps > 0) /* said only when known: servers before it ignore the key anyway */
+        snprintf(steps, sizeof steps, "&local_steps=%" PRIu32, local_steps);
     snprintf(path, sizeof path,
-             "/v1/rounds/%" PRId64 "/uploads?length=%" PRIu64 "&sha256=%s&num_samples=%" PRIu64,
-             round, (uint64_t)len, sha_hex, num_samples);
+             "/v1/rounds/%" PRId64 "/uploads?length=%" PRIu64 "&sha256=%s&num_samples=%" PRIu64
+             "%s",
+             round, (uint64_t)len, sha_hex, num_samples, steps);
     sl__request rq = {.method = "POST",
                       .path = path,
                       .body = data,
@@ -94,10 +97,10 @@ static int upload_create(sl_client *c, int64_t round, const uint8_t *data, size_
     sl_client_response r;
     int rc = sl__client_send(c, &rq, &r);
     if (rc == SL_OK && (r.status == 400 || r.status == 415)) {
-        int n =
-            snprintf(body, sizeof body,
-                     "{\"length\": %" PRIu64 ", \"sha256\": \"%s\", \"num_samples\": %" PRIu64 "}",
-                     (uint64_t)len, sha_hex, num_samples);
+        int n = snprintf(body, sizeof body,
+                         "{\"length\": %" PRIu64 ", \"sha256\": \"%s\", \"num_samples\": %" PRIu64
+                         ", \"local_steps\": %" PRIu32 "}",
+                         (uint64_t)len, sha_hex, num_samples, local_steps);
         sl_client_response_free(&r);
         snprintf(path, sizeof path, "/v1/rounds/%" PRId64 "/uploads", round);
         rq = (sl__request){.method = "POST",
@@ -201,6 +204,13 @@ static void upload_move(sl_client_upload_state *st, uint64_t offset, uint64_t le
 int sl_client_upload(sl_client *c, int64_t round, const void *data, size_t len,
                      uint64_t num_samples, sl_client_upload_state *st, sl_client_response *out)
 {
+    return sl_client_upload_steps(c, round, data, len, num_samples, 0, st, out);
+}
+
+int sl_client_upload_steps(sl_client *c, int64_t round, const void *data, size_t len,
+                           uint64_t num_samples, uint32_t local_steps, sl_client_upload_state *st,
+                           sl_client_response *out)
+{
     if (c == NULL || round < 0 || data == NULL || len == 0 || st == NULL || out == NULL)
         return SL_EINVAL;
     if (st->upload_id[0] != '\0' && !id_ok(st->upload_id))
@@ -219,7 +229,8 @@ int sl_client_upload(sl_client *c, int64_t round, const void *data, size_t len,
     for (;;) {
         if (st->upload_id[0] == '\0') {
             int final = 0;
-            rc = upload_create(c, round, data, len, sha_hex, num_samples, st, out, &final);
+            rc = upload_create(c, round, data, len, sha_hex, num_samples, local_steps, st, out,
+                               &final);
             if (rc != SL_OK || final)
                 return rc;
             need_head = 0;

@@ -416,8 +416,8 @@ typedef enum sl__upload_outcome {
  */
 sl__upload_outcome sl__upload_accept(sl_server *s, sl__req *rq, int64_t round_id,
                                      const uint8_t *bytes, size_t len, const uint8_t sha256[32],
-                                     uint32_t num_samples, sl__resp *rs, int *status,
-                                     const char **reason);
+                                     uint32_t num_samples, uint32_t local_steps, sl__resp *rs,
+                                     int *status, const char **reason);
 
 /* models.c */
 void sl__h_model(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);

@@ -4,7 +4,8 @@
  * creation-with-upload, the IETF resumable-upload draft's upload creation).
  *
  * Two forms:
- *   - a JSON body {"length", "sha256", "num_samples"}: a session at offset 0;
+ *   - a JSON body {"length", "sha256", "num_samples", "local_steps"}: a session at
+ *     offset 0 (local_steps, the optimiser steps the device ran, is optional);
  *   - Content-Type application/offset+octet-stream with the same three
  *     values in the query (?length=&sha256=&num_samples=; the query is part
  *     of the signed path, so they are as authentic as a JSON body) and the
@@ -43,6 +44,7 @@ typedef struct declared {
     uint64_t length;
     uint8_t sha256[32];
     uint32_t num_samples;
+    uint32_t local_steps; /* optional: the optimiser steps the device ran (0: not said) */
 } declared;
 
 /* 1 when the request's Content-Type is application/offset+octet-stream. */
@@ -58,8 +60,8 @@ static int carries_bytes(const sl__req *rq)
  * with a 400 in @rs. */
 static int parse_declared(const sl__req *rq, int octets, declared *d, sl__resp *rs)
 {
-    char length[24], sha[80], samples[24];
-    int64_t len = 0, n = 0;
+    char length[24], sha[80], samples[24], steps[24];
+    int64_t len = 0, n = 0, st = 0;
     int ok;
     if (!octets) {
         const cJSON *hex;
@@ -69,25 +71,31 @@ static int parse_declared(const sl__req *rq, int octets, declared *d, sl__resp *
         hex = cJSON_GetObjectItemCaseSensitive(doc, "sha256");
         ok = sl__json_i64(doc, "length", 1, INT64_MAX, &len) == SL_OK && cJSON_IsString(hex) &&
              strlen(hex->valuestring) == 64 && sl_unhex(hex->valuestring, d->sha256, 32) == SL_OK &&
-             sl__json_i64(doc, "num_samples", 0, UINT32_MAX, &n) != SL_EINVAL;
+             sl__json_i64(doc, "num_samples", 0, UINT32_MAX, &n) != SL_EINVAL &&
+             sl__json_i64(doc, "local_steps", 0, UINT32_MAX, &st) != SL_EINVAL;
         cJSON_Delete(doc);
     } else {
         int has_samples = sl__query_get(rq->query, "num_samples", samples, sizeof samples);
+        int has_steps = sl__query_get(rq->query, "local_steps", steps, sizeof steps);
         ok = sl__query_get(rq->query, "length", length, sizeof length) == 1 &&
              sl__parse_i64(length, 1, INT64_MAX, &len) == SL_OK &&
              sl__query_get(rq->query, "sha256", sha, sizeof sha) == 1 && strlen(sha) == 64 &&
              sl_unhex(sha, d->sha256, 32) == SL_OK && has_samples >= 0 &&
-             (has_samples == 0 || sl__parse_i64(samples, 0, UINT32_MAX, &n) == SL_OK);
+             (has_samples == 0 || sl__parse_i64(samples, 0, UINT32_MAX, &n) == SL_OK) &&
+             has_steps >= 0 &&
+             (has_steps == 0 || sl__parse_i64(steps, 0, UINT32_MAX, &st) == SL_OK);
     }
     if (!ok) {
         sl__problem(rs, rq, 400, "bad-request", NULL,
                     octets ? "the query needs length (>= 1) and sha256 (64 hex digits); "
-                             "num_samples is optional"
-                           : "length (>= 1), sha256 (64 hex digits) and num_samples are required");
+                             "num_samples and local_steps (integers >= 0) are optional"
+                           : "length (>= 1), sha256 (64 hex digits) and num_samples are required; "
+                             "local_steps (an integer >= 0) is optional");
         return 0;
     }
     d->length = (uint64_t)len;
     d->num_samples = (uint32_t)n;
+    d->local_steps = (uint32_t)st;
     return 1;
 }
 
@@ -121,6 +129,7 @@ static int open_session(sl_server *s, sl__req *rq, const declared *d, sl_upload_
     rec->length = d->length;
     memcpy(rec->sha256, d->sha256, 32);
     rec->num_samples = d->num_samples;
+    rec->local_steps = d->local_steps;
     rec->expires_at_ms = sl__wall_ms(s) + s->opt.upload_ttl_ms;
     sl__tomb_clear(s, rec->id); /* an earlier session of that id was closed: this is a new try */
     rc = sl_store_create_upload(s->store, rec);
@@ -192,8 +201,9 @@ static void complete_at_once(sl_server *s, sl__req *rq, const declared *d, sl__r
 {
     const char *reason = "";
     int status = 0;
-    sl__upload_outcome how = sl__upload_accept(s, rq, d->round_id, rq->body, rq->body_len,
-                                               d->sha256, d->num_samples, rs, &status, &reason);
+    sl__upload_outcome how =
+        sl__upload_accept(s, rq, d->round_id, rq->body, rq->body_len, d->sha256, d->num_samples,
+                          d->local_steps, rs, &status, &reason);
     if (how == SL__UPLOAD_MISMATCH) {
         sl__problem(rs, rq, 422, "unprocessable", "digest_mismatch",
                     "the SHA-256 of the received bytes differs from the declared one; nothing "

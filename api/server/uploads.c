@@ -203,8 +203,8 @@ static void answer_reject(sl_server *s, sl__req *rq, sl__resp *rs, sl_reject_rea
 
 sl__upload_outcome sl__upload_accept(sl_server *s, sl__req *rq, int64_t round_id,
                                      const uint8_t *bytes, size_t len, const uint8_t sha256[32],
-                                     uint32_t num_samples, sl__resp *rs, int *status,
-                                     const char **reason)
+                                     uint32_t num_samples, uint32_t local_steps, sl__resp *rs,
+                                     int *status, const char **reason)
 {
     sl_accept_result res;
     uint8_t digest[32];
@@ -222,8 +222,8 @@ sl__upload_outcome sl__upload_accept(sl_server *s, sl__req *rq, int64_t round_id
         return SL__UPLOAD_MISMATCH;
     }
     t0 = sl__mono_ns(s);
-    rc =
-        sl_engine_accept(s->engine, round_id, rq->device_id, bytes, len, num_samples, digest, &res);
+    rc = sl_engine_accept_steps(s->engine, round_id, rq->device_id, bytes, len, num_samples,
+                                local_steps, digest, &res);
     sl__metrics_store_write(&s->metrics, sl__mono_ns(s) - t0);
     if (rc != SL_OK) {
         sl__problem_status(rs, rq, rc, "accepting the update");
@@ -304,7 +304,7 @@ static void complete(sl_server *s, sl__req *rq, const sl_upload_record *rec, con
     if (!assemble(s, rq, rec, tail, tail_len, &bytes, &owned, rs))
         goto done;
     switch (sl__upload_accept(s, rq, rec->round_id, bytes, (size_t)rec->length, rec->sha256,
-                              rec->num_samples, rs, &status, &reason)) {
+                              rec->num_samples, rec->local_steps, rs, &status, &reason)) {
     case SL__UPLOAD_FAILED:
         break; /* nothing acknowledged; the session stays as it was for a retry */
     case SL__UPLOAD_MISMATCH:

@@ -122,6 +122,7 @@ typedef struct sl__agent_pending {
     uint64_t gen;
     int64_t task_id, round_id, base_version, deadline_ms;
     uint32_t num_samples, participation;
+    uint32_t local_steps; /* optimiser steps trained for it (0: unknown, a pending from before) */
     double density;
     sl_topk_scope topk_scope;
     sl_error_feedback feedback;

@@ -72,7 +72,7 @@ static int make_compressor(const sl_agent *a, sl_value_mode values, double densi
 /* ---- training -------------------------------------------------------------------------- */
 
 static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *delta,
-                   uint32_t samples)
+                   uint32_t samples, uint32_t steps)
 {
     sl_frame_header hdr = {
         SL_FRAME_VERSION,          SL_FRAME_UPDATE,      0,
@@ -117,6 +117,7 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
     p->base_version = a->version;
     p->deadline_ms = asg->deadline_ms;
     p->num_samples = samples;
+    p->local_steps = steps;
     p->participation = asg->participation;
     p->density = density;
     p->topk_scope = asg->topk_scope;
@@ -536,7 +537,13 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": poisoned update (%s)", asg->round_id,
                sl_agent_poison_name(a->poison));
     }
-    rc = prepare(a, asg, params, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n);
+    {
+        /* the optimiser steps run: each epoch takes ceil(n / batch) of them (nn/train.c) */
+        size_t b = batch < n ? batch : n;
+        uint64_t steps = (uint64_t)done * ((n + b - 1) / (b ? b : 1));
+        rc = prepare(a, asg, params, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n,
+                     steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps);
+    }
 done:
     if (rc != SL_OK && rc != SL_ETIMEDOUT)
         sl_log(SL_LOG_ERROR, "agent", "training: %s", sl_strerror(rc));
@@ -788,7 +795,8 @@ int sl__agent_deliver(sl_agent *a)
     /* headers of a PATCH and its answer are about 700 bytes */
     sl__agent_maybe_cut(a, wire_len - (p->offset < wire_len ? p->offset : 0) + 700);
     t0 = sl_clock_monotonic_ns(NULL);
-    rc = sl_client_upload(a->client, p->round_id, wire, wire_len, p->num_samples, &st, &r);
+    rc = sl_client_upload_steps(a->client, p->round_id, wire, wire_len, p->num_samples,
+                                p->local_steps, &st, &r);
     free(poisoned);
     sl__agent_disarm(a);
     if (a->crash_now) {

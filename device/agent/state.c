@@ -607,10 +607,11 @@ int sl__agent_save_pending(sl_agent *a)
              "gen=%" PRIu64 "\ntask=%" PRId64 "\nround=%" PRId64 "\nbase_version=%" PRId64
              "\ndeadline_ms=%" PRId64 "\nnum_samples=%u\nparticipation=%u\ndensity=%.17g\n"
              "topk_scope=%s\nerror_feedback=%s\nlayout=%" PRIu64
-             "\nframe_len=%zu\nframe_sha256=%s\nacc_sha256=%s\n",
+             "\nframe_len=%zu\nframe_sha256=%s\nacc_sha256=%s\nlocal_steps=%u\n",
              p->gen, p->task_id, p->round_id, p->base_version, p->deadline_ms, p->num_samples,
              p->participation, p->density, sl_topk_scope_name(p->topk_scope),
-             sl_error_feedback_name(p->feedback), p->layout_hash, p->frame_len, fhex, ahex);
+             sl_error_feedback_name(p->feedback), p->layout_hash, p->frame_len, fhex, ahex,
+             p->local_steps);
     return sl__agent_write_text(a, "pending/meta", text);
 }
 
@@ -686,6 +687,13 @@ int sl__agent_load_pending(sl_agent *a)
     if (sl__agent_kv_i64(meta, "participation", &i64) != SL_OK || i64 < 0 || i64 > UINT32_MAX)
         goto bad;
     p.participation = (uint32_t)i64;
+    /* written since local steps are reported; a pending upload from before says none */
+    rc = sl__agent_kv_i64(meta, "local_steps", &i64);
+    if (rc == SL_OK && (i64 < 0 || i64 > UINT32_MAX)) {
+        rc = SL_ECORRUPT;
+        goto bad;
+    }
+    p.local_steps = rc == SL_OK ? (uint32_t)i64 : 0;
     /* written since top-k scopes exist; a pending upload from before was per tensor */
     p.topk_scope = SL_TOPK_TENSOR;
     rc = sl__agent_kv(meta, "topk_scope", scope, sizeof scope);

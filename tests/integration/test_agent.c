@@ -77,6 +77,21 @@ static void *watcher(void *arg)
     return NULL;
 }
 
+typedef struct steps_seen {
+    uint64_t updates;
+    uint32_t min;
+} steps_seen;
+
+static int check_steps(void *ctx, int64_t device_id, uint32_t local_steps)
+{
+    steps_seen *s = ctx;
+    (void)device_id;
+    s->updates++;
+    if (local_steps < s->min)
+        s->min = local_steps;
+    return 0;
+}
+
 static void run_fleet(const char *name, const char *model, const char *config, unsigned devices,
                       int64_t versions, size_t per_device, double limit_s,
                       const sl_agent_faults *faults, unsigned max_attempts, double dgc_momentum)
@@ -150,6 +165,13 @@ static void run_fleet(const char *name, const char *model, const char *config, u
      * receipt even after the round closed) */
     assert_int_equal(updates, acked + in_flight);
     assert_true(closed >= 2);
+    { /* every stored update says how many steps trained it: one epoch of its samples */
+        steps_seen seen = {0, UINT32_MAX};
+        for (int64_t r = 1; r <= 64; r++)
+            assert_int_equal(sl_store_list_steps(c.store, r, check_steps, &seen), SL_OK);
+        assert_int_equal(seen.updates, updates);
+        assert_true(seen.min >= 1 && seen.min != UINT32_MAX);
+    }
     ag_coord_close(&c);
     sl_agent_data_free(data);
     sl_test_rmtree(dir);

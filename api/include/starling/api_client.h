@@ -242,6 +242,15 @@ typedef struct sl_client_upload_state {
 int sl_client_upload(sl_client *c, int64_t round, const void *data, size_t len,
                      uint64_t num_samples, sl_client_upload_state *state, sl_client_response *out);
 
+/**
+ * sl_client_upload_steps - sl_client_upload() that also says how many
+ * optimiser steps the device ran for the update (@local_steps; 0: not
+ * said), as the upload's local_steps (api/openapi.yaml).
+ */
+int sl_client_upload_steps(sl_client *c, int64_t round, const void *data, size_t len,
+                           uint64_t num_samples, uint32_t local_steps, sl_client_upload_state *st,
+                           sl_client_response *out);
+
 /* ------------------------------------------------------------------------ */
 /* Resumable download                                                       */
 /* ------------------------------------------------------------------------ */
