@@ -137,7 +137,7 @@ int sl_cmd_train(int argc, char **argv)
     float *params = NULL;
     const uint32_t *idx = NULL;
     sl_sgd_params sp = {0.01f, 0.0f, 0.0f, 0.0f, NULL, NULL};
-    sl_train_opts opts = {64, 1, 1, progress, NULL};
+    sl_train_opts opts = {64, 1, 1, progress, NULL, 0};
     int64_t t0;
     size_t n;
     char err[512];

@@ -468,7 +468,7 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         goto done;
     memcpy(params, orr.start != NULL ? orr.start : a->global, a->n * sizeof *params);
     while (done < epochs) {
-        sl_train_opts opts = {batch, 1, mix(seed + done), NULL, NULL};
+        sl_train_opts opts = {batch, 1, mix(seed + done), NULL, NULL, 0};
         int64_t e0 = sl_clock_monotonic_ns(NULL);
         double epoch_s, elapsed_s;
         if (orr.opt != NULL && data->t != NULL) /* regression targets */

@@ -57,7 +57,9 @@ static int train_loop(sl_model *model, float *params, const stepper *st, const f
     float *xb = NULL, *grad = NULL;
     int32_t *yb = NULL;
     double epoch_loss = 0.0;
-    int rc = SL_OK;
+    int rc = SL_OK, out_of_steps = 0;
+    uint64_t steps = 0;
+    size_t reached = 0; /* samples the last epoch reached */
 
     float *tb = NULL;
     if (model == NULL || params == NULL || x == NULL || (y == NULL && st->t == NULL) ||
@@ -80,10 +82,10 @@ static int train_loop(sl_model *model, float *params, const stepper *st, const f
         rc = SL_ENOMEM;
         goto done;
     }
-    for (uint32_t e = 0; rc == SL_OK && e < opts->epochs; e++) {
+    for (uint32_t e = 0; rc == SL_OK && e < opts->epochs && !out_of_steps; e++) {
         epoch_loss = 0.0;
         epoch_order(order, indices, n, opts->seed, e);
-        for (size_t done = 0; done < n;) {
+        for (size_t done = 0; done < n && !out_of_steps;) {
             size_t count = n - done < batch ? n - done : batch;
             float loss;
             if (st->t != NULL) {
@@ -110,12 +112,14 @@ static int train_loop(sl_model *model, float *params, const stepper *st, const f
                 goto done;
             epoch_loss += (double)loss * (double)count;
             done += count;
+            reached = done;
+            out_of_steps = opts->max_steps > 0 && ++steps >= opts->max_steps;
             if (opts->progress != NULL)
                 opts->progress(opts->progress_ctx, e, done, n, (float)(epoch_loss / (double)done));
         }
     }
-    if (mean_loss != NULL && opts->epochs > 0)
-        *mean_loss = (float)(epoch_loss / (double)n);
+    if (mean_loss != NULL && opts->epochs > 0 && reached > 0)
+        *mean_loss = (float)(epoch_loss / (double)reached);
 done:
     free(order);
     free(xb);

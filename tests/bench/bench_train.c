@@ -133,7 +133,7 @@ static int measure(sl_model *m, const data *d, size_t batch, size_t steps, doubl
 {
     size_t np = sl_model_params(m), n = batch * steps < d->n ? batch * steps : d->n;
     sl_sgd_params sp = {0.01f, 0.9f, 0.0f, 0.0f, NULL, NULL};
-    sl_train_opts warm = {batch, 1, 7, NULL, NULL}, run = {batch, 1, 1, NULL, NULL};
+    sl_train_opts warm = {batch, 1, 7, NULL, NULL, 0}, run = {batch, 1, 1, NULL, NULL, 0};
     float *params = malloc(np * sizeof *params);
     sl_sgd *sgd = NULL;
     int rc;

@@ -824,7 +824,7 @@ static void test_train_opt_matches_sgd(void **state)
     sl_optim *o = NULL;
     sl_sgd_params sp = {0.1f, 0.9f, 0.01f, 0.0f, NULL, NULL};
     sl_optim_params op;
-    sl_train_opts opts = {16, 2, 5, NULL, NULL};
+    sl_train_opts opts = {16, 2, 5, NULL, NULL, 0};
     float *x = malloc(n * 784 * sizeof *x), *a, *b, la = 0, lb = 0;
     int32_t y[64];
     size_t np;
@@ -876,7 +876,7 @@ static void test_train_opt_buffers(void **state)
     sl_model *m = NULL;
     sl_optim *o = NULL;
     sl_optim_params p;
-    sl_train_opts opts = {8, 1, 1, NULL, NULL};
+    sl_train_opts opts = {8, 1, 1, NULL, NULL, 0};
     const sl_layout *l = sl_spec_layout(spec);
     const char *frozen[] = {"fc"};
     float x[48 * 6], *w, *w0, loss = 0;

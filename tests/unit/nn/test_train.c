@@ -229,7 +229,7 @@ static void train_once(const char *model, const float *x, const int32_t *y, cons
     sl_model *m;
     sl_sgd *s;
     sl_sgd_params p = {0.05f, 0.9f, 1e-4f, 0.0f, NULL, NULL};
-    sl_train_opts o = {8, 2, seed, NULL, NULL};
+    sl_train_opts o = {8, 2, seed, NULL, NULL, 0};
     assert_int_equal(sl_model_create(model, &m), SL_OK);
     assert_int_equal(sl_model_init(m, params, 5), SL_OK);
     if (warm_batch > 0) { /* grow the scratch first: results must not depend on it */
@@ -262,7 +262,7 @@ static void test_train_loop(void **state)
     /* batching and progress: 61 samples in batches of 8, 3 epochs */
     progress_log log = {0, 0, 0, 0, 1};
     sl_sgd_params p = {0.01f, 0.9f, 0.0f, 0.0f, NULL, NULL};
-    sl_train_opts o = {8, 3, 1, on_progress, &log};
+    sl_train_opts o = {8, 3, 1, on_progress, &log, 0};
     assert_int_equal(sl_model_init(m, a, 1), SL_OK);
     assert_int_equal(sl_sgd_create(np, &p, &s), SL_OK);
     assert_int_equal(sl_train(m, a, s, NULL, x, y, NULL, n, &o, &mean), SL_OK);
@@ -270,6 +270,21 @@ static void test_train_loop(void **state)
     assert_int_equal(log.calls, 3 * 8);
     assert_int_equal(log.total, n);
     assert_true(mean > 0.0f && isfinite(mean));
+
+    /* a step budget: 11 steps of 8 end in the second epoch's third batch */
+    {
+        progress_log budget = {0, 0, 0, 0, 1};
+        sl_sgd *s2;
+        o.progress_ctx = &budget;
+        o.max_steps = 11;
+        assert_int_equal(sl_sgd_create(np, &p, &s2), SL_OK);
+        assert_int_equal(sl_train(m, a, s2, NULL, x, y, NULL, n, &o, &mean), SL_OK);
+        assert_int_equal(budget.calls, 11);
+        assert_true(mean > 0.0f && isfinite(mean));
+        sl_sgd_free(s2);
+        o.progress_ctx = &log;
+        o.max_steps = 0;
+    }
 
     /* bad arguments change nothing */
     memcpy(b, a, np * 4);
@@ -322,7 +337,7 @@ static void test_train_fashion_mnist(void **state)
     sl_model *m;
     sl_sgd *s;
     sl_sgd_params p = {0.05f, 0.9f, 0.0f, 0.0f, NULL, NULL};
-    sl_train_opts o = {32, 1, 11, NULL, NULL};
+    sl_train_opts o = {32, 1, 11, NULL, NULL, 0};
     float *params, loss1, loss2;
     double acc0, acc, eval_loss;
     assert_int_equal(sl_model_create("lenet5", &m), SL_OK);
@@ -373,7 +388,7 @@ static void test_train_targets(void **state)
     sl_model *m = NULL;
     sl_optim *opt = NULL;
     sl_optim_params p;
-    sl_train_opts o = {16, 1, 5, NULL, NULL};
+    sl_train_opts o = {16, 1, 5, NULL, NULL, 0};
     float *w, first = 0, last = 0;
     uint64_t rng = 99;
     (void)state;

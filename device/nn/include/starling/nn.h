@@ -286,6 +286,9 @@ typedef struct sl_train_opts {
      * epoch, samples per epoch, running mean loss of the epoch. */
     void (*progress)(void *ctx, uint32_t epoch, size_t done, size_t total, float loss);
     void *progress_ctx;
+    /* At most this many steps in all (0: no limit): the epoch in progress stops early, and
+     * the mean loss is over the samples it reached (a device's time budget, #22). */
+    uint64_t max_steps;
 } sl_train_opts;
 
 /**
