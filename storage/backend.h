@@ -95,6 +95,8 @@ typedef struct sl__store_ops {
     int (*leader)(sl_store *s, char *owner, size_t cap, uint64_t *epoch, int64_t *remaining_ms);
     int (*resign)(sl_store *s, const char *owner);
     int (*put_checkin)(sl_store *s, int64_t task_id, int64_t device_id);
+    int (*put_pace)(sl_store *s, int64_t task_id, int64_t device_id, const sl_store_pace *p);
+    int (*get_pace)(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pace *out);
     int (*list_steps)(sl_store *s, int64_t round_id,
                       int (*fn)(void *ctx, int64_t device_id, uint32_t local_steps), void *ctx);
     int (*list_checkins)(sl_store *s, int64_t task_id, int64_t since_ms,

@@ -301,3 +301,71 @@ int sl__sq_foreach_partial(sl_store *s, int64_t round_id,
     sl__reader_put(s, c);
     return rc;
 }
+
+/* ---- devices' pace ------------------------------------------------------------------------ */
+
+typedef struct pace_args {
+    int64_t task, device;
+    const sl_store_pace *p;
+} pace_args;
+
+static int pace_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    pace_args *a = arg;
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c,
+                      "INSERT INTO device_pace (task_id, device_id, step_ms, up_bps, down_bps, at) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (task_id, device_id) DO UPDATE "
+                      "SET step_ms = excluded.step_ms, up_bps = excluded.up_bps, "
+                      "down_bps = excluded.down_bps, at = excluded.at",
+                      &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, a->task);
+    sqlite3_bind_int64(st, 2, a->device);
+    sqlite3_bind_double(st, 3, a->p->step_ms);
+    sqlite3_bind_double(st, 4, a->p->up_bps);
+    sqlite3_bind_double(st, 5, a->p->down_bps);
+    sqlite3_bind_int64(st, 6, sl__now_ms(s));
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) /* a foreign key: no such task or device */
+        return (rc & 0xff) == SQLITE_CONSTRAINT ? SL_ENOENT : sl__status_from_sqlite(rc);
+    return SL_OK;
+}
+
+int sl__sq_put_pace(sl_store *s, int64_t task_id, int64_t device_id, const sl_store_pace *p)
+{
+    pace_args a = {task_id, device_id, p};
+    return sl__write(s, pace_exec, &a, SL__WRITE_TIMEOUT_MS);
+}
+
+int sl__sq_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pace *out)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c,
+                  "SELECT step_ms, up_bps, down_bps, at FROM device_pace WHERE task_id = ?1 AND "
+                  "device_id = ?2",
+                  &st);
+    if (rc == SL_OK) {
+        sqlite3_bind_int64(st, 1, task_id);
+        sqlite3_bind_int64(st, 2, device_id);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            out->step_ms = sqlite3_column_double(st, 0);
+            out->up_bps = sqlite3_column_double(st, 1);
+            out->down_bps = sqlite3_column_double(st, 2);
+            out->at_ms = sqlite3_column_int64(st, 3);
+            rc = SL_OK;
+        } else {
+            rc = rc == SQLITE_DONE ? SL_ENOENT : sl__status_from_sqlite(rc);
+        }
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
+}

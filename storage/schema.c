@@ -149,6 +149,15 @@ static const char *const migrations[] = {
     /* 9 -> 10: the local steps a device reports with its update (FedNova, time budgets) */
     ("ALTER TABLE updates ADD COLUMN local_steps INTEGER NOT NULL DEFAULT 0;"
      "ALTER TABLE uploads ADD COLUMN local_steps INTEGER NOT NULL DEFAULT 0;"),
+    /* 10 -> 11: what each device measured of itself for a task (time budgets, #22) */
+    ("CREATE TABLE device_pace ("
+     "  task_id INTEGER NOT NULL REFERENCES tasks(id),"
+     "  device_id INTEGER NOT NULL REFERENCES devices(id),"
+     "  step_ms REAL NOT NULL,"
+     "  up_bps REAL NOT NULL,"
+     "  down_bps REAL NOT NULL,"
+     "  at INTEGER NOT NULL,"
+     "  PRIMARY KEY (task_id, device_id));"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -679,3 +679,23 @@ int sl_store_list_steps(sl_store *s, int64_t round_id,
         return SL_EINVAL;
     return OPS(s)->list_steps(s, round_id, fn, ctx);
 }
+
+static int pace_ok(double v)
+{
+    return isfinite(v) && v >= 0;
+}
+
+int sl_store_put_pace(sl_store *s, int64_t task_id, int64_t device_id, const sl_store_pace *p)
+{
+    if (s == NULL || task_id < 1 || device_id < 1 || p == NULL || !pace_ok(p->step_ms) ||
+        !pace_ok(p->up_bps) || !pace_ok(p->down_bps))
+        return SL_EINVAL;
+    return OPS(s)->put_pace(s, task_id, device_id, p);
+}
+
+int sl_store_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pace *out)
+{
+    if (s == NULL || out == NULL)
+        return SL_EINVAL;
+    return OPS(s)->get_pace(s, task_id, device_id, out);
+}

@@ -292,3 +292,66 @@ int sl__pg_foreach_partial(sl_store *s, int64_t round_id,
     int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, partials_exec, &a);
     return rc == SL_OK ? a.stop : rc;
 }
+
+/* ---- devices' pace ------------------------------------------------------------------------ */
+
+typedef struct pace_args {
+    int64_t task, device;
+    const sl_store_pace *p;
+    sl_store_pace *out;
+} pace_args;
+
+static int pace_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    pace_args *a = arg;
+    sl__pgq q = {0};
+    sl__pgq_int(&q, a->task);
+    sl__pgq_int(&q, a->device);
+    sl__pgq_double(&q, a->p->step_ms);
+    sl__pgq_double(&q, a->p->up_bps);
+    sl__pgq_double(&q, a->p->down_bps);
+    sl__pgq_int(&q, sl__pg_now_ms(p));
+    return sl__pg_exec(c,
+                       "INSERT INTO device_pace (task_id, device_id, step_ms, up_bps, down_bps, "
+                       "at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (task_id, device_id) DO "
+                       "UPDATE SET step_ms = excluded.step_ms, up_bps = excluded.up_bps, "
+                       "down_bps = excluded.down_bps, at = excluded.at",
+                       &q, NULL);
+}
+
+int sl__pg_put_pace(sl_store *s, int64_t task_id, int64_t device_id, const sl_store_pace *pace)
+{
+    pace_args a = {task_id, device_id, pace, NULL};
+    return sl__pg_tx((sl__pg *)(void *)s, 0, SL__PG_TIMEOUT_MS, pace_exec, &a);
+}
+
+static int get_pace_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    pace_args *a = arg;
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    int rc;
+    (void)p;
+    sl__pgq_int(&q, a->task);
+    sl__pgq_int(&q, a->device);
+    rc = sl__pg_exec(c,
+                     "SELECT step_ms, up_bps, down_bps, at FROM device_pace WHERE task_id = $1 "
+                     "AND device_id = $2",
+                     &q, &r);
+    if (rc == SL_OK && PQntuples(r) == 0)
+        rc = SL_ENOENT;
+    if (rc == SL_OK) {
+        a->out->step_ms = sl__pg_double(r, 0, 0);
+        a->out->up_bps = sl__pg_double(r, 0, 1);
+        a->out->down_bps = sl__pg_double(r, 0, 2);
+        a->out->at_ms = sl__pg_int(r, 0, 3);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int sl__pg_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pace *out)
+{
+    pace_args a = {task_id, device_id, NULL, out};
+    return sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, get_pace_exec, &a);
+}

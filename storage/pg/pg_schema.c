@@ -154,6 +154,15 @@ static const char *const migrations[] = {
     /* 9 -> 10: the local steps a device reports with its update (FedNova, time budgets) */
     ("ALTER TABLE updates ADD COLUMN local_steps BIGINT NOT NULL DEFAULT 0;"
      "ALTER TABLE uploads ADD COLUMN local_steps BIGINT NOT NULL DEFAULT 0;"),
+    /* 10 -> 11: what each device measured of itself for a task (time budgets, #22) */
+    ("CREATE TABLE device_pace ("
+     "  task_id BIGINT NOT NULL REFERENCES tasks(id),"
+     "  device_id BIGINT NOT NULL REFERENCES devices(id),"
+     "  step_ms DOUBLE PRECISION NOT NULL,"
+     "  up_bps DOUBLE PRECISION NOT NULL,"
+     "  down_bps DOUBLE PRECISION NOT NULL,"
+     "  at BIGINT NOT NULL,"
+     "  PRIMARY KEY (task_id, device_id));"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 10
+#define SL_STORE_SCHEMA_VERSION 11
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
@@ -677,6 +677,24 @@ int sl_store_foreach_partial(sl_store *s, int64_t round_id,
                              int (*fn)(void *ctx, const char *replica, const void *data, size_t len,
                                        const int64_t *devices, size_t n),
                              void *ctx);
+
+/** What a device measured of itself for a task: its pace (time budgets). */
+typedef struct sl_store_pace {
+    double step_ms;  /* one optimiser step of the task's model */
+    double up_bps;   /* upload bytes per second */
+    double down_bps; /* download bytes per second (0: not measured) */
+    int64_t at_ms;   /* when it said so */
+} sl_store_pace;
+
+/**
+ * sl_store_put_pace - record device @device_id's pace for task @task_id
+ * (values finite and >= 0), replacing the earlier one; the time is the
+ * store's clock. SL_ENOENT for an unknown task or device. Durable on SL_OK.
+ */
+int sl_store_put_pace(sl_store *s, int64_t task_id, int64_t device_id, const sl_store_pace *p);
+
+/** sl_store_get_pace - the pace last recorded; SL_ENOENT when none. Reads only. */
+int sl_store_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pace *out);
 
 /* ------------------------------------------------------------------------ */
 /* Audit and maintenance                                                    */

@@ -1177,6 +1177,29 @@ static void test_partials(void **state)
     assert_int_equal(p.count, 0);
 }
 
+/* A device's pace for a task: replaced by the newer one, kept across a reopen. */
+static void test_pace(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[1];
+    sl_round_record r;
+    sl_store_pace p = {12.5, 250000, 1e6, 0}, got;
+    sl_test_store_fixture(f->s, &round_id, devices, 1);
+    assert_int_equal(sl_store_get_round(f->s, round_id, &r), SL_OK);
+    assert_int_equal(sl_store_get_pace(f->s, r.task_id, devices[0], &got), SL_ENOENT);
+    assert_int_equal(sl_store_put_pace(f->s, r.task_id, devices[0], &p), SL_OK);
+    p.step_ms = 40.25;
+    assert_int_equal(sl_store_put_pace(f->s, r.task_id, devices[0], &p), SL_OK);
+    reopen(f);
+    assert_int_equal(sl_store_get_pace(f->s, r.task_id, devices[0], &got), SL_OK);
+    assert_true(got.step_ms == 40.25 && got.up_bps == 250000 && got.down_bps == 1e6);
+    assert_int_equal(got.at_ms, sl_clock_wall_ns(&f->clock.clock) / 1000000);
+    p.step_ms = NAN;
+    assert_int_equal(sl_store_put_pace(f->s, r.task_id, devices[0], &p), SL_EINVAL);
+    p.step_ms = 1;
+    assert_int_equal(sl_store_put_pace(f->s, r.task_id, 999, &p), SL_ENOENT);
+}
+
 int main(int argc, char **argv)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1191,7 +1214,7 @@ int main(int argc, char **argv)
         T(test_corrupt_file),       T(test_audit),
         T(test_locked_database),    T(test_evals),
         T(test_leadership),         T(test_checkins),
-        T(test_partials),
+        T(test_partials),           T(test_pace),
     };
     /* the store's contract, whichever backend keeps it */
     const struct CMUnitTest contract[] = {
@@ -1210,6 +1233,7 @@ int main(int argc, char **argv)
         T(test_leadership),
         T(test_checkins),
         T(test_partials),
+        T(test_pace),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG

@@ -218,7 +218,7 @@ static void test_replicas_migrate_once(void **state)
     assert_int_equal(query_int(c, "SELECT version FROM schema_version"), SL_STORE_SCHEMA_VERSION);
     assert_int_equal(query_int(c, "SELECT count(*) FROM information_schema.tables WHERE "
                                   "table_schema = 'public'"),
-                     16);
+                     17);
     PQfinish(c);
 }
 
