@@ -56,6 +56,9 @@
  *   buffer_size          integer         1 .. 1e5               10
  *   max_staleness        integer         0 .. 1e5               10
  *   fednova              boolean                                false
+ *   time_budget          boolean                                false
+ *   min_local_steps      integer         1 .. 1e6               1
+ *   max_local_steps      integer         0 .. 1e6 (0: epochs)   0
  *
  * The local_* keys above local_lr's line configure the devices' optimiser
  * (device/nn/include/starling/optim.h, PyTorch's torch.optim semantics):
@@ -209,6 +212,9 @@ static const key_spec keys[] = {
     {"buffer_size", K_U32, F(buffer_size), 1, 1e5, 0, 0, 10},
     {"max_staleness", K_U32, F(max_staleness), 0, 1e5, 0, 0, 10},
     {"fednova", K_BOOL, F(fednova), 0, 0, 0, 0, 0},
+    {"time_budget", K_BOOL, F(time_budget), 0, 0, 0, 0, 0},
+    {"min_local_steps", K_U32, F(min_local_steps), 1, 1e6, 0, 0, 1},
+    {"max_local_steps", K_U32, F(max_local_steps), 0, 1e6, 0, 0, 0},
 };
 #define KEY_COUNT (sizeof keys / sizeof keys[0])
 
@@ -785,6 +791,11 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
                     ? "the noise is calibrated to the mean of clipped updates"
                     : "tracking counts the model's move as the mean of the updates sent; "
                       "set \"error_feedback\": \"residual\"");
+        return SL_ECONFIG_VALUE;
+    }
+    if (c->max_local_steps > 0 && c->max_local_steps < c->min_local_steps) {
+        set_err(err, errcap, "max_local_steps: %u is below min_local_steps %u", c->max_local_steps,
+                c->min_local_steps);
         return SL_ECONFIG_VALUE;
     }
     if (c->dp_noise > 0 && c->clip_norm <= 0) {

@@ -455,6 +455,52 @@ static int64_t retry_at(sl_engine *e, int64_t now, int64_t at, int64_t spread)
     return wait;
 }
 
+/* The budget of a selected device: the pace it reports now (kept in the store, so that a
+ * restarted coordinator, or another replica, knows it) or, when it reports none, the one it
+ * reported last. */
+static uint32_t budget_for(sl_engine *e, const sl_task_config *cfg, uint64_t params,
+                           int64_t task_id, int64_t device_id, const sl_checkin_info *info,
+                           int64_t now, int64_t deadline_ms)
+{
+    sl_store_pace pace = {info->step_ms, info->up_bps, info->down_bps, 0};
+    int rc;
+    if (pace.step_ms > 0 && isfinite(pace.step_ms) && isfinite(pace.up_bps) && pace.up_bps >= 0 &&
+        isfinite(pace.down_bps) && pace.down_bps >= 0) {
+        if ((rc = sl_store_put_pace(e->store, task_id, device_id, &pace)) != SL_OK)
+            sl_log(SL_LOG_WARN, "engine", "keeping the pace of device %lld: %s",
+                   (long long)device_id, sl_strerror(rc));
+    } else if (sl_store_get_pace(e->store, task_id, device_id, &pace) != SL_OK) {
+        memset(&pace, 0, sizeof pace);
+    }
+    return sl_engine_budget_steps(cfg, params, now, deadline_ms, pace.step_ms, pace.up_bps,
+                                  pace.down_bps);
+}
+
+uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, int64_t now_ms,
+                                int64_t deadline_ms, double step_ms, double up_bps, double down_bps)
+{
+    double left, margin, down_ms, up_ms, steps;
+    if (cfg == NULL || !cfg->time_budget)
+        return 0;
+    if (!(step_ms > 0) || !isfinite(step_ms))
+        return cfg->max_local_steps; /* nothing measured yet: as many as the task allows */
+    if (!(up_bps > 0) || !isfinite(up_bps))
+        up_bps = 100e3;
+    if (!(down_bps > 0) || !isfinite(down_bps))
+        down_bps = 1e6;
+    left = (double)(deadline_ms - now_ms);
+    margin = left / 10 > 1000 ? left / 10 : 1000;
+    /* the model in fp32, the update at about 6 bytes a sent value (value and position) */
+    down_ms = (double)params * 4.0 / down_bps * 1000.0;
+    up_ms = ((double)params * cfg->density * 6.0 + 1024.0) / up_bps * 1000.0;
+    steps = floor((left - margin - down_ms - up_ms) / step_ms);
+    if (!(steps >= cfg->min_local_steps))
+        return cfg->min_local_steps;
+    if (cfg->max_local_steps > 0 && steps > cfg->max_local_steps)
+        return cfg->max_local_steps;
+    return steps > 1e6 ? 1000000u : (uint32_t)steps;
+}
+
 int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl_checkin_info *info,
                       sl_checkin_result *out)
 {
@@ -463,6 +509,9 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
     sl__device *d;
     int64_t now;
     int relay = 0, prc; /* relay: record the check-in in the store for the leader's selection */
+    int budget = 0;     /* a selected device of a task with time budgets */
+    sl_task_config cfg;
+    uint64_t params = 0;
 
     if (e == NULL || info == NULL || out == NULL || device_id <= 0)
         return SL_EINVAL;
@@ -555,8 +604,16 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         r.round_no = t->round.round_no;
         r.model_version = t->version;
         r.report_deadline_ms = t->round.report_deadline_ms;
+        if (t->cfg.time_budget) {
+            budget = 1;
+            cfg = t->cfg;
+            params = t->n;
+        }
     }
     pthread_mutex_unlock(&e->lock);
+    if (budget) /* outside the lock: the pace is read from or written to the store */
+        r.max_steps =
+            budget_for(e, &cfg, params, task_id, device_id, info, now, r.report_deadline_ms);
     /* durable before the answer, as the leader's pool is not: a lost relay only means the
      * device is drawn at a later selection */
     if (relay && (prc = sl_store_put_checkin(e->store, task_id, device_id)) != SL_OK)

@@ -183,7 +183,7 @@ static int setup(bench *b)
         return -1;
     }
     for (size_t i = 0; i < b->ndev; i++) {
-        sl_checkin_info info = {100, "", ""};
+        sl_checkin_info info = {100, "", "", 0, 0, 0};
         sl_checkin_result r;
         if (sl_engine_checkin(b->engine, b->task, b->ids[i], &info, &r) != SL_OK)
             abort();

@@ -114,6 +114,10 @@ typedef struct sl_task_config {
     /* FedNova: each update divided by its effective local steps, the mean rescaled
      * (coordinator/aggregate.c); 0: FedAvg's weighting by samples */
     int fednova;
+    /* time budgets: a selected device trains as many steps as fit before the deadline at its
+     * pace, between min_local_steps and max_local_steps (0: local_epochs' worth) */
+    int time_budget;
+    uint32_t min_local_steps, max_local_steps;
 } sl_task_config;
 
 /**
@@ -262,6 +266,9 @@ typedef struct sl_checkin_info {
     uint32_t num_samples;
     char capabilities[256]; /* comma-separated names */
     char refusal[256];      /* why it cannot train the task's model (its limits); "" when it can */
+    /* its pace as it measured it (0: not measured): one optimiser step of the task's model,
+     * upload and download bytes per second. Kept in the store (time budgets). */
+    double step_ms, up_bps, down_bps;
 } sl_checkin_info;
 
 /** The answer to a check-in. */
@@ -276,7 +283,23 @@ typedef struct sl_checkin_result {
     char data_contract_sha256[65]; /* hex SHA-256 of the task's data contract; "" for none */
     int refusal_changed;           /* the device began or stopped refusing: record it (the store's
                                       sl_store_set_refusal(); the engine keeps only who refuses) */
+    uint32_t max_steps; /* selected, task with time_budget: train at most this many steps (the
+                           time to the deadline at the device's pace); 0: the task's epochs */
 } sl_checkin_result;
+
+/**
+ * sl_engine_budget_steps - the steps a device of pace @step_ms (0: unknown),
+ * @up_bps and @down_bps (0: unknown) can train for task @cfg, whose model has
+ * @params parameters, between now @now_ms and the report deadline
+ * @deadline_ms: the time left less the model's download, the update's upload
+ * and a margin (a tenth of the time left, at least a second), over the step
+ * time, within [min_local_steps, max_local_steps]. 0 when the task has no
+ * time budget. Unknown speeds count as 1 MB/s (down) and 100 kB/s (up); an
+ * unknown step time gives max_local_steps (0: the task's epochs).
+ */
+uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, int64_t now_ms,
+                                int64_t deadline_ms, double step_ms, double up_bps,
+                                double down_bps);
 
 /**
  * sl_engine_checkin - a device asks for work. A device already selected in

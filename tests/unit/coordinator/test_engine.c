@@ -114,7 +114,7 @@ static void make_update(const sim *s, size_t i, int64_t round_id, int64_t versio
     sl_test_make_update(s->layout, i, round_id, version, scale, frame, len, sha);
 }
 
-static sl_checkin_info info = {100, "avx2", ""};
+static sl_checkin_info info = {100, "avx2", "", 0, 0, 0};
 
 static sl_task_status status(sim *s)
 {
@@ -823,6 +823,60 @@ static void test_fednova_steps(void **state)
     assert_memory_not_equal(a, d, 32);
 }
 
+/* Time budgets: the steps that fit before the deadline at a device's pace, within the
+ * task's bounds; the pace a device reports is kept in the store, so a restarted engine gives
+ * the same budget to a device that reports none. */
+static void test_time_budget(void **state)
+{
+    sl_task_config c;
+    char err[256];
+    sim s;
+    size_t chosen[64], n;
+    sl_checkin_result r, again;
+    sl_checkin_info paced = {100, "avx2", "", 200.0, 8000.0, 8000.0};
+    const char *cfg = "{\"name\":\"budget\",\"target\":4,\"quorum\":2,\"over_selection\":1,"
+                      "\"selection_window_ms\":2000,\"report_deadline_ms\":60000,\"rounds\":3,"
+                      "\"density\":0.01,\"time_budget\":true,\"min_local_steps\":2,"
+                      "\"max_local_steps\":500}";
+    (void)state;
+    assert_int_equal(sl_task_config_parse(cfg, strlen(cfg), &c, err, sizeof err), SL_OK);
+    /* 60 s left: a tenth kept back, 0.4 s to download 100,000 fp32 parameters at 1 MB/s */
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 10, 100e3, 1e6), 500);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 200, 100e3, 1e6), 267);
+    /* 64 kbit/s: 50 s to download the model */
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 200, 8000, 8000), 15);
+    /* one step would not fit: the task's minimum */
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 2000, 8000, 8000), 2);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 0, 0, 0), 500);
+    c.time_budget = 0;
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 10, 100e3, 1e6), 0);
+    {
+        const char *bad = "{\"name\":\"b\",\"target\":2,\"min_local_steps\":9,"
+                          "\"max_local_steps\":3}";
+        assert_int_equal(sl_task_config_parse(bad, strlen(bad), &c, err, sizeof err),
+                         SL_ECONFIG_VALUE);
+        assert_non_null(strstr(err, "max_local_steps"));
+    }
+
+    /* in the engine: the budget of a selected device, from the pace it reports or kept */
+    sim_init(&s, "budget", 6, cfg);
+    sim_at(&s, T0 / 1000000);
+    n = select_round(&s, chosen);
+    assert_true(n >= 2);
+    assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[chosen[0]], &paced, &r), SL_OK);
+    assert_true(r.selected);
+    assert_true(r.max_steps >= 2 && r.max_steps < 500); /* 64 kbit/s and 200 ms a step */
+    sim_restart(&s);
+    assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[chosen[0]], &info, &again),
+                     SL_OK);
+    assert_true(again.selected);
+    assert_int_equal(again.max_steps, r.max_steps); /* the pace survived the restart */
+    assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[chosen[1]], &info, &again),
+                     SL_OK);
+    assert_int_equal(again.max_steps, 500); /* no pace known: the task's bound */
+    sim_free(&s);
+}
+
 static void test_fedbuff(void **state)
 {
     sim s;
@@ -1107,6 +1161,7 @@ int main(void)
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_fedbuff),
         cmocka_unit_test(test_fednova_steps),
+        cmocka_unit_test(test_time_budget),
         cmocka_unit_test(test_count_download),
         cmocka_unit_test(test_receipt_while_close_fails),
         cmocka_unit_test(test_abandoned_updates_carried),

@@ -167,7 +167,7 @@ static sl_task_status status_at(cluster *c, size_t i)
     return st;
 }
 
-static const sl_checkin_info info = {100, "avx2", ""};
+static const sl_checkin_info info = {100, "avx2", "", 0, 0, 0};
 
 static size_t leader_of(cluster *c, unsigned up)
 {
