@@ -165,6 +165,18 @@ static int add_local_optimizer(cJSON *train, const sl_task_config *cfg)
     return ok ? SL_OK : SL_ENOMEM;
 }
 
+/* A pace value: 0 when absent; 1 (an error) when not a finite number >= 0. */
+static int pace_of(const cJSON *pace, const char *key, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(pace, key);
+    if (v == NULL)
+        return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
+        return 1;
+    *out = v->valuedouble;
+    return 0;
+}
+
 void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 {
     cJSON *doc = sl__json_body(rq, rs), *out, *comp, *train;
@@ -201,6 +213,17 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
         }
         if (why != NULL)
             snprintf(info.refusal, sizeof info.refusal, "%s", why->valuestring);
+    }
+    { /* its pace, as it measured it (time budgets): optional, each a number >= 0 */
+        const cJSON *pace = cJSON_GetObjectItemCaseSensitive(doc, "pace");
+        if (pace != NULL && (!cJSON_IsObject(pace) || pace_of(pace, "step_ms", &info.step_ms) ||
+                             pace_of(pace, "upload_bytes_per_s", &info.up_bps) ||
+                             pace_of(pace, "download_bytes_per_s", &info.down_bps))) {
+            sl__problem(rs, rq, 400, "bad-request", NULL,
+                        "pace must be an object of step_ms, upload_bytes_per_s and "
+                        "download_bytes_per_s, each a finite number >= 0 (or absent)");
+            goto done;
+        }
     }
     st = malloc(sizeof *st);
     if (st == NULL) {
@@ -261,6 +284,8 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(train, "lr", st->cfg.local_lr);
     cJSON_AddNumberToObject(train, "momentum", st->cfg.local_momentum);
     cJSON_AddNumberToObject(train, "prox_mu", st->cfg.prox_mu);
+    if (res.max_steps > 0) /* time budgets: the steps that fit before the deadline */
+        cJSON_AddNumberToObject(train, "max_steps", res.max_steps);
     if (add_local_optimizer(train, &st->cfg) != SL_OK) {
         cJSON_Delete(out);
         cJSON_Delete(train);

@@ -144,6 +144,7 @@ typedef struct sl__agent_counters {
     int64_t last_round;    /* never train twice for one round */
     double bw_ewma;        /* upload bytes/s, 0: unknown */
     double bpnz_ewma;      /* frame bytes per selected element, 0: unknown */
+    double step_ms_ewma;   /* one optimiser step of the task's model (straggling included) */
 } sl__agent_counters;
 
 /* What a check-in assigned. */
@@ -158,6 +159,7 @@ typedef struct sl__agent_assignment {
     double residual_decay;      /* 1 when the coordinator does not say */
     uint32_t warmup_rounds;
     uint32_t epochs, batch;
+    uint32_t max_steps; /* a time budget: at most this many steps, across epochs (0: epochs) */
     double lr, momentum, prox_mu;
     /* the local optimiser: SGD without any of it when the coordinator does not say */
     sl_optim_kind optimizer;

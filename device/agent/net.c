@@ -399,7 +399,28 @@ static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
     s.warmup_rounds = warm > UINT32_MAX ? UINT32_MAX : (uint32_t)warm;
     s.epochs = (uint32_t)epochs;
     s.batch = (uint32_t)batch;
+    /* absent from coordinators that predate it, and from tasks without time budgets */
+    if (cJSON_GetObjectItemCaseSensitive(train, "max_steps") != NULL) {
+        int64_t steps = 0;
+        if (json_i64(train, "max_steps", &steps) != SL_OK || steps < 1 || steps > UINT32_MAX)
+            return SL_ESYNTAX;
+        s.max_steps = (uint32_t)steps;
+    }
     *out = s;
+    return SL_OK;
+}
+
+/* What this device measured of itself (time budgets): its step time and upload speed; the
+ * download speed is not measured (the coordinator assumes one). None: nothing added. */
+static int add_pace(cJSON *doc, const sl__agent_counters *c)
+{
+    cJSON *pace;
+    if (!(c->step_ms_ewma > 0))
+        return SL_OK;
+    pace = cJSON_AddObjectToObject(doc, "pace");
+    if (pace == NULL || cJSON_AddNumberToObject(pace, "step_ms", c->step_ms_ewma) == NULL ||
+        (c->bw_ewma > 0 && cJSON_AddNumberToObject(pace, "upload_bytes_per_s", c->bw_ewma) == NULL))
+        return SL_ENOMEM;
     return SL_OK;
 }
 
@@ -416,7 +437,7 @@ int sl__agent_checkin(sl_agent *a, sl__agent_assignment *out)
         cJSON_AddNumberToObject(doc, "num_samples", (double)samples) == NULL ||
         !cJSON_AddItemToArray(caps, cJSON_CreateString(sl_nn_kernel_variant())) ||
         (refusal[0] != '\0' && cJSON_AddStringToObject(doc, "refusal", refusal) == NULL) ||
-        (body = cJSON_PrintUnformatted(doc)) == NULL) {
+        add_pace(doc, &a->counters) != SL_OK || (body = cJSON_PrintUnformatted(doc)) == NULL) {
         cJSON_Delete(doc);
         return SL_ENOMEM;
     }

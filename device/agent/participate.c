@@ -446,12 +446,14 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
     uint64_t seed = mix(a->o.seed ^ mix((uint64_t)a->device_id) ^ (uint64_t)asg->round_id);
     int64_t t0 = sl_clock_monotonic_ns(NULL);
     uint32_t done = 0;
+    uint64_t steps = 0, per_epoch; /* optimiser steps run; each epoch takes ceil(n / batch) */
     int rc;
 
     if (n == 0) {
         sl_log(SL_LOG_ERROR, "agent", "client %u holds no samples", a->o.client);
         return SL_EINVAL;
     }
+    per_epoch = (n + (batch < n ? batch : n) - 1) / (batch < n ? batch : n);
     idx = data->client_ix[a->o.client - data->first];
     evaluate_base(a, asg, data);
     if (sl__agent_uniform(a) < a->o.faults.straggle)
@@ -467,8 +469,11 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
     if (rc != SL_OK)
         goto done;
     memcpy(params, orr.start != NULL ? orr.start : a->global, a->n * sizeof *params);
+    if (asg->max_steps > 0) /* a time budget: epochs enough for its steps, the last one cut */
+        epochs = (uint32_t)((asg->max_steps + per_epoch - 1) / per_epoch);
     while (done < epochs) {
-        sl_train_opts opts = {batch, 1, mix(seed + done), NULL, NULL, 0};
+        uint64_t left = asg->max_steps > 0 ? asg->max_steps - steps : 0;
+        sl_train_opts opts = {batch, 1, mix(seed + done), NULL, NULL, left};
         int64_t e0 = sl_clock_monotonic_ns(NULL);
         double epoch_s, elapsed_s;
         if (orr.opt != NULL && data->t != NULL) /* regression targets */
@@ -484,6 +489,7 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         if (rc != SL_OK)
             goto done;
         done++;
+        steps += left > 0 && left < per_epoch ? left : per_epoch;
         epoch_s = (double)(sl_clock_monotonic_ns(NULL) - e0) * 1e-9;
         if (factor > 1 && sl__agent_sleep(a, (int64_t)((factor - 1) * epoch_s * 1000)))
             break;
@@ -537,13 +543,13 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": poisoned update (%s)", asg->round_id,
                sl_agent_poison_name(a->poison));
     }
-    {
-        /* the optimiser steps run: each epoch takes ceil(n / batch) of them (nn/train.c) */
-        size_t b = batch < n ? batch : n;
-        uint64_t steps = (uint64_t)done * ((n + b - 1) / (b ? b : 1));
-        rc = prepare(a, asg, params, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n,
-                     steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps);
+    if (steps > 0) { /* this device's pace, told at its next check-in (time budgets) */
+        double ms = (double)(sl_clock_monotonic_ns(NULL) - t0) * 1e-6 / (double)steps;
+        a->counters.step_ms_ewma =
+            a->counters.step_ms_ewma > 0 ? 0.7 * a->counters.step_ms_ewma + 0.3 * ms : ms;
     }
+    rc = prepare(a, asg, params, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n,
+                 steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps);
 done:
     if (rc != SL_OK && rc != SL_ETIMEDOUT)
         sl_log(SL_LOG_ERROR, "agent", "training: %s", sl_strerror(rc));

@@ -79,8 +79,11 @@ static void *watcher(void *arg)
 
 typedef struct steps_seen {
     uint64_t updates;
-    uint32_t min;
+    uint32_t min, max;
 } steps_seen;
+
+/* A run's bound on the steps an update reports (a task's time budget); 0: none. */
+static uint32_t g_max_steps;
 
 static int check_steps(void *ctx, int64_t device_id, uint32_t local_steps)
 {
@@ -89,6 +92,8 @@ static int check_steps(void *ctx, int64_t device_id, uint32_t local_steps)
     s->updates++;
     if (local_steps < s->min)
         s->min = local_steps;
+    if (local_steps > s->max)
+        s->max = local_steps;
     return 0;
 }
 
@@ -166,11 +171,13 @@ static void run_fleet(const char *name, const char *model, const char *config, u
     assert_int_equal(updates, acked + in_flight);
     assert_true(closed >= 2);
     { /* every stored update says how many steps trained it: one epoch of its samples */
-        steps_seen seen = {0, UINT32_MAX};
+        steps_seen seen = {0, UINT32_MAX, 0};
         for (int64_t r = 1; r <= 64; r++)
             assert_int_equal(sl_store_list_steps(c.store, r, check_steps, &seen), SL_OK);
         assert_int_equal(seen.updates, updates);
         assert_true(seen.min >= 1 && seen.min != UINT32_MAX);
+        if (g_max_steps > 0) /* a time budget: never more steps than it gave */
+            assert_int_equal(seen.max, g_max_steps);
     }
     ag_coord_close(&c);
     sl_agent_data_free(data);
@@ -188,6 +195,23 @@ static void test_fleet(void **state)
 {
     (void)state;
     run_fleet("agent_fleet", "mlp", AG_MLP_TASK("fleet", 4, 2), 5, 4, 200, 60, &fleet_faults, 5, 0);
+}
+
+/* A task with time budgets: 3 local epochs would be 21 steps of 200 samples in batches of
+ * 32; the budget (at most 9 steps) cuts them, and every update says it ran 9 or fewer, the
+ * devices' pace reaching the coordinator from their second check-in on. */
+static void test_time_budget(void **state)
+{
+    (void)state;
+    g_max_steps = 9;
+    run_fleet("agent_budget", "mlp",
+              "{\"name\":\"budget\",\"target\":4,\"quorum\":2,\"over_selection\":1.25,"
+              "\"selection_window_ms\":400,\"report_deadline_ms\":4000,\"values\":\"fp16\","
+              "\"density\":0.05,\"local_epochs\":3,\"batch\":32,\"local_lr\":0.05,"
+              "\"local_momentum\":0.9,\"time_budget\":true,\"max_local_steps\":9,"
+              "\"fednova\":true,\"error_feedback\":\"residual\"}",
+              5, 4, 200, 60, &fleet_faults, 5, 0);
+    g_max_steps = 0;
 }
 
 /* Every transfer cut, and the client allowed a single attempt: each cut
@@ -895,11 +919,12 @@ static void test_bandwidth_density(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fold_and_commit),    cmocka_unit_test(test_bandwidth_density),
-        cmocka_unit_test(test_tracking_feedback),  cmocka_unit_test(test_checkin_answer),
-        cmocka_unit_test(test_topk_scope),         cmocka_unit_test(test_pending_scope),
-        cmocka_unit_test(test_tls_ca_and_pin),     cmocka_unit_test(test_fleet),
-        cmocka_unit_test(test_cut_every_transfer), cmocka_unit_test(test_program),
+        cmocka_unit_test(test_fold_and_commit),   cmocka_unit_test(test_bandwidth_density),
+        cmocka_unit_test(test_tracking_feedback), cmocka_unit_test(test_checkin_answer),
+        cmocka_unit_test(test_topk_scope),        cmocka_unit_test(test_pending_scope),
+        cmocka_unit_test(test_tls_ca_and_pin),    cmocka_unit_test(test_fleet),
+        cmocka_unit_test(test_time_budget),       cmocka_unit_test(test_cut_every_transfer),
+        cmocka_unit_test(test_program),
     };
     const struct CMUnitTest slow[] = {
         cmocka_unit_test(test_fleet_slow),
