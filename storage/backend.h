@@ -96,6 +96,10 @@ typedef struct sl__store_ops {
     int (*resign)(sl_store *s, const char *owner);
     int (*put_checkin)(sl_store *s, int64_t task_id, int64_t device_id);
     int (*put_pace)(sl_store *s, int64_t task_id, int64_t device_id, const sl_store_pace *p);
+    int (*device_history)(sl_store *s, int64_t task_id,
+                          int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                    uint32_t reported, int64_t last_round_no),
+                          void *ctx);
     int (*get_pace)(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pace *out);
     int (*list_steps)(sl_store *s, int64_t round_id,
                       int (*fn)(void *ctx, int64_t device_id, uint32_t local_steps), void *ctx);

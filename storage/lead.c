@@ -369,3 +369,39 @@ int sl__sq_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pa
     sl__reader_put(s, c);
     return rc;
 }
+
+/* ---- devices' history --------------------------------------------------------------------- */
+
+int sl__sq_device_history(sl_store *s, int64_t task_id,
+                          int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                    uint32_t reported, int64_t last_round_no),
+                          void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c,
+                  "SELECT p.device_id, count(*), count(u.device_id), max(r.round_no) FROM "
+                  "round_participants p "
+                  "JOIN rounds r ON r.id = p.round_id LEFT JOIN updates u ON u.round_id = "
+                  "p.round_id AND u.device_id = p.device_id WHERE r.task_id = ?1 GROUP BY "
+                  "p.device_id ORDER BY p.device_id",
+                  &st);
+    if (rc == SL_OK) {
+        int step;
+        sqlite3_bind_int64(st, 1, task_id);
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            rc = fn(ctx, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1),
+                    (uint32_t)sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3));
+            if (rc != 0)
+                break;
+        }
+        if (rc == 0 && step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
+}

@@ -699,3 +699,13 @@ int sl_store_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_
         return SL_EINVAL;
     return OPS(s)->get_pace(s, task_id, device_id, out);
 }
+
+int sl_store_device_history(sl_store *s, int64_t task_id,
+                            int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                      uint32_t reported, int64_t last_round_no),
+                            void *ctx)
+{
+    if (s == NULL || fn == NULL)
+        return SL_EINVAL;
+    return OPS(s)->device_history(s, task_id, fn, ctx);
+}

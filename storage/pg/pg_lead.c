@@ -355,3 +355,45 @@ int sl__pg_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pa
     pace_args a = {task_id, device_id, NULL, out};
     return sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, get_pace_exec, &a);
 }
+
+/* ---- devices' history --------------------------------------------------------------------- */
+
+typedef struct history_args {
+    int64_t task;
+    int (*fn)(void *ctx, int64_t device_id, uint32_t selected, uint32_t reported,
+              int64_t last_round_no);
+    void *ctx;
+    int stop;
+} history_args;
+
+static int history_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    history_args *a = arg;
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    int rc;
+    (void)p;
+    sl__pgq_int(&q, a->task);
+    rc = sl__pg_exec(c,
+                     "SELECT p.device_id, count(*)::bigint, count(u.device_id)::bigint, "
+                     "max(r.round_no) FROM round_participants p "
+                     "JOIN rounds r ON r.id = p.round_id LEFT JOIN updates u ON u.round_id = "
+                     "p.round_id AND u.device_id = p.device_id WHERE r.task_id = $1 GROUP BY "
+                     "p.device_id ORDER BY p.device_id",
+                     &q, &r);
+    for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->stop == 0; i++)
+        a->stop = a->fn(a->ctx, sl__pg_int(r, i, 0), (uint32_t)sl__pg_int(r, i, 1),
+                        (uint32_t)sl__pg_int(r, i, 2), sl__pg_int(r, i, 3));
+    PQclear(r);
+    return rc;
+}
+
+int sl__pg_device_history(sl_store *s, int64_t task_id,
+                          int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                    uint32_t reported, int64_t last_round_no),
+                          void *ctx)
+{
+    history_args a = {task_id, fn, ctx, 0};
+    int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, history_exec, &a);
+    return rc == SL_OK ? a.stop : rc;
+}

@@ -696,6 +696,19 @@ int sl_store_put_pace(sl_store *s, int64_t task_id, int64_t device_id, const sl_
 /** sl_store_get_pace - the pace last recorded; SL_ENOENT when none. Reads only. */
 int sl_store_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pace *out);
 
+/**
+ * sl_store_device_history - for task @task_id, call @fn with each device that
+ * was ever a participant of its rounds: how many rounds selected it, how many
+ * of those it reported to (an acknowledged update), and the number of the
+ * last round that selected it; in device-id order. Derived from the rounds,
+ * participants and updates the store keeps, so it survives restarts as they
+ * do. Stops at the first non-zero return of @fn and returns it. Reads only.
+ */
+int sl_store_device_history(sl_store *s, int64_t task_id,
+                            int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                      uint32_t reported, int64_t last_round_no),
+                            void *ctx);
+
 /* ------------------------------------------------------------------------ */
 /* Audit and maintenance                                                    */
 /* ------------------------------------------------------------------------ */

@@ -1200,6 +1200,61 @@ static void test_pace(void **state)
     assert_int_equal(sl_store_put_pace(f->s, r.task_id, 999, &p), SL_ENOENT);
 }
 
+typedef struct seen_history {
+    int64_t device[4], last[4];
+    uint32_t selected[4], reported[4];
+    int n;
+} seen_history;
+
+static int collect_history(void *ctx, int64_t device_id, uint32_t selected, uint32_t reported,
+                           int64_t last_round_no)
+{
+    seen_history *h = ctx;
+    h->device[h->n] = device_id;
+    h->selected[h->n] = selected;
+    h->reported[h->n] = reported;
+    h->last[h->n++] = last_round_no;
+    return 0;
+}
+
+/* A task's devices' history, from its rounds, participants and updates. */
+static void test_device_history(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[3];
+    sl_round_record r, r2;
+    seen_history h;
+    uint8_t frame[64], sha[32];
+    sl_store_receipt rc1;
+    sl_test_store_fixture(f->s, &round_id, devices, 3);
+    assert_int_equal(sl_store_get_round(f->s, round_id, &r), SL_OK);
+    assert_int_equal(sl_store_select_participants(f->s, &r, devices, 2), SL_OK);
+    sl_test_update_bytes(1, frame, sizeof frame, sha);
+    {
+        sl_update_put u = {round_id, devices[1], frame, sizeof frame, 5, sha, 0};
+        assert_int_equal(sl_store_put_update(f->s, &u, 5000, &rc1), SL_OK);
+    }
+    r.state = SL_ROUND_CLOSED;
+    assert_int_equal(sl_store_update_round(f->s, &r), SL_OK);
+    r2 = r;
+    r2.round_no = 2;
+    r2.state = SL_ROUND_TRAINING;
+    assert_int_equal(sl_store_create_round(f->s, &r2), SL_OK);
+    assert_int_equal(sl_store_select_participants(f->s, &r2, devices + 1, 2), SL_OK);
+    memset(&h, 0, sizeof h);
+    assert_int_equal(sl_store_device_history(f->s, r.task_id, collect_history, &h), SL_OK);
+    assert_int_equal(h.n, 3);
+    assert_true(h.device[0] == devices[0] && h.selected[0] == 1 && h.reported[0] == 0 &&
+                h.last[0] == 1);
+    assert_true(h.device[1] == devices[1] && h.selected[1] == 2 && h.reported[1] == 1 &&
+                h.last[1] == 2);
+    assert_true(h.device[2] == devices[2] && h.selected[2] == 1 && h.reported[2] == 0 &&
+                h.last[2] == 2);
+    memset(&h, 0, sizeof h);
+    assert_int_equal(sl_store_device_history(f->s, 999, collect_history, &h), SL_OK);
+    assert_int_equal(h.n, 0);
+}
+
 int main(int argc, char **argv)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1215,6 +1270,7 @@ int main(int argc, char **argv)
         T(test_locked_database),    T(test_evals),
         T(test_leadership),         T(test_checkins),
         T(test_partials),           T(test_pace),
+        T(test_device_history),
     };
     /* the store's contract, whichever backend keeps it */
     const struct CMUnitTest contract[] = {
@@ -1234,6 +1290,7 @@ int main(int argc, char **argv)
         T(test_checkins),
         T(test_partials),
         T(test_pace),
+        T(test_device_history),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG
