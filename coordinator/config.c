@@ -59,6 +59,8 @@
  *   time_budget          boolean                                false
  *   min_local_steps      integer         1 .. 1e6               1
  *   max_local_steps      integer         0 .. 1e6 (0: epochs)   0
+ *   paced_selection      boolean                                false
+ *   fairness_rounds      integer         0 .. 1e6 (0: off)      0
  *
  * The local_* keys above local_lr's line configure the devices' optimiser
  * (device/nn/include/starling/optim.h, PyTorch's torch.optim semantics):
@@ -215,6 +217,8 @@ static const key_spec keys[] = {
     {"time_budget", K_BOOL, F(time_budget), 0, 0, 0, 0, 0},
     {"min_local_steps", K_U32, F(min_local_steps), 1, 1e6, 0, 0, 1},
     {"max_local_steps", K_U32, F(max_local_steps), 0, 1e6, 0, 0, 0},
+    {"paced_selection", K_BOOL, F(paced_selection), 0, 0, 0, 0, 0},
+    {"fairness_rounds", K_U32, F(fairness_rounds), 0, 1e6, 0, 0, 0},
 };
 #define KEY_COUNT (sizeof keys / sizeof keys[0])
 

@@ -219,6 +219,10 @@ int sl__replica_add_round(sl_engine *e, sl__task *t, int64_t round_id, sl__agg *
 int sl__spec_check_layout(const char *spec, const sl_layout *layout, char *err, size_t errcap);
 sl__device *sl__engine_device(sl_engine *e, int64_t id); /* found or inserted; NULL on ENOMEM */
 
+/* select.c: order the @n pool devices @ids (sorted) for a task with paced_selection or
+ * fairness_rounds, from the fleet's history in the store: the first ones are selected. */
+int sl__select_order(sl_engine *e, const sl__task *t, int64_t *ids, size_t n);
+
 /* lifecycle.c: called with the gate held exclusively and the lock held. */
 int sl__task_open_round(sl_engine *e, sl__task *t);
 int sl__task_select(sl_engine *e, sl__task *t);

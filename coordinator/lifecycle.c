@@ -92,8 +92,16 @@ int sl__task_select(sl_engine *e, sl__task *t)
     if (ids == NULL)
         return SL_ENOMEM;
     memcpy(ids, t->pool.ids, t->pool.n * sizeof *ids);
-    /* partial Fisher-Yates over the sorted pool */
-    for (size_t i = 0; i < n; i++) {
+    if (t->cfg.paced_selection || t->cfg.fairness_rounds > 0) {
+        /* the fleet's history orders the pool (select.c); the first n are selected */
+        rc = sl__select_order(e, t, ids, t->pool.n);
+        if (rc != SL_OK) {
+            free(ids);
+            return rc;
+        }
+    }
+    /* otherwise a partial Fisher-Yates over the sorted pool */
+    for (size_t i = 0; !(t->cfg.paced_selection || t->cfg.fairness_rounds > 0) && i < n; i++) {
         size_t j;
         int64_t tmp;
         state = mix64(state);

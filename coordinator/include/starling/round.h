@@ -118,6 +118,10 @@ typedef struct sl_task_config {
      * pace, between min_local_steps and max_local_steps (0: local_epochs' worth) */
     int time_budget;
     uint32_t min_local_steps, max_local_steps;
+    /* selection that knows the fleet (coordinator/select.c): prefer devices that report in
+     * time; every eligible device selected at least once in fairness_rounds rounds (0: off) */
+    int paced_selection;
+    uint32_t fairness_rounds;
 } sl_task_config;
 
 /**

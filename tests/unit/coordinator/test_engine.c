@@ -877,6 +877,69 @@ static void test_time_budget(void **state)
     sim_free(&s);
 }
 
+#define SEL_ROUNDS 12
+
+/* Rounds of 12 devices, 4 selected a round; devices 0, 3, 6, 9 never report (a slow link, a
+ * dead battery); the others report at once. Selections into @sel[round][device]; with
+ * @restart the engine restarts before every selection. */
+static void selection_run(const char *extra, int restart, unsigned char sel[SEL_ROUNDS][12])
+{
+    char cfg[512];
+    sim s;
+    snprintf(cfg, sizeof cfg,
+             "{\"name\":\"sel\",\"target\":4,\"quorum\":2,\"over_selection\":1,"
+             "\"selection_window_ms\":1000,\"report_deadline_ms\":5000,\"rounds\":%d,"
+             "\"seed\":3%s}",
+             SEL_ROUNDS, extra);
+    sim_init(&s, "select", 12, cfg);
+    sim_at(&s, T0 / 1000000);
+    memset(sel, 0, SEL_ROUNDS * 12);
+    for (int round = 0; round < SEL_ROUNDS; round++) {
+        size_t chosen[64], n;
+        sl_task_status st;
+        if (restart)
+            sim_restart(&s);
+        n = select_round(&s, chosen);
+        assert_int_equal(n, 4);
+        st = status(&s); /* the round just selected */
+        for (size_t k = 0; k < n; k++) {
+            sel[round][chosen[k]] = 1;
+            if (chosen[k] % 3 != 0)
+                assert_true(upload(&s, chosen[k], 1.0f).accepted);
+        }
+        if (status(&s).round.id == st.round.id) /* not closed at its target: at its deadline */
+            sim_at(&s, st.round.report_deadline_ms);
+    }
+    sim_free(&s);
+}
+
+/* Selection that knows the fleet: with fairness every device takes part at least once in
+ * every 3 rounds; paced selection picks the devices that report more often than the ones
+ * that never do; both select the same after restarts as without. */
+static void test_selection_knows_fleet(void **state)
+{
+    unsigned char a[SEL_ROUNDS][12], b[SEL_ROUNDS][12];
+    int never = 0, others = 0;
+    (void)state;
+    selection_run(",\"fairness_rounds\":3", 0, a);
+    for (int round = 0; round + 3 <= SEL_ROUNDS; round++)
+        for (int d = 0; d < 12; d++)
+            assert_true(a[round][d] + a[round + 1][d] + a[round + 2][d] >= 1);
+    selection_run(",\"fairness_rounds\":3", 1, b);
+    assert_memory_equal(a, b, sizeof a);
+
+    selection_run(",\"paced_selection\":true", 0, a);
+    for (int round = 4; round < SEL_ROUNDS; round++) /* once the history says who reports */
+        for (int d = 0; d < 12; d++)
+            *(d % 3 == 0 ? &never : &others) += a[round][d];
+    print_message("rounds 5-12: %d selections of the 4 that never report, %d of the 8 others\n",
+                  never, others);
+    /* a device that never reports is selected at most half as often as one that does */
+    assert_true(4 * never < others);
+    selection_run(",\"paced_selection\":true", 1, b);
+    assert_memory_equal(a, b, sizeof a);
+}
+
 static void test_fedbuff(void **state)
 {
     sim s;
@@ -1162,6 +1225,7 @@ int main(void)
         cmocka_unit_test(test_fedbuff),
         cmocka_unit_test(test_fednova_steps),
         cmocka_unit_test(test_time_budget),
+        cmocka_unit_test(test_selection_knows_fleet),
         cmocka_unit_test(test_count_download),
         cmocka_unit_test(test_receipt_while_close_fails),
         cmocka_unit_test(test_abandoned_updates_carried),

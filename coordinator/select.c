@@ -1,0 +1,129 @@
+/*
+ * select.c - selection that knows the fleet (#22): a task's "paced_selection"
+ * prefers devices likely to report in time, and its "fairness_rounds" N puts
+ * first every eligible device no round selected in the last N rounds, so
+ * slow devices still take part.
+ *
+ * The history is the store's (sl_store_device_history(): rounds that
+ * selected a device and the ones it reported to, derived from the rounds,
+ * participants and updates), read at each selection: a restarted
+ * coordinator, or a new leader, selects exactly as one that never stopped.
+ *
+ * Order of the pool (every step a pure function of the pool, the history,
+ * the task's seed and the round's number):
+ *   1. due devices (fairness): never selected, or last selected N or more
+ *      rounds ago; the longest-waiting first, then by id;
+ *   2. the others: paced, by the key -ln(u) / w (Efraimidis and Spirakis'
+ *      weighted sampling without replacement), w = (reports + 1) /
+ *      (selections + 2) the device's smoothed rate of reporting in time, u
+ *      uniform in (0, 1] from a hash of (seed, round, device); otherwise a
+ *      seeded shuffle.
+ * The first `want` of that order are selected.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+
+typedef struct hist {
+    int64_t device, last;
+    uint32_t selected, reported;
+} hist;
+
+typedef struct hist_list {
+    hist *h;
+    size_t n, cap;
+} hist_list;
+
+static int add_hist(void *ctx, int64_t device_id, uint32_t selected, uint32_t reported,
+                    int64_t last_round_no)
+{
+    hist_list *l = ctx;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 256;
+        hist *h = realloc(l->h, cap * sizeof *h);
+        if (h == NULL)
+            return SL_ENOMEM;
+        l->h = h;
+        l->cap = cap;
+    }
+    l->h[l->n++] = (hist){device_id, last_round_no, selected, reported};
+    return 0;
+}
+
+/* Device @id's history (zeros when it never took part); @l in device-id order. */
+static hist history_of(const hist_list *l, int64_t id)
+{
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (l->h[mid].device < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < l->n && l->h[lo].device == id)
+        return l->h[lo];
+    return (hist){id, 0, 0, 0};
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+typedef struct cand {
+    int64_t id, last;
+    int due;
+    double key; /* paced: smaller first; otherwise the shuffle's draw */
+} cand;
+
+static int by_order(const void *pa, const void *pb)
+{
+    const cand *a = pa, *b = pb;
+    if (a->due != b->due)
+        return a->due ? -1 : 1;
+    if (a->due && a->last != b->last)
+        return a->last < b->last ? -1 : 1;
+    if (!a->due && a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+int sl__select_order(sl_engine *e, const sl__task *t, int64_t *ids, size_t n)
+{
+    hist_list l = {NULL, 0, 0};
+    cand *c;
+    uint64_t base = mix64(t->cfg.seed ^ mix64((uint64_t)t->round.round_no) ^ 0x5e1ec7ull);
+    int rc = sl_store_device_history(e->store, t->id, add_hist, &l);
+    if (rc != SL_OK) {
+        free(l.h);
+        return rc;
+    }
+    c = malloc((n ? n : 1) * sizeof *c);
+    if (c == NULL) {
+        free(l.h);
+        return SL_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        hist h = history_of(&l, ids[i]);
+        uint64_t draw = mix64(base ^ (uint64_t)ids[i]);
+        double u = ((double)(draw >> 11) + 1.0) * 0x1p-53; /* (0, 1] */
+        double w = ((double)h.reported + 1.0) / ((double)h.selected + 2.0);
+        c[i].id = ids[i];
+        c[i].last = h.last;
+        c[i].due = t->cfg.fairness_rounds > 0 &&
+                   (h.last == 0 || t->round.round_no - h.last >= (int64_t)t->cfg.fairness_rounds);
+        c[i].key = t->cfg.paced_selection ? -log(u) / w : (double)draw;
+    }
+    qsort(c, n, sizeof *c, by_order);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = c[i].id;
+    free(c);
+    free(l.h);
+    return SL_OK;
+}
