@@ -61,6 +61,9 @@
  *   max_local_steps      integer         0 .. 1e6 (0: epochs)   0
  *   paced_selection      boolean                                false
  *   fairness_rounds      integer         0 .. 1e6 (0: off)      0
+ *   deadline_percentile  integer         0 .. 100 (0: off)      0
+ *   deadline_rounds      integer         1 .. 1000              10
+ *   min_report_deadline_ms integer       1 .. 7 d               1000
  *
  * The local_* keys above local_lr's line configure the devices' optimiser
  * (device/nn/include/starling/optim.h, PyTorch's torch.optim semantics):
@@ -219,6 +222,9 @@ static const key_spec keys[] = {
     {"max_local_steps", K_U32, F(max_local_steps), 0, 1e6, 0, 0, 0},
     {"paced_selection", K_BOOL, F(paced_selection), 0, 0, 0, 0, 0},
     {"fairness_rounds", K_U32, F(fairness_rounds), 0, 1e6, 0, 0, 0},
+    {"deadline_percentile", K_U32, F(deadline_percentile), 0, 100, 0, 0, 0},
+    {"deadline_rounds", K_U32, F(deadline_rounds), 1, 1000, 0, 0, 10},
+    {"min_report_deadline_ms", K_I64, F(min_report_deadline_ms), 1, 7 * DAY_MS, 0, 0, 1000},
 };
 #define KEY_COUNT (sizeof keys / sizeof keys[0])
 

@@ -222,6 +222,9 @@ sl__device *sl__engine_device(sl_engine *e, int64_t id); /* found or inserted; N
 /* select.c: order the @n pool devices @ids (sorted) for a task with paced_selection or
  * fairness_rounds, from the fleet's history in the store: the first ones are selected. */
 int sl__select_order(sl_engine *e, const sl__task *t, int64_t *ids, size_t n);
+/* select.c: the report window (ms after the selection deadline) of task @t's round @round_no:
+ * its report_deadline_ms, or the adaptive one (deadline_percentile). */
+int64_t sl__report_window(sl_engine *e, const sl__task *t, int64_t round_no);
 
 /* lifecycle.c: called with the gate held exclusively and the lock held. */
 int sl__task_open_round(sl_engine *e, sl__task *t);

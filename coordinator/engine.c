@@ -573,8 +573,9 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
                 if (at > limit)
                     at = limit;
                 if (at > t->round.select_deadline_ms) {
+                    int64_t report = t->round.report_deadline_ms - t->round.select_deadline_ms;
                     t->round.select_deadline_ms = at;
-                    t->round.report_deadline_ms = at + t->cfg.report_deadline_ms;
+                    t->round.report_deadline_ms = at + report;
                 }
             }
             if (!sl__idset_has(&t->selected, device_id))

@@ -40,7 +40,7 @@ int sl__task_open_round(sl_engine *e, sl__task *t)
         r.state = SL_ROUND_SELECTING;
         r.select_deadline_ms = now + t->cfg.selection_window_ms;
     }
-    r.report_deadline_ms = r.select_deadline_ms + t->cfg.report_deadline_ms;
+    r.report_deadline_ms = r.select_deadline_ms + sl__report_window(e, t, r.round_no);
     rc = sl_store_create_round(e->store, &r);
     if (rc != SL_OK)
         return rc;
@@ -77,8 +77,9 @@ int sl__task_select(sl_engine *e, sl__task *t)
          * give up rather than wait for the deadline of a round that cannot make quorum. */
         int64_t now = sl__engine_now(e), window = t->cfg.selection_window_ms;
         if (window > 0 && now + window <= r.opened_at_ms + t->cfg.report_deadline_ms) {
+            int64_t report = r.report_deadline_ms - r.select_deadline_ms; /* the round's window */
             r.select_deadline_ms = now + window;
-            r.report_deadline_ms = r.select_deadline_ms + t->cfg.report_deadline_ms;
+            r.report_deadline_ms = r.select_deadline_ms + report;
             rc = sl_store_update_round(e->store, &r);
             if (rc == SL_OK) {
                 t->round = r;

@@ -127,8 +127,9 @@ static int absorb_one(void *ctx, int64_t device_id, int64_t at_ms)
         if (at > limit)
             at = limit;
         if (at > t->round.select_deadline_ms) {
+            int64_t report = t->round.report_deadline_ms - t->round.select_deadline_ms;
             t->round.select_deadline_ms = at;
-            t->round.report_deadline_ms = at + t->cfg.report_deadline_ms;
+            t->round.report_deadline_ms = at + report;
         }
     }
     return 0;

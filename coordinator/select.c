@@ -19,6 +19,12 @@
  *      uniform in (0, 1] from a hash of (seed, round, device); otherwise a
  *      seeded shuffle.
  * The first `want` of that order are selected.
+ *
+ * And the adaptive deadline (deadline_percentile): a new round's report
+ * window is that percentile of the delays after selection with which the
+ * updates of the last deadline_rounds rounds arrived, with a quarter more,
+ * within [min_report_deadline_ms, report_deadline_ms]: a fleet that reports
+ * in 8 s gets 10 s, not the 60 s a task may allow for its worst case.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -126,4 +132,56 @@ int sl__select_order(sl_engine *e, const sl__task *t, int64_t *ids, size_t n)
     free(c);
     free(l.h);
     return SL_OK;
+}
+
+/* ---- adaptive deadline -------------------------------------------------------------------- */
+
+typedef struct delays {
+    int64_t *d;
+    size_t n, cap;
+} delays;
+
+static int add_delay(void *ctx, int64_t delay_ms)
+{
+    delays *l = ctx;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 256;
+        int64_t *d = realloc(l->d, cap * sizeof *d);
+        if (d == NULL)
+            return SL_ENOMEM;
+        l->d = d;
+        l->cap = cap;
+    }
+    l->d[l->n++] = delay_ms;
+    return 0;
+}
+
+static int by_delay(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+int64_t sl__report_window(sl_engine *e, const sl__task *t, int64_t round_no)
+{
+    const sl_task_config *c = &t->cfg;
+    delays l = {NULL, 0, 0};
+    int64_t w = c->report_deadline_ms, after = round_no - 1 - (int64_t)c->deadline_rounds;
+    if (c->deadline_percentile == 0)
+        return w;
+    /* the delays of the last deadline_rounds rounds' updates, from the store: a restarted
+     * coordinator or a new leader computes the same window */
+    if (sl_store_report_delays(e->store, t->id, after < 0 ? 0 : after, add_delay, &l) == SL_OK &&
+        l.n >= 2) {
+        size_t k;
+        double at;
+        qsort(l.d, l.n, sizeof *l.d, by_delay);
+        k = (size_t)ceil((double)c->deadline_percentile / 100.0 * (double)l.n);
+        at = (double)l.d[k > 0 ? k - 1 : 0] * 1.25;
+        w = at > (double)c->report_deadline_ms ? c->report_deadline_ms : (int64_t)ceil(at);
+        if (w < c->min_report_deadline_ms)
+            w = c->min_report_deadline_ms;
+    }
+    free(l.d);
+    return w;
 }

@@ -403,6 +403,7 @@ const sl__store_ops sl__sqlite_ops = {
     .resign = sl__sq_resign,
     .put_checkin = sl__sq_put_checkin,
     .put_pace = sl__sq_put_pace,
+    .report_delays = sl__sq_report_delays,
     .device_history = sl__sq_device_history,
     .get_pace = sl__sq_get_pace,
     .list_steps = sl__sq_list_steps,

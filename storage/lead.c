@@ -405,3 +405,36 @@ int sl__sq_device_history(sl_store *s, int64_t task_id,
     sl__reader_put(s, c);
     return rc;
 }
+
+/* ---- report delays ------------------------------------------------------------------------ */
+
+int sl__sq_report_delays(sl_store *s, int64_t task_id, int64_t after_round_no,
+                         int (*fn)(void *ctx, int64_t delay_ms), void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc =
+        sl__stmt(c,
+                 "SELECT max(u.received_at - r.select_deadline, 0) FROM updates u JOIN rounds r ON "
+                 "r.id = u.round_id WHERE r.task_id = ?1 AND r.round_no > ?2 "
+                 "ORDER BY r.round_no, u.device_id",
+                 &st);
+    if (rc == SL_OK) {
+        int step;
+        sqlite3_bind_int64(st, 1, task_id);
+        sqlite3_bind_int64(st, 2, after_round_no);
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            rc = fn(ctx, sqlite3_column_int64(st, 0));
+            if (rc != 0)
+                break;
+        }
+        if (rc == 0 && step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
+}

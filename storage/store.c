@@ -709,3 +709,11 @@ int sl_store_device_history(sl_store *s, int64_t task_id,
         return SL_EINVAL;
     return OPS(s)->device_history(s, task_id, fn, ctx);
 }
+
+int sl_store_report_delays(sl_store *s, int64_t task_id, int64_t after_round_no,
+                           int (*fn)(void *ctx, int64_t delay_ms), void *ctx)
+{
+    if (s == NULL || fn == NULL)
+        return SL_EINVAL;
+    return OPS(s)->report_delays(s, task_id, after_round_no, fn, ctx);
+}

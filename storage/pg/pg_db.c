@@ -469,6 +469,7 @@ static const sl__store_ops pg_ops = {
     .resign = sl__pg_resign,
     .put_checkin = sl__pg_put_checkin,
     .put_pace = sl__pg_put_pace,
+    .report_delays = sl__pg_report_delays,
     .device_history = sl__pg_device_history,
     .get_pace = sl__pg_get_pace,
     .list_steps = sl__pg_list_steps,

@@ -397,3 +397,41 @@ int sl__pg_device_history(sl_store *s, int64_t task_id,
     int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, history_exec, &a);
     return rc == SL_OK ? a.stop : rc;
 }
+
+/* ---- report delays ------------------------------------------------------------------------ */
+
+typedef struct delays_args {
+    int64_t task, after;
+    int (*fn)(void *ctx, int64_t delay_ms);
+    void *ctx;
+    int stop;
+} delays_args;
+
+static int delays_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    delays_args *a = arg;
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    int rc;
+    (void)p;
+    sl__pgq_int(&q, a->task);
+    sl__pgq_int(&q, a->after);
+    rc = sl__pg_exec(
+        c,
+        "SELECT greatest(u.received_at - r.select_deadline, 0) FROM updates u JOIN rounds r ON "
+        "r.id = u.round_id WHERE r.task_id = $1 AND r.round_no > $2 "
+        "ORDER BY r.round_no, u.device_id",
+        &q, &r);
+    for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->stop == 0; i++)
+        a->stop = a->fn(a->ctx, sl__pg_int(r, i, 0));
+    PQclear(r);
+    return rc;
+}
+
+int sl__pg_report_delays(sl_store *s, int64_t task_id, int64_t after_round_no,
+                         int (*fn)(void *ctx, int64_t delay_ms), void *ctx)
+{
+    delays_args a = {task_id, after_round_no, fn, ctx, 0};
+    int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, delays_exec, &a);
+    return rc == SL_OK ? a.stop : rc;
+}

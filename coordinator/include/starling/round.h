@@ -122,6 +122,12 @@ typedef struct sl_task_config {
      * time; every eligible device selected at least once in fairness_rounds rounds (0: off) */
     int paced_selection;
     uint32_t fairness_rounds;
+    /* adaptive deadline: a round's report window is this percentile of the updates' delays
+     * after selection over the last deadline_rounds rounds, times 1.25, within
+     * [min_report_deadline_ms, report_deadline_ms] (0: off, the fixed report_deadline_ms) */
+    uint32_t deadline_percentile;
+    uint32_t deadline_rounds;
+    int64_t min_report_deadline_ms;
 } sl_task_config;
 
 /**

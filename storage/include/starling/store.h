@@ -709,6 +709,16 @@ int sl_store_device_history(sl_store *s, int64_t task_id,
                                       uint32_t reported, int64_t last_round_no),
                             void *ctx);
 
+/**
+ * sl_store_report_delays - for task @task_id's rounds numbered above
+ * @after_round_no, call @fn with each acknowledged update's delay: the time
+ * from its round's selection deadline to its arrival (ms, 0 when earlier),
+ * in (round, device) order. Adaptive deadlines take a percentile of them.
+ * Stops at the first non-zero return of @fn and returns it. Reads only.
+ */
+int sl_store_report_delays(sl_store *s, int64_t task_id, int64_t after_round_no,
+                           int (*fn)(void *ctx, int64_t delay_ms), void *ctx);
+
 /* ------------------------------------------------------------------------ */
 /* Audit and maintenance                                                    */
 /* ------------------------------------------------------------------------ */

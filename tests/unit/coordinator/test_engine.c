@@ -940,6 +940,41 @@ static void test_selection_knows_fleet(void **state)
     assert_memory_equal(a, b, sizeof a);
 }
 
+/* Adaptive deadline: a round's report window follows the delays with which the last rounds'
+ * updates arrived (90th percentile, a quarter more), within the task's bounds. */
+static void test_adaptive_deadline(void **state)
+{
+    sim s;
+    size_t chosen[64], n;
+    sl_task_status st;
+    (void)state;
+    sim_init(&s, "deadline", 6,
+             "{\"name\":\"dl\",\"target\":4,\"quorum\":2,\"over_selection\":1,"
+             "\"selection_window_ms\":1000,\"report_deadline_ms\":60000,\"rounds\":4,"
+             "\"deadline_percentile\":90,\"min_report_deadline_ms\":2000}");
+    sim_at(&s, T0 / 1000000);
+    st = status(&s);
+    assert_int_equal(st.round.report_deadline_ms - st.round.select_deadline_ms, 60000);
+    /* round 1: the updates arrive 4 s after the selection */
+    n = select_round(&s, chosen);
+    st = status(&s);
+    sim_at(&s, st.round.select_deadline_ms + 4000);
+    for (size_t k = 0; k < n; k++)
+        assert_true(upload(&s, chosen[k], 1.0f).accepted);
+    st = status(&s); /* round 2 opened at the target: 4 s x 1.25 */
+    assert_int_equal(st.round.round_no, 2);
+    assert_int_equal(st.round.report_deadline_ms - st.round.select_deadline_ms, 5000);
+    /* round 2: at once; the window of round 3 takes both rounds' delays, 90th percentile */
+    n = select_round(&s, chosen);
+    for (size_t k = 0; k < n; k++)
+        assert_true(upload(&s, chosen[k], 1.0f).accepted);
+    sim_restart(&s); /* the window comes from the store */
+    st = status(&s);
+    assert_int_equal(st.round.round_no, 3);
+    assert_int_equal(st.round.report_deadline_ms - st.round.select_deadline_ms, 5000);
+    sim_free(&s);
+}
+
 static void test_fedbuff(void **state)
 {
     sim s;
@@ -1226,6 +1261,7 @@ int main(void)
         cmocka_unit_test(test_fednova_steps),
         cmocka_unit_test(test_time_budget),
         cmocka_unit_test(test_selection_knows_fleet),
+        cmocka_unit_test(test_adaptive_deadline),
         cmocka_unit_test(test_count_download),
         cmocka_unit_test(test_receipt_while_close_fails),
         cmocka_unit_test(test_abandoned_updates_carried),

@@ -1217,6 +1217,13 @@ static int collect_history(void *ctx, int64_t device_id, uint32_t selected, uint
     return 0;
 }
 
+static int collect_delay(void *ctx, int64_t delay_ms)
+{
+    int64_t *d = ctx;
+    d[d[3]++] = delay_ms;
+    return 0;
+}
+
 /* A task's devices' history, from its rounds, participants and updates. */
 static void test_device_history(void **state)
 {
@@ -1253,6 +1260,17 @@ static void test_device_history(void **state)
     memset(&h, 0, sizeof h);
     assert_int_equal(sl_store_device_history(f->s, 999, collect_history, &h), SL_OK);
     assert_int_equal(h.n, 0);
+    { /* the one update's delay after its round's selection deadline (0 in the fixture) */
+        int64_t delays[4] = {0};
+        int n = 0;
+        assert_int_equal(sl_store_report_delays(f->s, r.task_id, 0, collect_delay, delays), SL_OK);
+        n = (int)delays[3];
+        assert_int_equal(n, 1);
+        assert_int_equal(delays[0], rc1.received_at_ms);
+        delays[3] = 0;
+        assert_int_equal(sl_store_report_delays(f->s, r.task_id, 1, collect_delay, delays), SL_OK);
+        assert_int_equal(delays[3], 0); /* rounds after the first: none */
+    }
 }
 
 int main(int argc, char **argv)
