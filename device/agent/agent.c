@@ -58,6 +58,8 @@ void sl_agent_options_default(sl_agent_options *o)
     o->eval_interval_ms = 2000;
     o->faults.cut_span = 64 * 1024;
     o->faults.straggle_factor = 1.0;
+    o->faults.slowdown = 1.0;
+    o->speed_max = 1.0;
     o->seed = 1;
     o->data_memory = (uint64_t)256 << 20;
     o->data_refresh_ms = 5000;

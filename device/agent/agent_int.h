@@ -101,6 +101,9 @@ void sl__agent_relay_arm(sl__agent_relay *r, int64_t bytes);
 /* Dark: every connection is closed at once, new ones too (a crash's link). */
 void sl__agent_relay_set_dark(sl__agent_relay *r, int dark);
 void sl__agent_relay_counts(const sl__agent_relay *r, uint64_t *cuts, uint64_t *resumes);
+/* The link's speed, bytes per second each way (0: unlimited); set before the relay carries
+ * anything (a heterogeneous fleet's device). */
+void sl__agent_relay_set_rate(sl__agent_relay *r, double bytes_per_s);
 
 /* ---- state ----------------------------------------------------------------- */
 

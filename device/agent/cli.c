@@ -15,6 +15,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,12 @@ static const sl_config_spec specs[] = {
     {"cut_span", SL_CONFIG_SIZE, "64K", 1, 1073741824.0, "fault: cuts fall in [1, cut_span]"},
     {"straggle", SL_CONFIG_STRING, "0:1", 0, 0, "fault P:F: with probability P train F x slower"},
     {"crash", SL_CONFIG_DOUBLE, "0", 0, 1, "fault: crash around an upload, restart from disk"},
+    {"speeds", SL_CONFIG_DOUBLE, "1", 1, 1000,
+     "a heterogeneous fleet: each device trains up to this many times slower (log-uniform "
+     "from 1x, seeded)"},
+    {"links", SL_CONFIG_STRING, NULL, 0, 0,
+     "a heterogeneous fleet MIN:MAX bits/s (k, M: 64k:20M): each device's link, log-uniform "
+     "between them (seeded; needs an http:// coordinator)"},
     {"poison", SL_CONFIG_STRING, NULL, 0, 0,
      "fault P:MODE: this fraction of the devices poison every update; MODE scale100 (x100), "
      "flip (negated) or nan (a NaN in the frame)"},
@@ -228,6 +235,32 @@ static int parse_straggle(const char *text, double *p, double *f)
     text = end + 1;
     *f = strtod(text, &end);
     return end != text && *end == '\0' && *f >= 1 && *f <= 1000 ? SL_OK : SL_EINVAL;
+}
+
+/* A rate in bits per second with an optional k or M: bytes per second into *@out. */
+static int parse_bits(const char *text, const char **end_out, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || !(v > 0) || !isfinite(v))
+        return SL_EINVAL;
+    if (*end == 'k' || *end == 'K')
+        v *= 1e3, end++;
+    else if (*end == 'M')
+        v *= 1e6, end++;
+    *out = v / 8.0;
+    *end_out = end;
+    return SL_OK;
+}
+
+/* "MIN:MAX" bits per second, MIN <= MAX, each > 0: bytes per second */
+static int parse_links(const char *text, double *lo, double *hi)
+{
+    const char *end;
+    if (parse_bits(text, &end, lo) != SL_OK || *end != ':' ||
+        parse_bits(end + 1, &end, hi) != SL_OK || *end != '\0' || *hi < *lo)
+        return SL_EINVAL;
+    return SL_OK;
 }
 
 /* "P:MODE": P in [0, 1], MODE an sl_agent_poison other than none */
@@ -465,6 +498,7 @@ int sl_agent_main(int argc, char **argv)
     o.faults.dropout = dbl(cfg, "dropout");
     o.faults.cut = dbl(cfg, "cut");
     o.faults.crash = dbl(cfg, "crash");
+    o.speed_max = dbl(cfg, "speeds");
     sl_config_get_size(cfg, "cut_span", &size);
     o.faults.cut_span = (size_t)size;
     sl_config_get_size(cfg, "chunk", &size);
@@ -506,9 +540,15 @@ int sl_agent_main(int argc, char **argv)
                  "--poison wants P:MODE with P in [0, 1] and MODE scale100, flip "
                  "or nan");
         rc = SL_EINVAL;
+    } else if (str(cfg, "links") != NULL &&
+               parse_links(str(cfg, "links"), &o.link_min_bps, &o.link_max_bps) != SL_OK) {
+        snprintf(err, sizeof err,
+                 "--links wants MIN:MAX bits per second (a number, k or M: 64k:20M), MIN <= MAX");
+        rc = SL_EINVAL;
     } else if ((num(cfg, "fleet") == 0 && !flag(cfg, "evaluator")) &&
-               (o.faults.cut > 0 || o.faults.crash > 0)) {
-        snprintf(err, sizeof err, "--cut and --crash are fleet faults (--fleet N)");
+               (o.faults.cut > 0 || o.faults.crash > 0 || o.speed_max > 1 || o.link_max_bps > 0)) {
+        snprintf(err, sizeof err,
+                 "--cut, --crash, --speeds and --links are fleet faults (--fleet N)");
         rc = SL_EINVAL;
     }
     if (rc == SL_OK && str(cfg, "enrolment_token_file") != NULL &&

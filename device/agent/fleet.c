@@ -15,10 +15,15 @@
  *   poison    round(P * N) devices, picked by a shuffle seeded with the
  *             fleet's seed, send scaled, flipped or NaN updates for the whole
  *             run (poison.c); the others never do
+ *   speeds    a heterogeneous fleet: each device trains a factor slower, drawn
+ *             log-uniform in [1, speed_max] (participate.c)
+ *   links     and its link carries a rate drawn log-uniform between the
+ *             options' bounds, through its relay (relay.c)
  * Every event is one debug line; the summary adds up the devices.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +164,23 @@ static int split_url(const char *url, char *host, size_t cap, int *port)
     return SL_OK;
 }
 
+/* Device @k's speed and link, log-uniform between the options' bounds, from the fleet's
+ * seed: the same device gets the same pace in every run of that seed. */
+static void draw_pace(const sl_agent_options *o, unsigned k, sl_agent_faults *f)
+{
+    uint64_t x = (o->seed ^ 0x9ace5eedull) + (uint64_t)k * 0x9e3779b97f4a7c15ull;
+    double u1, u2;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    u1 = (double)(x >> 11) * 0x1p-53;
+    u2 = (double)((x * 0x9e3779b97f4a7c15ull) >> 11) * 0x1p-53;
+    if (o->speed_max > 1)
+        f->slowdown = exp(u1 * log(o->speed_max));
+    if (o->link_max_bps > 0 && o->link_min_bps > 0 && o->link_max_bps >= o->link_min_bps)
+        f->link_bps = o->link_min_bps * exp(u2 * log(o->link_max_bps / o->link_min_bps));
+}
+
 int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fleet_summary *sum)
 {
     device *devs;
@@ -168,12 +190,13 @@ int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fle
     if (o == NULL || sum == NULL || devices == 0 || o->state_dir == NULL || o->data == NULL ||
         o->data->first != 0 || o->data->count < devices)
         return SL_EINVAL;
-    if (o->faults.cut > 0 || o->faults.crash > 0) {
+    if (o->faults.cut > 0 || o->faults.crash > 0 || o->link_max_bps > 0) {
         relay = split_url(o->coordinator, host, sizeof host, &port) == SL_OK;
         if (!relay)
             sl_log(SL_LOG_WARN, "fleet",
-                   "cut and mid-upload crash faults need an http:// coordinator (a loopback "
-                   "relay); with %s only crashes before and after uploads are simulated",
+                   "cut, mid-upload crash and link faults need an http:// coordinator (a "
+                   "loopback relay); with %s only crashes before and after uploads are "
+                   "simulated, links run at full speed",
                    o->coordinator);
     }
     devs = calloc(devices, sizeof *devs);
@@ -207,11 +230,16 @@ int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fle
         }
         snprintf(d->dir, sizeof d->dir, "%s/dev-%u", o->state_dir, k);
         d->o.state_dir = d->dir;
+        draw_pace(o, k, &d->o.faults);
         if (relay) {
             rc = sl__agent_relay_create(host, port, &d->relay);
             if (rc != SL_OK)
                 break;
+            sl__agent_relay_set_rate(d->relay, d->o.faults.link_bps);
         }
+        if (d->o.faults.slowdown > 1 || d->o.faults.link_bps > 0)
+            sl_log(SL_LOG_INFO, "fleet", "dev=%u trains %.2fx slower, link %.0f bytes/s", k,
+                   d->o.faults.slowdown, d->o.faults.link_bps);
     }
     /* the parent directory first: each device makes its own below it */
     if (rc == SL_OK && mkdir(o->state_dir, 0700) != 0 && errno != EEXIST) {

@@ -458,6 +458,8 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
     evaluate_base(a, asg, data);
     if (sl__agent_uniform(a) < a->o.faults.straggle)
         factor = a->o.faults.straggle_factor > 1 ? a->o.faults.straggle_factor : 1.0;
+    if (a->o.faults.slowdown > 1) /* a slow board (heterogeneous fleets): every round */
+        factor *= a->o.faults.slowdown;
     memset(&orr, 0, sizeof orr);
     params = malloc(a->n * sizeof *params);
     if (params == NULL)

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent_int.h"
@@ -45,6 +46,7 @@ struct sl__agent_relay {
     int started;
     atomic_int stop, dark;
     atomic_llong armed; /* bytes left before the cut; -1: none */
+    double rate;        /* the link: bytes per second each way; 0: unlimited (set before use) */
     atomic_ullong cuts, resumes;
     pair pairs[MAX_PAIRS];
 };
@@ -115,7 +117,20 @@ static int forward(sl__agent_relay *r, pair *p, int from, int to)
     }
     if (armed >= 0)
         atomic_fetch_sub(&r->armed, (long long)n);
-    return send_all(to, buf, n);
+    if (send_all(to, buf, n) != 0)
+        return -1;
+    if (r->rate > 0) { /* a slow link: these bytes took n / rate seconds */
+        double s = (double)n / r->rate;
+        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !atomic_load(&r->stop))
+            ;
+    }
+    return 0;
+}
+
+void sl__agent_relay_set_rate(sl__agent_relay *r, double bytes_per_s)
+{
+    r->rate = bytes_per_s > 0 ? bytes_per_s : 0;
 }
 
 static void accept_one(sl__agent_relay *r)

@@ -84,6 +84,8 @@ typedef struct steps_seen {
 
 /* A run's bound on the steps an update reports (a task's time budget); 0: none. */
 static uint32_t g_max_steps;
+/* A heterogeneous fleet's bounds (sl_agent_options speed_max, link_*_bps); 0: none. */
+static double g_speed_max, g_link_min, g_link_max;
 
 static int check_steps(void *ctx, int64_t device_id, uint32_t local_steps)
 {
@@ -131,6 +133,10 @@ static void run_fleet(const char *name, const char *model, const char *config, u
     o.faults = *faults;
     o.max_attempts = max_attempts;
     o.dgc_momentum = dgc_momentum;
+    if (g_speed_max > 1)
+        o.speed_max = g_speed_max;
+    o.link_min_bps = g_link_min;
+    o.link_max_bps = g_link_max;
     assert_int_equal(pthread_create(&tid, NULL, watcher, &w), 0);
     assert_int_equal(sl_agent_fleet_run(&o, devices, &s), SL_OK);
     pthread_join(tid, NULL);
@@ -212,6 +218,26 @@ static void test_time_budget(void **state)
               "\"fednova\":true,\"error_feedback\":\"residual\"}",
               5, 4, 200, 60, &fleet_faults, 5, 0);
     g_max_steps = 0;
+}
+
+/* A heterogeneous fleet: devices up to 6x slower, links of 0.4 to 4 Mbit/s, a time-budgeted
+ * FedNova task with an adaptive deadline, paced and fair selection; the run completes with
+ * every acknowledged update stored once (run_fleet's checks). */
+static void test_heterogeneous_fleet(void **state)
+{
+    (void)state;
+    g_speed_max = 6;
+    g_link_min = 400e3 / 8;
+    g_link_max = 4e6 / 8;
+    run_fleet("agent_hetero", "mlp",
+              "{\"name\":\"hetero\",\"target\":4,\"quorum\":2,\"over_selection\":1.25,"
+              "\"selection_window_ms\":400,\"report_deadline_ms\":6000,\"values\":\"fp16\","
+              "\"density\":0.05,\"local_epochs\":2,\"batch\":32,\"local_lr\":0.05,"
+              "\"local_momentum\":0.9,\"time_budget\":true,\"max_local_steps\":14,"
+              "\"fednova\":true,\"error_feedback\":\"residual\",\"paced_selection\":true,"
+              "\"fairness_rounds\":3,\"deadline_percentile\":90}",
+              5, 4, 200, 90, &fleet_faults, 5, 0);
+    g_speed_max = g_link_min = g_link_max = 0;
 }
 
 /* Every transfer cut, and the client allowed a single attempt: each cut
@@ -919,12 +945,12 @@ static void test_bandwidth_density(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fold_and_commit),   cmocka_unit_test(test_bandwidth_density),
-        cmocka_unit_test(test_tracking_feedback), cmocka_unit_test(test_checkin_answer),
-        cmocka_unit_test(test_topk_scope),        cmocka_unit_test(test_pending_scope),
-        cmocka_unit_test(test_tls_ca_and_pin),    cmocka_unit_test(test_fleet),
-        cmocka_unit_test(test_time_budget),       cmocka_unit_test(test_cut_every_transfer),
-        cmocka_unit_test(test_program),
+        cmocka_unit_test(test_fold_and_commit),    cmocka_unit_test(test_bandwidth_density),
+        cmocka_unit_test(test_tracking_feedback),  cmocka_unit_test(test_checkin_answer),
+        cmocka_unit_test(test_topk_scope),         cmocka_unit_test(test_pending_scope),
+        cmocka_unit_test(test_tls_ca_and_pin),     cmocka_unit_test(test_fleet),
+        cmocka_unit_test(test_time_budget),        cmocka_unit_test(test_heterogeneous_fleet),
+        cmocka_unit_test(test_cut_every_transfer), cmocka_unit_test(test_program),
     };
     const struct CMUnitTest slow[] = {
         cmocka_unit_test(test_fleet_slow),

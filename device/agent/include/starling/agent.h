@@ -262,6 +262,12 @@ typedef struct sl_agent_faults {
      * seed. A poisoner corrupts every update it sends. */
     double poison;
     sl_agent_poison poison_mode;
+    /* heterogeneous fleets (#22): this device trains @slowdown times slower every round
+     * (>= 1; 1: its real speed), and its link carries @link_bps bytes per second each way
+     * through the fleet's relay (0: unlimited). A fleet draws both per device from its
+     * seed (sl_agent_options' speeds and links). */
+    double slowdown;
+    double link_bps;
 } sl_agent_faults;
 
 /**
@@ -331,6 +337,11 @@ typedef struct sl_agent_options {
     /* faults (see sl_agent_faults), seeded by @seed */
     sl_agent_faults faults;
     uint64_t seed;
+    /* a heterogeneous fleet (sl_agent_fleet_run): each device's slowdown drawn log-uniform in
+     * [1, @speed_max] (1: none), its link log-uniform in [@link_min_bps, @link_max_bps]
+     * bytes/s (both 0: unlimited); seeded by @seed, so a run can be repeated */
+    double speed_max;
+    double link_min_bps, link_max_bps;
     /* tests: keep audit/trained.<gen>, the running sum (n doubles, native
      * order) of every update trained into a pending generation up to <gen>
      * (written before the pending upload is committed), so that a test can
