@@ -325,7 +325,9 @@ static int refusal_exec(sl_store *s, sl__conn *c, void *arg)
     }
     rc = sqlite3_step(st);
     sqlite3_reset(st);
-    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+    return rc == SQLITE_DONE                    ? SL_OK
+           : rc == SQLITE_CONSTRAINT_FOREIGNKEY ? SL_ENOENT /* no such task, round or device */
+                                                : sl__status_from_sqlite(rc);
 }
 
 int sl__sq_set_refusal(sl_store *s, int64_t task_id, int64_t device_id, const char *reason)
@@ -430,7 +432,9 @@ static int eval_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_bind_int64(st, 8, sl__now_ms(s));
     rc = sqlite3_step(st);
     sqlite3_reset(st);
-    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+    return rc == SQLITE_DONE                    ? SL_OK
+           : rc == SQLITE_CONSTRAINT_FOREIGNKEY ? SL_ENOENT /* no such round or device */
+                                                : sl__status_from_sqlite(rc);
 }
 
 int sl__sq_put_eval(sl_store *s, int64_t round_id, int64_t device_id, const sl_store_eval *ev)

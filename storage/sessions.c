@@ -122,7 +122,9 @@ static int session_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_bind_int64(st, 5, r->expires_at_ms);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
-    return rc == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(rc);
+    return rc == SQLITE_DONE                    ? SL_OK
+           : rc == SQLITE_CONSTRAINT_FOREIGNKEY ? SL_ENOENT /* no such device */
+                                                : sl__status_from_sqlite(rc);
 }
 
 int sl__sq_put_session(sl_store *s, const sl_store_session *rec)

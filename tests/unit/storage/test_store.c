@@ -1273,6 +1273,30 @@ static void test_device_history(void **state)
     }
 }
 
+/* Rows that name a task, round or device the store does not have: SL_ENOENT on both
+ * backends, nothing written. */
+static void test_unknown_references(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[1];
+    sl_round_record r;
+    sl_store_eval ev = {10, 0.5, 0.75, NAN, NAN};
+    sl_store_session ses;
+    sl_test_store_fixture(f->s, &round_id, devices, 1);
+    assert_int_equal(sl_store_get_round(f->s, round_id, &r), SL_OK);
+    assert_int_equal(sl_store_set_refusal(f->s, r.task_id, 999, "too big"), SL_ENOENT);
+    assert_int_equal(sl_store_set_refusal(f->s, 999, devices[0], "too big"), SL_ENOENT);
+    assert_int_equal(sl_store_put_eval(f->s, round_id, 999, &ev), SL_ENOENT);
+    assert_int_equal(sl_store_put_eval(f->s, 999, devices[0], &ev), SL_ENOENT);
+    memset(&ses, 0, sizeof ses);
+    snprintf(ses.id, sizeof ses.id, "%032d", 7);
+    ses.device_id = 999;
+    ses.epoch = 1;
+    ses.issued_at_ms = 1;
+    ses.expires_at_ms = 2;
+    assert_int_equal(sl_store_put_session(f->s, &ses), SL_ENOENT);
+}
+
 int main(int argc, char **argv)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1288,7 +1312,7 @@ int main(int argc, char **argv)
         T(test_locked_database),    T(test_evals),
         T(test_leadership),         T(test_checkins),
         T(test_partials),           T(test_pace),
-        T(test_device_history),
+        T(test_device_history),     T(test_unknown_references),
     };
     /* the store's contract, whichever backend keeps it */
     const struct CMUnitTest contract[] = {
@@ -1309,6 +1333,7 @@ int main(int argc, char **argv)
         T(test_partials),
         T(test_pace),
         T(test_device_history),
+        T(test_unknown_references),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG
