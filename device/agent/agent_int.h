@@ -142,12 +142,13 @@ typedef struct sl__agent_pending {
 
 typedef struct sl__agent_counters {
     uint64_t participations, accepted, duplicates, folded, discarded, dropped;
-    uint64_t next_gen;     /* generation of the next pending upload */
-    uint64_t resolved_gen; /* last generation counted here */
-    int64_t last_round;    /* never train twice for one round */
-    double bw_ewma;        /* upload bytes/s, 0: unknown */
-    double bpnz_ewma;      /* frame bytes per selected element, 0: unknown */
-    double step_ms_ewma;   /* one optimiser step of the task's model (straggling included) */
+    uint64_t next_gen;      /* generation of the next pending upload */
+    uint64_t resolved_gen;  /* last generation counted here */
+    int64_t last_round;     /* never train twice for one round */
+    double bw_ewma;         /* upload bytes/s, 0: unknown */
+    double bpnz_ewma;       /* frame bytes per selected element, 0: unknown */
+    double step_ms_ewma;    /* one optimiser step of the task's model (straggling included) */
+    uint64_t steps_trained; /* optimiser steps run, in every round (sent or not) */
 } sl__agent_counters;
 
 /* What a check-in assigned. */

@@ -125,6 +125,7 @@ int sl__agent_load_counters(sl_agent *a)
         sl__agent_kv_f64(text, "bw_ewma", &c.bw_ewma);
         sl__agent_kv_f64(text, "bpnz_ewma", &c.bpnz_ewma);
         sl__agent_kv_f64(text, "step_ms_ewma", &c.step_ms_ewma);
+        sl__agent_kv_u64(text, "steps_trained", &c.steps_trained);
         free(text);
     } else if (rc != SL_ENOENT) {
         return rc;

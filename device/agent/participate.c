@@ -545,6 +545,7 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         sl_log(SL_LOG_INFO, "agent", "round %" PRId64 ": poisoned update (%s)", asg->round_id,
                sl_agent_poison_name(a->poison));
     }
+    a->counters.steps_trained += steps; /* computed, whether it reaches a model or not */
     if (steps > 0) { /* this device's pace, told at its next check-in (time budgets) */
         double ms = (double)(sl_clock_monotonic_ns(NULL) - t0) * 1e-6 / (double)steps;
         a->counters.step_ms_ewma =

@@ -36,14 +36,14 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0},
-    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0},
-    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0},
-    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0},
-    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0},
-    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0},
-    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0, 0},
-    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0},
+    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0},
+    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0},
+    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0},
+    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0},
+    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0},
+    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0},
+    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0},
+    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0, 0, 0},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -73,14 +73,19 @@ static int usage(FILE *out)
         "                     ternary@0.001@residual@decay0.9: the residual times 0.9\n"
         "                     each round; @fedavgm, @fedadam ...: the coordinator's\n"
         "                     aggregator instead of fedavg; @slr2: server_lr 2; @wu3:0.04:\n"
-        "                     density warm-up from 4%% over 3 participations)\n"
+        "                     density warm-up from 4%% over 3 participations; @budget:\n"
+        "                     time budgets; @fednova: FedNova's averaging, with\n"
+        "                     @residual)\n"
         "                     (default: all of them)\n"
-        "  --fleet full|partial  full (the default): NIID-Bench's, above. partial: the\n"
+        "  --fleet full|partial|hetero  full (the default): NIID-Bench's, above. partial: the\n"
         "                     demo's fleet (deploy/demo.sh): 50 clients, 4 local epochs,\n"
         "                     batch 32; 20 reports close a round (40%% of --clients), 30\n"
         "                     selected, quorum 12 (60%% of the reports),\n"
         "                     15 s deadline; 20%% of the selected drop out after the\n"
-        "                     download, 10%% of transfers cut, 20%% of devices 3x slower\n"
+        "                     download, 10%% of transfers cut, 20%% of devices 3x slower.\n"
+        "                     hetero: 30 clients, 4 epochs, batch 32, 30 s deadline, 10%%\n"
+        "                     drop out, 10%% of transfers cut, devices up to 10x slower\n"
+        "                     and links of 256 kbit/s to 20 Mbit/s (log-uniform, seeded)\n"
         "  --rounds R  --epochs E  --clients N  --model M   change the setup\n"
         "  --target-acc A     accuracy for \"rounds to\" (default 0.85)\n"
         "  --deadline S       report deadline in seconds (default: 1800; quick 600)\n"
@@ -211,10 +216,18 @@ static int parse_setting(const char *name, fl_setting *st)
             ; /* server_lr */
         else if (st->warmup_rounds == 0 && parse_warmup(word, st) == 0)
             ; /* wuN:D: density warm-up over N participations from D */
+        else if (!st->budget && strcmp(word, "budget") == 0)
+            st->budget = 1; /* time budgets */
+        else if (!st->fednova && strcmp(word, "fednova") == 0)
+            st->fednova = 1; /* FedNova */
         else
             return -1; /* unknown, or given twice */
         opt = next;
     }
+    /* FedNova moves the model by other than the mean of the updates sent: the classic
+     * residual (the coordinator refuses tracking with it) */
+    if (st->fednova && strcmp(st->feedback, "residual") != 0)
+        return -1;
     /* a decay needs the classic residual (the coordinator would refuse the task) */
     if (st->decay > 0 && st->decay < 1 && strcmp(st->feedback, "residual") != 0)
         return -1;
@@ -433,8 +446,9 @@ int sl_bench_fl(int argc, char **argv)
         } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--fleet", &fleet)) != 0) {
             if (o < 0)
                 return 2;
-            if (strcmp(fleet, "full") != 0 && strcmp(fleet, "partial") != 0)
-                return bad("--fleet: \"%s\" is not full or partial", fleet);
+            if (strcmp(fleet, "full") != 0 && strcmp(fleet, "partial") != 0 &&
+                strcmp(fleet, "hetero") != 0)
+                return bad("--fleet: \"%s\" is not full, partial or hetero", fleet);
         } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--model", &model)) != 0) {
             if (o < 0)
                 return 2;
@@ -489,6 +503,19 @@ int sl_bench_fl(int argc, char **argv)
         su.cut = 0.1;
         su.straggle = 0.2;
         su.straggle_factor = 3;
+    }
+    if (strcmp(fleet, "hetero") == 0) {
+        /* unequal devices (#22): the partial fleet's faults on boards up to 10x slower and
+         * links from 256 kbit/s to 20 Mbit/s (each drawn log-uniform from the seed) */
+        su.clients = 30;
+        su.over_selection = 1.5;
+        su.epochs = 4;
+        su.batch = 32;
+        su.deadline_ms = 30000;
+        su.dropout = 0.1;
+        su.cut = 0.1;
+        su.speeds = 10;
+        snprintf(su.links, sizeof su.links, "256k:20M");
     }
     if (quick) {
         su.epochs = 1;
@@ -576,7 +603,8 @@ int sl_bench_fl(int argc, char **argv)
                 settings[j].decay == settings[i].decay &&
                 strcmp(settings[j].aggregator, settings[i].aggregator) == 0 &&
                 settings[j].warmup_rounds == settings[i].warmup_rounds &&
-                settings[j].server_lr == settings[i].server_lr)
+                settings[j].server_lr == settings[i].server_lr && !settings[j].budget &&
+                !settings[j].fednova)
                 res[i].alias_of = (int)j;
 
     sl__bench_fl_signals();

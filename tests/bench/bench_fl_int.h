@@ -32,6 +32,8 @@ typedef struct fl_setting {
     uint32_t warmup_rounds; /* the task's density warm-up (participations); 0 = none */
     double warmup_density;  /* its first participation's density */
     int as_task;            /* "task": the task file's own configuration, unchanged */
+    int budget;             /* @budget: time budgets (the task's time_budget, #22) */
+    int fednova;            /* @fednova: FedNova's normalised averaging */
 } fl_setting;
 
 /** What every setting shares. */
@@ -44,6 +46,8 @@ typedef struct fl_setup {
     uint32_t quorum;       /* reports a round needs by its deadline (full: clients) */
     double dropout, cut;   /* fleet faults: drop out after the download, cut a transfer */
     double straggle, straggle_factor; /* this share of devices trains this many times slower */
+    double speeds;                    /* hetero: devices train up to this many times slower */
+    char links[32];                   /* hetero: the devices' links, MIN:MAX bits/s; "" none */
     const char *partition;            /* "dirichlet:0.5" */
     uint32_t epochs, batch, rounds;
     double lr, momentum;
@@ -68,8 +72,9 @@ typedef struct fl_result {
     int ok;       /* 1: ran to the end and was read back */
     int alias_of; /* >= 0: the same configuration as that result (not run twice) */
     char error[3 * FL_FILE_MAX];
-    char dir[FL_DIR_MAX]; /* its run directory (data/, logs) */
-    double wall_s;        /* the bench's clock: programs started to task finished */
+    char dir[FL_DIR_MAX];   /* its run directory (data/, logs) */
+    double wall_s;          /* the bench's clock: programs started to task finished */
+    uint64_t trained_steps; /* the fleet's devices' optimiser steps (their counters) */
     sl_fl_run run;
     sl_fl_totals totals;
 } fl_result;

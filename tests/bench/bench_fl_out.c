@@ -122,6 +122,25 @@ void sl__bench_fl_table(const fl_setup *su, const fl_result *res, size_t n, FILE
             "bytes up; down/dev/r: bytes down per participating device and round / dense "
             "model bytes\n",
             SL_FL_MEAN_ROUNDS, target);
+    for (size_t i = 0; i < n; i++) {
+        const fl_result *r = shown(res, i);
+        if (r->ok && !isnan(r->totals.seconds_to_target))
+            fprintf(f, "%s: %s reached after %.0f s of wall clock (round %lld)\n",
+                    res[i].setting.name, target + 3, r->totals.seconds_to_target,
+                    (long long)r->totals.rounds_to_target);
+        else if (r->ok)
+            fprintf(f, "%s: %s never reached\n", res[i].setting.name, target + 3);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const fl_result *r = shown(res, i);
+        if (r->ok && r->trained_steps > 0)
+            fprintf(f,
+                    "%s: %llu local steps computed, %llu in updates of closed rounds: %.1f%% "
+                    "wasted\n",
+                    res[i].setting.name, (unsigned long long)r->trained_steps,
+                    (unsigned long long)r->totals.aggregated_steps,
+                    100.0 * (1.0 - (double)r->totals.aggregated_steps / (double)r->trained_steps));
+    }
     for (size_t i = 0; i < n; i++)
         if (res[i].alias_of < 0 && !res[i].ok)
             fprintf(f, "%s failed: %s\n", res[i].setting.name, res[i].error);
@@ -234,6 +253,10 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
             cJSON_AddNumberToObject(o, "rounds_to_target", (double)t->rounds_to_target);
         else
             cJSON_AddNullToObject(o, "rounds_to_target");
+        if (!isnan(t->seconds_to_target))
+            cJSON_AddNumberToObject(o, "seconds_to_target", t->seconds_to_target);
+        else
+            cJSON_AddNullToObject(o, "seconds_to_target");
         cJSON_AddNumberToObject(o, "bytes_up", (double)t->bytes_up);
         cJSON_AddNumberToObject(o, "bytes_down", (double)t->bytes_down);
         cJSON_AddNumberToObject(o, "dense_bytes_up", t->dense_up);

@@ -213,7 +213,7 @@ done:
 
 static int write_task(const fl_setup *su, const fl_setting *st, const char *path)
 {
-    char text[2048], vd[256] = "", decay[64] = "", agg[64] = "fedavg", slr[160] = "";
+    char text[2048], vd[256] = "", decay[64] = "", agg[64] = "fedavg", slr[320] = "";
     if (st->decay > 0)
         snprintf(decay, sizeof decay, "\"residual_decay\": %.17g, ", st->decay);
     if (st->aggregator[0] != '\0')
@@ -224,6 +224,13 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr),
                  "\"warmup_rounds\": %u, \"warmup_density\": %.17g, ", st->warmup_rounds,
                  st->warmup_density);
+    if (st->budget) /* as many steps as fit, up to the epochs' worth of an average client */
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr),
+                 "\"time_budget\": true, \"max_local_steps\": %u, ",
+                 su->epochs * ((60000u / (su->clients ? su->clients : 1) + su->batch - 1) /
+                               (su->batch ? su->batch : 1)));
+    if (st->fednova)
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"fednova\": true, ");
     if (su->task_config != NULL)
         return write_file_task(su, st, path);
     if (!st->is_default)
@@ -273,7 +280,7 @@ static int start_agents(const fl_setup *su, const char *dir, const char *url, in
                         fl_procs *p, char *err, size_t cap)
 {
     char tid[32], of[32], seed[32], ev_state[FL_FILE_MAX], fl_state[FL_FILE_MAX];
-    char dropout[32], cut[32], straggle[64];
+    char dropout[32], cut[32], straggle[64], speeds[32];
     char admin[FL_FILE_MAX], enrol[FL_FILE_MAX], log1[FL_FILE_MAX];
     char out2[FL_FILE_MAX], log2[FL_FILE_MAX];
     snprintf(tid, sizeof tid, "%lld", (long long)task);
@@ -290,6 +297,7 @@ static int start_agents(const fl_setup *su, const char *dir, const char *url, in
     snprintf(cut, sizeof cut, "%.17g", su->cut);
     snprintf(straggle, sizeof straggle, "%.17g:%.17g", su->straggle,
              su->straggle_factor < 1 ? 1.0 : su->straggle_factor);
+    snprintf(speeds, sizeof speeds, "%.17g", su->speeds);
     {
         char *argv[] = {(char *)su->agent,
                         "--coordinator",
@@ -349,11 +357,23 @@ static int start_agents(const fl_setup *su, const char *dir, const char *url, in
                         "warn",
                         NULL, /* --data_contract FILE in --task mode */
                         NULL,
+                        NULL, /* a heterogeneous fleet: --speeds MAX --links MIN:MAX */
+                        NULL,
+                        NULL,
+                        NULL,
                         NULL};
+        size_t k = sizeof argv / sizeof argv[0] - 7;
         if (su->contract_file[0] != '\0') {
-            size_t k = sizeof argv / sizeof argv[0] - 3;
-            argv[k] = "--data_contract";
-            argv[k + 1] = (char *)su->contract_file;
+            argv[k++] = "--data_contract";
+            argv[k++] = (char *)su->contract_file;
+        }
+        if (su->speeds > 1) {
+            argv[k++] = "--speeds";
+            argv[k++] = speeds;
+        }
+        if (su->links[0] != '\0') {
+            argv[k++] = "--links";
+            argv[k++] = (char *)su->links;
         }
         if (spawn(argv, out2, log2, &p->fleet) != 0) {
             snprintf(err, cap, "cannot start %s: %s", su->agent, strerror(errno));
@@ -588,6 +608,24 @@ static int run_programs(const fl_setup *su, const fl_setting *st, fl_result *out
     return rc;
 }
 
+/* The optimiser steps the fleet's devices ran (each one's counters file): 0 when unknown. */
+static uint64_t fleet_steps(const char *dir, uint32_t devices)
+{
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < devices; k++) {
+        char path[FL_FILE_MAX + 32], line[256];
+        FILE *f;
+        snprintf(path, sizeof path, "%s/fleet/dev-%u/counters", dir, k);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        while (fgets(line, sizeof line, f) != NULL)
+            if (strncmp(line, "steps_trained=", 14) == 0)
+                sum += strtoull(line + 14, NULL, 10);
+        fclose(f);
+    }
+    return sum;
+}
+
 int sl__bench_fl_run_setting(const fl_setup *su, const fl_setting *st, fl_result *out)
 {
     char data[FL_FILE_MAX];
@@ -607,6 +645,7 @@ int sl__bench_fl_run_setting(const fl_setup *su, const fl_setting *st, fl_result
     stop_all(&p);
     if (rc != 0)
         return -1;
+    out->trained_steps = fleet_steps(out->dir, su->clients);
     snprintf(data, sizeof data, "%s/data", out->dir);
     if (sl_fl_run_load(data, task, &out->run, out->error, sizeof out->error) != 0)
         return -1;

@@ -84,6 +84,13 @@ typedef struct round_list {
     int oom;
 } round_list;
 
+static int add_steps(void *ctx, int64_t device_id, uint32_t local_steps)
+{
+    (void)device_id;
+    *(uint64_t *)ctx += local_steps;
+    return 0;
+}
+
 static int add_round(void *ctx, const sl_round_record *r)
 {
     round_list *l = ctx;
@@ -215,6 +222,7 @@ static int read_run(sl_store *s, int64_t task_id, sl_fl_run *out, char *err, siz
     for (size_t i = 0; i < rounds.n; i++) {
         sl_fl_round *r = &rounds.v[i];
         sl_store_eval_sum fed;
+        (void)sl_store_list_steps(s, r->round_id, add_steps, &r->steps);
         if (r->model_version > 0) {
             double v[4];
             version_metrics(s, task_id, r->model_version, r->model_version - 1, v);
@@ -297,11 +305,14 @@ void sl_fl_run_totals(const sl_fl_run *r, double acc_target, sl_fl_totals *t)
     t->final_accuracy = t->final_loss = t->best_accuracy = NAN;
     t->final_rmse = t->best_rmse = NAN;
     t->compression_up = t->down_fraction = NAN;
+    t->seconds_to_target = NAN;
     for (size_t i = 0; i < r->nrounds; i++) {
         const sl_fl_round *x = &r->rounds[i];
         t->rounds++;
         t->closed += x->state == SL_ROUND_CLOSED;
         t->abandoned += x->state == SL_ROUND_ABANDONED;
+        if (x->state == SL_ROUND_CLOSED)
+            t->aggregated_steps += x->steps;
         t->selected += x->selected;
         t->reported += x->reported;
         t->dropped += x->dropped;
@@ -324,8 +335,12 @@ void sl_fl_run_totals(const sl_fl_run *r, double acc_target, sl_fl_totals *t)
             t->final_version = x->model_version;
             if (isnan(t->best_accuracy) || x->accuracy > t->best_accuracy)
                 t->best_accuracy = x->accuracy;
-            if (t->rounds_to_target == 0 && x->accuracy >= acc_target)
+            if (t->rounds_to_target == 0 && x->accuracy >= acc_target) {
                 t->rounds_to_target = x->round_no;
+                if (r->nrounds > 0 && x->closed_at_ms > 0)
+                    t->seconds_to_target =
+                        (double)(x->closed_at_ms - r->rounds[0].opened_at_ms) / 1000.0;
+            }
         }
     }
     /* single rounds move by a few tenths: the mean of the last rounds says more */

@@ -35,6 +35,7 @@ typedef struct sl_fl_round {
     uint64_t fed_samples;
     double fed_loss, fed_accuracy, fed_rmse;
     char error[256]; /* why an abandoned round ended */
+    uint64_t steps;  /* the local steps its stored updates report */
 } sl_fl_round;
 
 /** A task's run. */
@@ -72,6 +73,9 @@ typedef struct sl_fl_totals {
     double mean_accuracy;         /* mean over rounds mean_from..mean_to (NaN: none) */
     int64_t mean_from, mean_to;   /* the last SL_FL_MEAN_ROUNDS rounds with metrics: 30..50 of 50 */
     int64_t rounds_to_target;     /* first round_no whose version reached the target; 0: never */
+    double seconds_to_target;     /* wall clock from the first round's opening to that round's
+                                     close (NaN: never) */
+    uint64_t aggregated_steps;    /* local steps of the updates of closed rounds */
     double wall_s;                /* first round opened to last round closed */
 } sl_fl_totals;
 
