@@ -510,6 +510,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
     int64_t now;
     int relay = 0, prc; /* relay: record the check-in in the store for the leader's selection */
     int budget = 0;     /* a selected device of a task with time budgets */
+    int64_t budget_end = 0;
     sl_task_config cfg;
     uint64_t params = 0;
 
@@ -609,12 +610,14 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
             budget = 1;
             cfg = t->cfg;
             params = t->n;
+            /* the time the round will likely run: its deadline, or sooner when rounds have
+             * been closing at their target earlier (a device trained past it would be late) */
+            budget_end = expected_close(t, now);
         }
     }
     pthread_mutex_unlock(&e->lock);
     if (budget) /* outside the lock: the pace is read from or written to the store */
-        r.max_steps =
-            budget_for(e, &cfg, params, task_id, device_id, info, now, r.report_deadline_ms);
+        r.max_steps = budget_for(e, &cfg, params, task_id, device_id, info, now, budget_end);
     /* durable before the answer, as the leader's pool is not: a lost relay only means the
      * device is drawn at a later selection */
     if (relay && (prc = sl_store_put_checkin(e->store, task_id, device_id)) != SL_OK)

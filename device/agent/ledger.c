@@ -93,13 +93,14 @@ int sl__agent_save_counters(const sl_agent *a)
 {
     const sl__agent_counters *c = &a->counters;
     char text[1024];
-    snprintf(
-        text, sizeof text,
-        "participations=%" PRIu64 "\naccepted=%" PRIu64 "\nduplicates=%" PRIu64 "\nfolded=%" PRIu64
-        "\ndiscarded=%" PRIu64 "\ndropped=%" PRIu64 "\nnext_gen=%" PRIu64 "\nresolved_gen=%" PRIu64
-        "\nlast_round=%" PRId64 "\nbw_ewma=%.17g\nbpnz_ewma=%.17g\nstep_ms_ewma=%.17g\n",
-        c->participations, c->accepted, c->duplicates, c->folded, c->discarded, c->dropped,
-        c->next_gen, c->resolved_gen, c->last_round, c->bw_ewma, c->bpnz_ewma, c->step_ms_ewma);
+    snprintf(text, sizeof text,
+             "participations=%" PRIu64 "\naccepted=%" PRIu64 "\nduplicates=%" PRIu64
+             "\nfolded=%" PRIu64 "\ndiscarded=%" PRIu64 "\ndropped=%" PRIu64 "\nnext_gen=%" PRIu64
+             "\nresolved_gen=%" PRIu64 "\nlast_round=%" PRId64
+             "\nbw_ewma=%.17g\nbpnz_ewma=%.17g\nstep_ms_ewma=%.17g\nsteps_trained=%" PRIu64 "\n",
+             c->participations, c->accepted, c->duplicates, c->folded, c->discarded, c->dropped,
+             c->next_gen, c->resolved_gen, c->last_round, c->bw_ewma, c->bpnz_ewma, c->step_ms_ewma,
+             c->steps_trained);
     return sl__agent_write_text(a, "counters", text);
 }
 

@@ -294,7 +294,9 @@ typedef struct sl_checkin_result {
     int refusal_changed;           /* the device began or stopped refusing: record it (the store's
                                       sl_store_set_refusal(); the engine keeps only who refuses) */
     uint32_t max_steps; /* selected, task with time_budget: train at most this many steps (the
-                           time to the deadline at the device's pace); 0: the task's epochs */
+                           time until the round likely closes, its deadline or sooner when
+                           rounds have been closing at their target, at the device's pace);
+                           0: the task's epochs */
 } sl_checkin_result;
 
 /**
