@@ -456,3 +456,11 @@ int sl_compressor_restore(sl_compressor *c, const float *residual, const float *
     c->pending = 1;
     return SL_OK;
 }
+
+double sl_effective_steps(uint32_t steps, double momentum)
+{
+    double tau = steps ? (double)steps : 1.0, rho = momentum;
+    if (!(rho > 0) || !(rho < 1))
+        return tau;
+    return (tau - rho * (1.0 - pow(rho, tau)) / (1.0 - rho)) / (1.0 - rho);
+}

@@ -26,17 +26,16 @@
  *
  * FedNova (Wang et al., NeurIPS 2020; the task's "fednova"): devices that
  * ran more local steps moved further, and FedAvg's weighting by samples then
- * tilts the model toward them (objective inconsistency). Each update is
- * divided by its effective steps a_i (tau_i local steps; with SGD momentum
- * rho, (tau - rho (1 - rho^tau) / (1 - rho)) / (1 - rho)); the normalised
- * updates are averaged by samples and the mean is scaled by tau_eff =
- * sum_i p_i a_i: delta = tau_eff * sum_i p_i u_i / a_i, p_i = n_i / N. In
- * fixed point: the weight of update i is round(n_i / a_i * 2^30), and two
- * more integer sums are kept, N = sum n_i and NA = sum n_i * round(a_i *
- * 2^32); the result is sum / N * 2^-(F+30) * (NA * 2^-32 / N), again a fixed
- * function of integers, so the same bits in any order and any split. The
- * robust aggregators take the normalised updates u_i / a_i and scale their
- * statistic by tau_eff.
+ * tilts the model toward them (objective inconsistency). Each device divides
+ * its fresh update by its effective steps a_i (tau_i local steps; with SGD
+ * momentum rho, (tau - rho (1 - rho^tau) / (1 - rho)) / (1 - rho)) before
+ * compression, so its error-feedback residual holds normalised mass too (a
+ * server dividing what was sent would divide residual mass from other rounds
+ * by this round's a_i: it diverged). Here the normalised updates are averaged
+ * by samples, as FedAvg's, and the mean is scaled by tau_eff = sum_i p_i a_i,
+ * p_i = n_i / N, kept as two integer sums, N = sum n_i and NA = sum n_i *
+ * round(a_i * 2^32): the same bits in any order and any split. The robust
+ * aggregators' statistic of the normalised updates is scaled the same way.
  *
  * Trimmed mean and median: unweighted and coordinate-wise over all K
  * updates, where a coordinate an update did not send counts as 0 (that is
@@ -230,13 +229,10 @@ int sl__agg_add(sl__agg *a, const void *frame, size_t len, uint32_t num_samples)
 
 double sl__fednova_steps(uint32_t steps, double momentum)
 {
-    double tau = steps ? (double)steps : 1.0, rho = momentum;
-    if (!(rho > 0) || !(rho < 1))
-        return tau;
-    return (tau - rho * (1.0 - pow(rho, tau)) / (1.0 - rho)) / (1.0 - rho);
+    return sl_effective_steps(steps, momentum);
 }
 
-/* Add an update weighted @num_samples, its values times @inv (FedNova's 1 / a_i; 1). */
+/* Add an update weighted @num_samples, its values times @inv (1: as sent). */
 static int add_scaled(sl__agg *a, const void *frame, size_t len, double num_samples, double inv);
 
 int sl__agg_add_weighted(sl__agg *a, const void *frame, size_t len, double num_samples)
@@ -259,9 +255,9 @@ int sl__agg_add_steps(sl__agg *a, const void *frame, size_t len, uint32_t num_sa
     if (!(eff > 0) || !(aq_d >= 1) || !(aq_d < 0x1p52) || a->nsum > UINT64_MAX - num_samples)
         return SL_ERANGE;
     aq = (uint64_t)llround(aq_d);
-    /* the robust aggregators take the normalised values; the mean family weighs by n_i / a_i */
-    rc = is_robust(a->kind) ? add_scaled(a, frame, len, 1.0, 1.0 / eff)
-                            : add_scaled(a, frame, len, (double)num_samples / eff, 1.0);
+    /* the device sent its update divided by a_i already (its residual holds normalised mass
+     * too): weighed by samples as FedAvg's; only tau_eff needs the steps */
+    rc = sl__agg_add(a, frame, len, num_samples);
     if (rc != SL_OK)
         return rc;
     a->nsum += num_samples;
@@ -575,13 +571,6 @@ int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *cou
     if (is_robust(a->kind)) {
         if ((rc = finish_robust(a, delta)) != SL_OK)
             return rc;
-    } else if (a->nova) {
-        /* sum / N * 2^-(F+30) * tau_eff: p_i = n_i / N, the weights held n_i / a_i */
-        double n = (double)a->nsum;
-        for (size_t i = 0; i < a->params; i++) {
-            double x = (double)a->sum[i] / n;
-            delta[i] = ldexp(x, -(a->frac + WEIGHT_FRAC));
-        }
     } else {
         double w = (double)a->wsum;
         for (size_t i = 0; i < a->params; i++) {

@@ -286,6 +286,8 @@ void sl__h_checkin(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     cJSON_AddNumberToObject(train, "prox_mu", st->cfg.prox_mu);
     if (res.max_steps > 0) /* time budgets: the steps that fit before the deadline */
         cJSON_AddNumberToObject(train, "max_steps", res.max_steps);
+    if (st->cfg.fednova) /* the device sends its update divided by its effective steps */
+        cJSON_AddBoolToObject(train, "fednova", 1);
     if (add_local_optimizer(train, &st->cfg) != SL_OK) {
         cJSON_Delete(out);
         cJSON_Delete(train);

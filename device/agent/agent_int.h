@@ -164,6 +164,7 @@ typedef struct sl__agent_assignment {
     uint32_t warmup_rounds;
     uint32_t epochs, batch;
     uint32_t max_steps; /* a time budget: at most this many steps, across epochs (0: epochs) */
+    int fednova;        /* divide the fresh update by its effective steps (FedNova) */
     double lr, momentum, prox_mu;
     /* the local optimiser: SGD without any of it when the coordinator does not say */
     sl_optim_kind optimizer;

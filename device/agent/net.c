@@ -399,6 +399,12 @@ static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
     s.warmup_rounds = warm > UINT32_MAX ? UINT32_MAX : (uint32_t)warm;
     s.epochs = (uint32_t)epochs;
     s.batch = (uint32_t)batch;
+    {
+        const cJSON *nova = cJSON_GetObjectItemCaseSensitive(train, "fednova");
+        if (nova != NULL && !cJSON_IsBool(nova))
+            return SL_ESYNTAX;
+        s.fednova = cJSON_IsTrue(nova);
+    }
     /* absent from coordinators that predate it, and from tasks without time budgets */
     if (cJSON_GetObjectItemCaseSensitive(train, "max_steps") != NULL) {
         int64_t steps = 0;

@@ -538,6 +538,15 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         goto done;
     for (size_t i = 0; i < a->n; i++)
         params[i] -= a->global[i]; /* the update: local - global */
+    if (asg->fednova) {
+        /* FedNova: the fresh update per effective step, before compression, so the residual
+         * keeps normalised mass too (codecs' sl_effective_steps) */
+        double m = asg->optimizer == SL_OPTIM_SGD ? asg->momentum : 0.0;
+        float inv =
+            (float)(1.0 / sl_effective_steps(steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps, m));
+        for (size_t i = 0; i < a->n; i++)
+            params[i] *= inv;
+    }
     if (a->poison == SL_AGENT_POISON_SCALE100 || a->poison == SL_AGENT_POISON_FLIP) {
         /* a poisoner (fault): error feedback, the audit and the PREPARED
          * event all see the poisoned update, as a real attacker's would */

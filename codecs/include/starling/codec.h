@@ -531,6 +531,15 @@ int sl_compressor_restore(sl_compressor *c, const float *residual, const float *
                           const float *accumulated, const float *pending_momentum,
                           const void *frame, size_t frame_len);
 
+/**
+ * sl_effective_steps - FedNova's effective steps a of @steps local SGD steps
+ * with momentum @momentum in [0, 1) (0 for other optimisers): @steps without
+ * momentum, else (tau - rho (1 - rho^tau) / (1 - rho)) / (1 - rho) (Wang et
+ * al., NeurIPS 2020). @steps 0 counts as 1. A device of a "fednova" task
+ * divides its fresh update by it; the coordinator weighs the mean by it.
+ */
+double sl_effective_steps(uint32_t steps, double momentum);
+
 #ifdef __cplusplus
 }
 #endif
