@@ -224,11 +224,15 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr),
                  "\"warmup_rounds\": %u, \"warmup_density\": %.17g, ", st->warmup_rounds,
                  st->warmup_density);
-    if (st->budget) /* as many steps as fit, up to the epochs' worth of an average client */
+    if (st->budget) { /* as many steps as fit, between a quarter of and the epochs' worth of an
+                       * average client (a floor keeps FedNova's extrapolation of short runs
+                       * bounded: 1 step against 252 diverged) */
+        unsigned most = su->epochs * ((60000u / (su->clients ? su->clients : 1) + su->batch - 1) /
+                                      (su->batch ? su->batch : 1));
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr),
-                 "\"time_budget\": true, \"max_local_steps\": %u, ",
-                 su->epochs * ((60000u / (su->clients ? su->clients : 1) + su->batch - 1) /
-                               (su->batch ? su->batch : 1)));
+                 "\"time_budget\": true, \"min_local_steps\": %u, \"max_local_steps\": %u, ",
+                 most / 4 > 0 ? most / 4 : 1, most);
+    }
     if (st->fednova)
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"fednova\": true, ");
     if (su->task_config != NULL)
