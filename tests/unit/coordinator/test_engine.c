@@ -1214,7 +1214,7 @@ static void test_model_spec_and_refusals(void **state)
     mbedtls_sha256_ret((const unsigned char *)spec, strlen(spec), sha, 0);
     for (int i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", sha[i]);
-    sim_at(&s, T0 + 1);
+    sim_at(&s, T0 / 1000000 + 1); /* ms: 1 ms after the start (T0 is in ns) */
     /* the task without a spec has no hash */
     assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[0], &info, &r), SL_OK);
     assert_string_equal(r.model_spec_sha256, "");
