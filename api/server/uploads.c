@@ -293,7 +293,13 @@ static void complete(sl_server *s, sl__req *rq, const sl_upload_record *rec, con
     int slot = claim(s, rec->id), rc, status = 0;
 
     if (slot == -1) {
-        sl__problem(rs, rq, 409, "conflict", NULL, "upload %s is being completed", rec->id);
+        /* another request completes this session right now (a device that restarted while
+         * its earlier request was still here): not a conflict, a moment's wait. A 409 made the
+         * agent discard an update the other request then stored (test_agent_kill, once);
+         * retried, it gets the receipt */
+        sl__problem(rs, rq, 503, "unavailable", NULL,
+                    "upload %s is being completed by another request; retry", rec->id);
+        sl__resp_header(rs, "Retry-After", "1");
         return;
     }
     if (slot < 0) {
