@@ -498,7 +498,7 @@ uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, int6
         return cfg->min_local_steps;
     if (cfg->max_local_steps > 0 && steps > cfg->max_local_steps)
         return cfg->max_local_steps;
-    return steps > 1e6 ? 1000000u : (uint32_t)steps;
+    return steps > SL_ENGINE_MAX_STEPS ? SL_ENGINE_MAX_STEPS : (uint32_t)steps;
 }
 
 int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl_checkin_info *info,
@@ -631,7 +631,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
 
 static const char *const reason_names[] = {
     "none", "unknown_round",      "late",  "not_selected", "layout", "malformed", "nonfinite",
-    "norm", "duplicate_conflict", "stale", "range",
+    "norm", "duplicate_conflict", "stale", "range",        "steps",
 };
 
 const char *sl_reject_reason_name(sl_reject_reason r)
@@ -639,6 +639,13 @@ const char *sl_reject_reason_name(sl_reject_reason r)
     if ((unsigned)r >= sizeof reason_names / sizeof reason_names[0])
         return "?";
     return reason_names[r];
+}
+
+uint32_t sl_engine_steps_limit(const sl_task_config *cfg)
+{
+    if (cfg != NULL && cfg->time_budget && cfg->max_local_steps > 0)
+        return cfg->max_local_steps;
+    return SL_ENGINE_MAX_STEPS;
 }
 
 static sl__task *task_of_round(sl_engine *e, int64_t round_id)
@@ -760,6 +767,10 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
     }
     if (!t->cfg.fedbuff && !sl__idset_has(&t->selected, device_id)) {
         rc = reject(t, &res, SL_REJECT_NOT_SELECTED);
+        goto out_lock;
+    }
+    if (local_steps > sl_engine_steps_limit(&t->cfg) || (t->cfg.fednova && local_steps == 0)) {
+        rc = reject(t, &res, SL_REJECT_STEPS);
         goto out_lock;
     }
     layout = t->layout; /* lives as long as the engine */

@@ -522,6 +522,42 @@ void test_create_with_body(void **state)
         ah_resp_free(&r);
     }
     expect_nothing_stored(&f, &dev[1], round, frame[1], len[1]);
+    /* local_steps that is not an integer in [0, 2^32): 400, in the query (bytes) form and in
+     * the JSON form; above what any task allows (1,000,000): 422 "steps"; nothing stored */
+    {
+        static const char *const bad_steps[] = {"-1", "4294967296", "1.5", "x", "", "1e3"};
+        const char *octets[] = {"Content-Type: application/offset+octet-stream"};
+        char hex[65], body[256];
+        uint8_t sha[32];
+        sl_sha256(frame[1], len[1], sha);
+        sl_hex(sha, 32, hex);
+        for (size_t i = 0; i < sizeof bad_steps / sizeof bad_steps[0]; i++) {
+            snprintf(path, sizeof path,
+                     "/v1/rounds/%lld/uploads?length=%zu&sha256=%s&num_samples=4&local_steps=%s",
+                     (long long)round, len[1], hex, bad_steps[i]);
+            ah_dev_call(&f, &dev[1], "POST", path, frame[1], len[1], octets, 1, &r);
+            ah_expect_problem(&r, 400, "bad-request");
+            assert_non_null(strstr(r.body, "local_steps"));
+            ah_resp_free(&r);
+            if (bad_steps[i][0] == '\0' || strcmp(bad_steps[i], "x") == 0)
+                continue; /* JSON: a string or nothing is not a number either (below) */
+            snprintf(path, sizeof path, "/v1/rounds/%lld/uploads", (long long)round);
+            snprintf(body, sizeof body,
+                     "{\"length\":%zu,\"sha256\":\"%s\",\"num_samples\":4,\"local_steps\":%s}",
+                     len[1], hex, strcmp(bad_steps[i], "1e3") == 0 ? "\"1000\"" : bad_steps[i]);
+            ah_dev_call(&f, &dev[1], "POST", path, body, strlen(body), NULL, 0, &r);
+            ah_expect_problem(&r, 400, "bad-request");
+            assert_non_null(strstr(r.body, "local_steps"));
+            ah_resp_free(&r);
+        }
+        snprintf(path, sizeof path,
+                 "/v1/rounds/%lld/uploads?length=%zu&sha256=%s&num_samples=4&local_steps=1000001",
+                 (long long)round, len[1], hex);
+        ah_dev_call(&f, &dev[1], "POST", path, frame[1], len[1], octets, 1, &r);
+        ah_expect_reason(&r, 422, "unprocessable", "steps");
+        ah_resp_free(&r);
+    }
+    expect_nothing_stored(&f, &dev[1], round, frame[1], len[1]);
 
     /* b in parts: 10 bytes with the create, the rest by PATCH */
     ah_upload_create_with(&f, &dev[1], round, frame[1], len[1], 10, NULL, &r);

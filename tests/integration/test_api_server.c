@@ -252,6 +252,38 @@ void test_enrol_and_signatures(void **state)
     ah_dev_call(&f, &a, "POST", "/v1/checkin", "{\"task_id\":\"x\"}", 14, NULL, 0, &r);
     ah_expect_problem(&r, 400, "bad-request");
     ah_resp_free(&r);
+
+    /* a pace that is not an object of finite numbers >= 0: 400, and the check-in does not
+     * reach the engine; a good one does */
+    {
+        static const char *const bad_pace[] = {
+            "[1,2,3]",
+            "{\"step_ms\":\"fast\"}",
+            "{\"step_ms\":-1}",
+            "{\"upload_bytes_per_s\":1e999}",
+            "{\"download_bytes_per_s\":-1e999}",
+            "{\"step_ms\":5,\"download_bytes_per_s\":null}",
+            "7",
+        };
+        int64_t before = ah_checked_in(&f, task);
+        for (size_t i = 0; i < sizeof bad_pace / sizeof bad_pace[0]; i++) {
+            snprintf(body, sizeof body, "{\"task_id\":%lld,\"num_samples\":600,\"pace\":%s}",
+                     (long long)task, bad_pace[i]);
+            ah_dev_call(&f, &a, "POST", "/v1/checkin", body, strlen(body), NULL, 0, &r);
+            ah_expect_problem(&r, 400, "bad-request");
+            assert_non_null(strstr(r.body, "pace"));
+            ah_resp_free(&r);
+        }
+        assert_int_equal(ah_checked_in(&f, task), before); /* none reached the engine */
+        snprintf(body, sizeof body,
+                 "{\"task_id\":%lld,\"num_samples\":600,\"pace\":{\"step_ms\":12.5,"
+                 "\"upload_bytes_per_s\":20000,\"download_bytes_per_s\":1e6}}",
+                 (long long)task);
+        ah_dev_call(&f, &a, "POST", "/v1/checkin", body, strlen(body), NULL, 0, &r);
+        assert_int_equal(r.status, 200);
+        ah_resp_free(&r);
+        assert_int_equal(ah_checked_in(&f, task), before + 1);
+    }
     ah_dev_free(&a);
     ah_dev_free(&b);
     ah_fx_close(&f);

@@ -337,11 +337,12 @@ typedef enum sl_reject_reason {
     SL_REJECT_NORM = 7,               /* L2 norm above max_update_norm */
     SL_REJECT_DUPLICATE_CONFLICT = 8, /* a different update from this device this round */
     SL_REJECT_STALE = 9,              /* FedBuff: older than max_staleness */
-    SL_REJECT_RANGE = 10              /* a value at or above the aggregation's fixed-point bound */
+    SL_REJECT_RANGE = 10,             /* a value at or above the aggregation's fixed-point bound */
+    SL_REJECT_STEPS = 11 /* local_steps beyond sl_engine_steps_limit(), or none for FedNova */
 } sl_reject_reason;
 
 /** The number of sl_reject_reason values (SL_REJECT_NONE included). */
-#define SL_REJECT_REASONS 11
+#define SL_REJECT_REASONS 12
 
 /** sl_reject_reason_name - "late", "not_selected", ... (stable identifiers). */
 const char *sl_reject_reason_name(sl_reject_reason r);
@@ -366,9 +367,22 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
 /**
  * sl_engine_accept_steps - sl_engine_accept() with the local steps the
  * device ran for the update (0: not reported): stored with it, and what a
- * task with "fednova" normalises the update by (an update without steps
- * counts as one step).
+ * task with "fednova" scales the mean by. An update that reports more steps
+ * than sl_engine_steps_limit() allows, or (FedNova) none, is refused with
+ * SL_REJECT_STEPS: a device claiming a million steps would otherwise
+ * multiply FedNova's move by its claim.
  */
+/**
+ * sl_engine_steps_limit - the most local steps an update of a task with
+ * @cfg may report: max_local_steps under a time budget that sets one (the
+ * device is told at most that many), SL_ENGINE_MAX_STEPS otherwise (a
+ * device may run more epochs than the task's; the agent's "epochs").
+ */
+uint32_t sl_engine_steps_limit(const sl_task_config *cfg);
+
+/** The most local steps any update may report (max_local_steps' bound). */
+#define SL_ENGINE_MAX_STEPS 1000000u
+
 int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, const void *frame,
                            size_t len, uint32_t num_samples, uint32_t local_steps,
                            const uint8_t *sha256, sl_accept_result *out);

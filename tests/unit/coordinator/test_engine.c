@@ -823,6 +823,71 @@ static void test_fednova_steps(void **state)
     assert_memory_not_equal(a, d, 32);
 }
 
+/* Device @i of the round open in @s uploads a unit update reporting @steps local steps. */
+static sl_accept_result upload_steps(sim *s, size_t i, uint32_t steps)
+{
+    sl_task_status st = status(s);
+    sl_accept_result res;
+    uint8_t d[32];
+    void *frame;
+    size_t len;
+    make_update(s, i, st.round.id, st.model_version, 1.0f, &frame, &len, d);
+    assert_int_equal(sl_engine_accept_steps(s->engine, st.round.id, s->devices[i], frame, len, 40,
+                                            steps, d, &res),
+                     SL_OK);
+    free(frame);
+    return res;
+}
+
+/* The local steps an update reports are bounded: above the task's max_local_steps under a
+ * time budget, above SL_ENGINE_MAX_STEPS otherwise, or none at all for FedNova (whose mean
+ * is scaled by what devices claim): refused with reason "steps", nothing stored, and the
+ * same device's honest update is accepted after. */
+static void test_steps_refused(void **state)
+{
+    static const struct {
+        const char *extra;
+        uint32_t bad, good;
+    } cases[] = {
+        {",\"time_budget\":true,\"max_local_steps\":500", 501, 500},
+        {"", SL_ENGINE_MAX_STEPS + 1, SL_ENGINE_MAX_STEPS},
+        {",\"time_budget\":true", SL_ENGINE_MAX_STEPS + 1, 7},
+        {",\"fednova\":true", 0, 1},
+        {",\"fednova\":true", UINT32_MAX, 3},
+    };
+    (void)state;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char cfg[512];
+        size_t chosen[64], n;
+        sl_round_stats stats;
+        sl_accept_result res;
+        sl_task_status st;
+        sim s;
+        snprintf(cfg, sizeof cfg,
+                 "{\"name\":\"steps\",\"target\":4,\"quorum\":4,\"over_selection\":1,"
+                 "\"selection_window_ms\":2000,\"report_deadline_ms\":60000,\"rounds\":2,"
+                 "\"error_feedback\":\"residual\"%s}",
+                 cases[c].extra);
+        sim_init(&s, "engine_steps", 8, cfg);
+        sim_at(&s, T0 / 1000000);
+        n = select_round(&s, chosen);
+        assert_int_equal(n, 4);
+        st = status(&s);
+        res = upload_steps(&s, chosen[0], cases[c].bad);
+        assert_false(res.accepted);
+        assert_int_equal(res.reason, SL_REJECT_STEPS);
+        assert_string_equal(sl_reject_reason_name(res.reason), "steps");
+        assert_int_equal(sl_engine_round_stats(s.engine, st.round.id, &stats), SL_OK);
+        assert_int_equal(stats.round.reported, 0);
+        assert_int_equal(stats.rejected_by_reason[SL_REJECT_STEPS], 1);
+        res = upload_steps(&s, chosen[1], cases[c].good);
+        assert_true(res.accepted);
+        assert_int_equal(sl_engine_round_stats(s.engine, st.round.id, &stats), SL_OK);
+        assert_int_equal(stats.round.reported, 1);
+        sim_free(&s);
+    }
+}
+
 /* Time budgets: the steps that fit before the deadline at a device's pace, within the
  * task's bounds; the pace a device reports is kept in the store, so a restarted engine gives
  * the same budget to a device that reports none. */
@@ -1259,6 +1324,7 @@ int main(void)
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_fedbuff),
         cmocka_unit_test(test_fednova_steps),
+        cmocka_unit_test(test_steps_refused),
         cmocka_unit_test(test_time_budget),
         cmocka_unit_test(test_selection_knows_fleet),
         cmocka_unit_test(test_adaptive_deadline),
