@@ -215,6 +215,53 @@ void test_program(void **state)
         assert_int_equal(ag_wait(ag_spawn_agent(short_args, NULL), 10000), 2);
         assert_int_equal(ag_wait(ag_spawn_agent(bad_args, NULL), 10000), 2);
     }
+    {
+        /* the heterogeneous fleet's options: --links MIN:MAX bits per second (MIN <= MAX, each
+         * a finite number > 0, k or M), --speeds in [1, 1000], both only for a fleet; exit 2
+         * and the option named on stderr, nothing enrolled */
+        static const struct {
+            const char *opt, *value, *fleet, *said;
+        } bad[] = {
+            {"--links", "64k", "4", "--links wants MIN:MAX"},
+            {"--links", "20M:64k", "4", "--links wants MIN:MAX"},
+            {"--links", "0:1M", "4", "--links wants MIN:MAX"},
+            {"--links", "x:1M", "4", "--links wants MIN:MAX"},
+            {"--links", "64k:1M:2M", "4", "--links wants MIN:MAX"},
+            {"--links", "nan:1M", "4", "--links wants MIN:MAX"},
+            {"--links", "64k:inf", "4", "--links wants MIN:MAX"},
+            {"--links", "-64k:1M", "4", "--links wants MIN:MAX"},
+            {"--speeds", "0.5", "4", "speeds"},
+            {"--speeds", "1001", "4", "speeds"},
+            {"--speeds", "fast", "4", "speeds"},
+            {"--links", "64k:1M", "0", "are fleet faults (--fleet N)"},
+            {"--speeds", "4", "0", "are fleet faults (--fleet N)"},
+        };
+        char opt_log[700];
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            const char *args[] = {"--coordinator",
+                                  c.url,
+                                  "--task",
+                                  "1",
+                                  "--state-dir",
+                                  bad_dir,
+                                  "--enrolment-token",
+                                  AG_ENROL,
+                                  "--fleet",
+                                  bad[i].fleet,
+                                  bad[i].opt,
+                                  bad[i].value,
+                                  NULL};
+            char *text = NULL;
+            size_t len = 0;
+            snprintf(opt_log, sizeof opt_log, "%s/opt-%zu.log", dir, i);
+            assert_int_equal(ag_wait(ag_spawn_agent(args, opt_log), 10000), 2);
+            assert_int_equal(sl_fs_read_file(opt_log, 1 << 20, (void **)&text, &len), SL_OK);
+            if (text == NULL || memmem(text, len, bad[i].said, strlen(bad[i].said)) == NULL)
+                fail_msg("%s %s: no \"%s\" in its stderr: %.*s", bad[i].opt, bad[i].value,
+                         bad[i].said, (int)len, text ? text : "");
+            free(text);
+        }
+    }
     ag_coord_close(&c);
     sl_test_rmtree(dir);
 }
