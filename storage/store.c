@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend.h"
 
@@ -582,6 +583,14 @@ int sl_store_migrate(const char *from_path, const char *to_uri, uint64_t *rows, 
         !sl_store_is_url(to_uri)) {
         snprintf(err, errcap, "migrate needs an SQLite file and a postgresql:// URI");
         return SL_EINVAL;
+    }
+    {
+        /* a source that is not there is a mistake, not an empty store to create */
+        struct stat st;
+        if (stat(from_path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            snprintf(err, errcap, "no SQLite store at %s (not a file)", from_path);
+            return SL_ENOENT;
+        }
     }
 #ifdef SL_HAVE_PG
     /* both at this build's schema version first: the same tables and columns */

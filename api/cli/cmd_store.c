@@ -3,7 +3,9 @@
  * coordinator's SQLite store into an empty PostgreSQL database, for a fleet
  * that moves to replicas (deploy/README.md). Run it with the coordinator
  * stopped; the copy is one transaction (all or nothing) and the SQLite file
- * is only read, so going back is starting the old coordinator again.
+ * is only read (once brought to this build's schema, as this build's
+ * coordinator would on start), so going back is starting this build's
+ * coordinator on it again.
  */
 #include <string.h>
 
@@ -18,7 +20,8 @@ static int store_usage(FILE *out)
                  "into an empty PostgreSQL database (URI: postgresql://user@host/db) for\n"
                  "replicas: every task, model version, round, device, update, upload session\n"
                  "and audit row with its id, in one transaction. Stop the coordinator first.\n"
-                 "The SQLite file is only read.\n"
+                 "The SQLite file is only read (an older schema is first upgraded to this\n"
+                 "build's, as its coordinator would on start).\n"
                  "  --from FILE   the SQLite store\n"
                  "  --to URI      the PostgreSQL database (created tables: schema of this build)\n"
                  "  --help        this text\n"

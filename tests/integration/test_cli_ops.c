@@ -12,6 +12,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
@@ -78,7 +79,7 @@ static void test_help_and_usage(void **state)
         {{"train"}, "--epochs"},         {{"bench", "codec"}, "--quick"},
         {{"bench", "store"}, "--dir"},   {{"bench", "gemm"}, "--json"},
         {{"bench", "train"}, "--model"}, {{"bench", "api"}, "--clients"},
-        {{"bench", "fl"}, "--plot"},
+        {{"bench", "fl"}, "--plot"},     {{"store", "migrate"}, "--to"},
     };
     (void)state;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -135,6 +136,19 @@ static void test_help_and_usage(void **state)
     assert_non_null(strstr(err, "-o FILE is required"));
     assert_int_equal(CLI("backup", "-o"), 2);
     assert_int_equal(CLI("backup", "-o", "x", "--chunk", "x"), 2);
+    /* store migrate: both ends required, an SQLite file to a postgresql:// URI */
+    assert_int_equal(CLI("store"), 2);
+    assert_int_equal(CLI("store", "copy"), 2);
+    assert_non_null(strstr(err, "unknown subcommand \"copy\""));
+    assert_int_equal(CLI("store", "migrate"), 2);
+    assert_non_null(strstr(err, "--from FILE and --to URI are required"));
+    assert_int_equal(CLI("store", "migrate", "--from", "a.db"), 2);
+    assert_int_equal(CLI("store", "migrate", "--to", "postgresql://u@h/db"), 2);
+    assert_int_equal(CLI("store", "migrate", "--from", "a.db", "--to", "b.db"), 2);
+    assert_non_null(strstr(err, "--to a postgresql:// URI"));
+    assert_int_equal(
+        CLI("store", "migrate", "--from", "postgresql://u@h/a", "--to", "postgresql://u@h/b"), 2);
+    assert_int_equal(CLI("store", "migrate", "--from"), 2);
 }
 
 static void test_errors(void **state)
@@ -158,6 +172,23 @@ static void test_errors(void **state)
     assert_int_equal(CLI("status", "--url", job.f.base, "--token-file", "/nonexistent/token"), 1);
     assert_non_null(strstr(err, "cannot read the token file"));
     assert_int_equal(CLI("status", "--url", "ftp://x", "--token-file", token_file), 1);
+    {
+        /* store migrate from a file that is not there: 1, and no store made at that path; a
+         * database that cannot be reached: 1, "nothing was copied" */
+        char missing[700], to[80];
+        struct stat st;
+        snprintf(missing, sizeof missing, "%s/no-such.db", dir);
+        snprintf(to, sizeof to, "postgresql://starling@127.0.0.1:%d/starling", ah_free_port());
+        assert_int_equal(CLI("store", "migrate", "--from", missing, "--to", to), 1);
+        assert_non_null(strstr(err, "no SQLite store at"));
+        assert_int_equal(stat(missing, &st), -1);
+        assert_int_equal(CLI("store", "migrate", "--from", job.f.dir, "--to", to), 1);
+        assert_non_null(strstr(err, "not a file"));
+        snprintf(missing, sizeof missing, "%s/starling.db", job.f.dir);
+        assert_int_equal(CLI("store", "migrate", "--from", missing, "--to", to), 1);
+        if (strstr(err, "nothing was copied") == NULL)
+            fail_msg("store migrate to an unreachable database: %s", err);
+    }
 }
 
 static void test_status(void **state)

@@ -739,7 +739,8 @@ int sl_store_backup(sl_store *s, const char *dest_path);
 /**
  * sl_store_migrate - copy the SQLite store at @from_path into the empty
  * PostgreSQL store at @to_uri (created or migrated to this build's schema
- * first; the source too, which is otherwise only read): every row of every
+ * first; the source too, which is otherwise only read; a @from_path that is
+ * not a file is SL_ENOENT, nothing created): every row of every
  * table with its id, in one transaction, so the target has all of it or
  * none. A target that already holds tasks, devices, rounds or audit rows is
  * refused (SL_EEXIST). *@rows (may be NULL): rows copied. @err: a one-line
