@@ -43,8 +43,8 @@ static const sl_config_spec specs[] = {
     {"store_file", SL_CONFIG_STRING, NULL, 0, 0,
      "a file holding the store's URI (a secret: the URI may carry a password)"},
     {"replica", SL_CONFIG_STRING, NULL, 0, 0,
-     "this replica's name among coordinators sharing a PostgreSQL store (unset: the host "
-     "name; ignored for an SQLite store)"},
+     "this replica's name among coordinators sharing a PostgreSQL store, unique, of "
+     "A-Z a-z 0-9 . _ : - (unset: the host name; refused for an SQLite store)"},
     {"leader_lease", SL_CONFIG_DURATION, "5s", 100, 600000,
      "the leader's lease: a dead leader's rounds move on within about this"},
     {"tls_cert", SL_CONFIG_STRING, NULL, 0, 0, "TLS certificate chain (PEM)"},
@@ -122,6 +122,21 @@ static int load_config(int argc, char **argv, sl_config **out)
     }
     *out = cfg;
     return SL_OK;
+}
+
+/* A replica's name: 1 to SL_STORE_MAX_OWNER - 1 of [A-Za-z0-9._:-] (kept whole: two
+ * replicas whose names shared a cut prefix would both hold the lease). */
+static int replica_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= SL_STORE_MAX_OWNER)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (!isalnum(ch) && ch != '.' && ch != '_' && ch != ':' && ch != '-')
+            return 0;
+    }
+    return 1;
 }
 
 static const char *str(const sl_config *cfg, const char *key)
@@ -239,8 +254,17 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     data_dir = str(cfg, "data_dir");
-    if (mkdir(data_dir, 0700) != 0 && errno != EEXIST) {
-        sl_log(SL_LOG_ERROR, "main", "data_dir %s: %s", data_dir, strerror(errno));
+    if (str(cfg, "store_file") != NULL && str(cfg, "store") != NULL) {
+        sl_log(SL_LOG_ERROR, "main", "store and store_file: give one of them");
+        status = 2;
+        goto out;
+    }
+    if (str(cfg, "replica") != NULL && !replica_name_ok(str(cfg, "replica"))) {
+        sl_log(SL_LOG_ERROR, "main",
+               "replica: \"%.80s\" is not 1 to %d of A-Z a-z 0-9 . _ : - (a name among the "
+               "coordinators sharing the store; two must never share one)",
+               str(cfg, "replica"), SL_STORE_MAX_OWNER - 1);
+        status = 2;
         goto out;
     }
     if (str(cfg, "store_file") != NULL) {
@@ -262,6 +286,18 @@ int main(int argc, char **argv)
     sl_store_options_default(&sto);
     sto.path = db;
     redact_password(db, shown, sizeof shown);
+    if (!sl_store_is_url(db) && str(cfg, "replica") != NULL) {
+        sl_log(SL_LOG_ERROR, "main",
+               "replica: replicas share a postgresql:// store; %s is an SQLite file, which one "
+               "coordinator owns",
+               shown);
+        status = 2;
+        goto out;
+    }
+    if (mkdir(data_dir, 0700) != 0 && errno != EEXIST) {
+        sl_log(SL_LOG_ERROR, "main", "data_dir %s: %s", data_dir, strerror(errno));
+        goto out;
+    }
     rc = sl_store_open(&sto, &store, err, sizeof err);
     if (rc != SL_OK) {
         sl_log(SL_LOG_ERROR, "main", "store %s: %s", shown, err);

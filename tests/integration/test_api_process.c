@@ -7,6 +7,7 @@
  */
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "../support/sl_test.h"
@@ -224,6 +225,70 @@ void test_tls_and_sigterm(void **state)
 #define KILL_TASK                                                                       \
     "{\"config\":{\"name\":\"kill\",\"target\":1,\"quorum\":1,\"selection_window_ms\":" \
     "%d,\"report_deadline_ms\":30000},\"layout\":\"w 4 8\\nb 4\\n\",\"model\":\"%%s\"}"
+
+/* The coordinator with @args (after the program's name) and stderr into @log: its exit status. */
+static int run_coordinator(const char *const *args, const char *log)
+{
+    char *argv[24];
+    size_t n = 0;
+    pid_t pid;
+    argv[n++] = SL_COORDINATOR_BIN;
+    for (; *args != NULL && n < 23; args++)
+        argv[n++] = (char *)*args;
+    argv[n] = NULL;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        dup2(fd, 1);
+        sl_test_execv(SL_COORDINATOR_BIN, argv);
+        _exit(127);
+    }
+    return ah_wait_exit(pid, 10000);
+}
+
+/* The store's options (replicas): each refusal is exit 2 with its reason on stderr, before
+ * the data directory or a store file is made. */
+void test_store_options(void **state)
+{
+    static const struct {
+        const char *opt[4];
+        const char *said;
+    } bad[] = {
+        {{"--replica", "a", NULL}, "is an SQLite file, which one coordinator owns"},
+        {{"--replica", "two words", NULL}, "two words\\\" is not 1 to 63"},
+        {{"--replica", "", NULL}, "replica:"},
+        {{"--replica", "a234567890123456789012345678901234567890123456789012345678901234", NULL},
+         "is not 1 to 63"},
+        {{"--replica", "r\n1", NULL}, "replica:"},
+        {{"--store", "x.db", "--store-file", "/etc/hostname"}, "give one of them"},
+        {{"--store", "postgresql://u@127.0.0.1:1/x", "--leader-lease", "50ms"},
+         "leader_lease: 50ms is outside [100, 600000] ms"},
+        {{"--store", "postgresql://u@127.0.0.1:1/x", "--leader-lease", "soon"}, "leader_lease"},
+    };
+    char dir[512], data[600], log[600];
+    (void)state;
+    sl_test_mkdtemp(dir, sizeof dir, "api_store_opts");
+    snprintf(data, sizeof data, "%s/data", dir);
+    snprintf(log, sizeof log, "%s/stderr", dir);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *args[12] = {"--data-dir", data, "--insecure-http", "--listen", "127.0.0.1:0"};
+        char *text = NULL;
+        size_t len = 0, n = 5;
+        struct stat st;
+        for (size_t k = 0; k < 4 && bad[i].opt[k] != NULL; k++)
+            args[n++] = bad[i].opt[k];
+        args[n] = NULL;
+        assert_int_equal(run_coordinator(args, log), 2);
+        assert_int_equal(sl_fs_read_file(log, 1 << 20, (void **)&text, &len), SL_OK);
+        if (text == NULL || memmem(text, len, bad[i].said, strlen(bad[i].said)) == NULL)
+            fail_msg("case %zu: no \"%s\" in: %.*s", i, bad[i].said, (int)len, text ? text : "");
+        free(text);
+        assert_int_equal(stat(data, &st), -1); /* nothing made */
+    }
+    sl_test_rmtree(dir);
+}
 
 void test_kill9_mid_upload(void **state)
 {
