@@ -129,6 +129,13 @@ void sl__h_backup_create(sl_server *s, sl__req *rq, const sl__params *p, sl__res
     cJSON *out;
     int rc;
     (void)p;
+    if (strcmp(sl_store_backend(s->store), "sqlite") != 0) { /* PostgreSQL: its own tools */
+        sl__problem(rs, rq, 409, "conflict", NULL,
+                    "this coordinator's store is %s (replicas): back it up with pg_dump or the "
+                    "database's base backups (deploy/README.md)",
+                    sl_store_backend(s->store));
+        return;
+    }
     memset(&b, 0, sizeof b);
     sl__random_id(b.id, sizeof b.id, 12);
     pthread_mutex_lock(&s->backup_lock);
@@ -144,13 +151,6 @@ void sl__h_backup_create(sl_server *s, sl__req *rq, const sl__params *p, sl__res
     rc = sl_store_backup(s->store, b.path);
     if (rc == SL_OK)
         rc = digest_file(b.path, sha, &b.bytes);
-    if (rc == SL_EUNSUPPORTED) { /* the store is PostgreSQL: its own tools back it up */
-        unlink(b.path);
-        sl__problem(rs, rq, 409, "conflict", NULL,
-                    "this coordinator's store is PostgreSQL (replicas): back it up with "
-                    "pg_dump or the database's base backups (deploy/README.md)");
-        return;
-    }
     if (rc != SL_OK) {
         unlink(b.path);
         sl_log(SL_LOG_ERROR, "http", "backup failed: %s", sl_strerror(rc));

@@ -285,6 +285,15 @@ static void replica_run(const char *root, const fl_coord *tmpl, const char *data
                      REPLICAS);
         fl_sleep_ms(200);
     }
+    {
+        /* a backup of a PostgreSQL store is the database's own tools' work: 409, naming them */
+        sl_client_response r;
+        assert_int_equal(fl_request(&c[0], "POST", "/v1/backups", NULL, &r), SL_OK);
+        if (r.status != 409 || r.body == NULL || memmem(r.body, r.body_len, "pg_dump", 7) == NULL)
+            fail_msg("POST /v1/backups on a PostgreSQL store: %d %.*s", r.status, (int)r.body_len,
+                     r.body ? (const char *)r.body : "");
+        sl_client_response_free(&r);
+    }
     for (int i = 0; i < REPLICAS; i++) {
         fl_coord_stop(&c[i]);
         fl_coord_free(&c[i]);

@@ -1,0 +1,152 @@
+/*
+ * pg_fleet.c - what the store knows of a task's fleet, on PostgreSQL
+ * (fleet.c's twin): each device's last reported pace, its history of
+ * selections and reports, and the delays of past rounds' reports.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pg_int.h"
+
+/* ---- devices' pace ------------------------------------------------------------------------ */
+
+typedef struct pace_args {
+    int64_t task, device;
+    const sl_store_pace *p;
+    sl_store_pace *out;
+} pace_args;
+
+static int pace_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    pace_args *a = arg;
+    sl__pgq q = {0};
+    sl__pgq_int(&q, a->task);
+    sl__pgq_int(&q, a->device);
+    sl__pgq_double(&q, a->p->step_ms);
+    sl__pgq_double(&q, a->p->up_bps);
+    sl__pgq_double(&q, a->p->down_bps);
+    sl__pgq_int(&q, sl__pg_now_ms(p));
+    return sl__pg_exec(c,
+                       "INSERT INTO device_pace (task_id, device_id, step_ms, up_bps, down_bps, "
+                       "at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (task_id, device_id) DO "
+                       "UPDATE SET step_ms = excluded.step_ms, up_bps = excluded.up_bps, "
+                       "down_bps = excluded.down_bps, at = excluded.at",
+                       &q, NULL);
+}
+
+int sl__pg_put_pace(sl_store *s, int64_t task_id, int64_t device_id, const sl_store_pace *pace)
+{
+    pace_args a = {task_id, device_id, pace, NULL};
+    return sl__pg_tx((sl__pg *)(void *)s, 0, SL__PG_TIMEOUT_MS, pace_exec, &a);
+}
+
+static int get_pace_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    pace_args *a = arg;
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    int rc;
+    (void)p;
+    sl__pgq_int(&q, a->task);
+    sl__pgq_int(&q, a->device);
+    rc = sl__pg_exec(c,
+                     "SELECT step_ms, up_bps, down_bps, at FROM device_pace WHERE task_id = $1 "
+                     "AND device_id = $2",
+                     &q, &r);
+    if (rc == SL_OK && PQntuples(r) == 0)
+        rc = SL_ENOENT;
+    if (rc == SL_OK) {
+        a->out->step_ms = sl__pg_double(r, 0, 0);
+        a->out->up_bps = sl__pg_double(r, 0, 1);
+        a->out->down_bps = sl__pg_double(r, 0, 2);
+        a->out->at_ms = sl__pg_int(r, 0, 3);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int sl__pg_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pace *out)
+{
+    pace_args a = {task_id, device_id, NULL, out};
+    return sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, get_pace_exec, &a);
+}
+
+/* ---- devices' history --------------------------------------------------------------------- */
+
+typedef struct history_args {
+    int64_t task;
+    int (*fn)(void *ctx, int64_t device_id, uint32_t selected, uint32_t reported,
+              int64_t last_round_no);
+    void *ctx;
+    int stop;
+} history_args;
+
+static int history_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    history_args *a = arg;
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    int rc;
+    (void)p;
+    sl__pgq_int(&q, a->task);
+    rc = sl__pg_exec(c,
+                     "SELECT p.device_id, count(*)::bigint, count(u.device_id)::bigint, "
+                     "max(r.round_no) FROM round_participants p "
+                     "JOIN rounds r ON r.id = p.round_id LEFT JOIN updates u ON u.round_id = "
+                     "p.round_id AND u.device_id = p.device_id WHERE r.task_id = $1 GROUP BY "
+                     "p.device_id ORDER BY p.device_id",
+                     &q, &r);
+    for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->stop == 0; i++)
+        a->stop = a->fn(a->ctx, sl__pg_int(r, i, 0), (uint32_t)sl__pg_int(r, i, 1),
+                        (uint32_t)sl__pg_int(r, i, 2), sl__pg_int(r, i, 3));
+    PQclear(r);
+    return rc;
+}
+
+int sl__pg_device_history(sl_store *s, int64_t task_id,
+                          int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                    uint32_t reported, int64_t last_round_no),
+                          void *ctx)
+{
+    history_args a = {task_id, fn, ctx, 0};
+    int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, history_exec, &a);
+    return rc == SL_OK ? a.stop : rc;
+}
+
+/* ---- report delays ------------------------------------------------------------------------ */
+
+typedef struct delays_args {
+    int64_t task, after;
+    int (*fn)(void *ctx, int64_t delay_ms);
+    void *ctx;
+    int stop;
+} delays_args;
+
+static int delays_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    delays_args *a = arg;
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    int rc;
+    (void)p;
+    sl__pgq_int(&q, a->task);
+    sl__pgq_int(&q, a->after);
+    rc = sl__pg_exec(
+        c,
+        "SELECT greatest(u.received_at - r.select_deadline, 0) FROM updates u JOIN rounds r ON "
+        "r.id = u.round_id WHERE r.task_id = $1 AND r.round_no > $2 "
+        "ORDER BY r.round_no, u.device_id",
+        &q, &r);
+    for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->stop == 0; i++)
+        a->stop = a->fn(a->ctx, sl__pg_int(r, i, 0));
+    PQclear(r);
+    return rc;
+}
+
+int sl__pg_report_delays(sl_store *s, int64_t task_id, int64_t after_round_no,
+                         int (*fn)(void *ctx, int64_t delay_ms), void *ctx)
+{
+    delays_args a = {task_id, after_round_no, fn, ctx, 0};
+    int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, delays_exec, &a);
+    return rc == SL_OK ? a.stop : rc;
+}
