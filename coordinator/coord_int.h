@@ -225,6 +225,12 @@ int sl__select_order(sl_engine *e, const sl__task *t, int64_t *ids, size_t n);
 /* select.c: the report window (ms after the selection deadline) of task @t's round @round_no:
  * its report_deadline_ms, or the adaptive one (deadline_percentile). */
 int64_t sl__report_window(sl_engine *e, const sl__task *t, int64_t round_no);
+/* select.c: the planned report window (ms) of task @t's round that selected the @n devices
+ * @ids, when it has time budgets and max_local_steps: the percentile (deadline_percentile,
+ * or target / n) of their full windows, from the paces the store keeps, within
+ * [min_report_deadline_ms, report_deadline_ms]; 0 in @window when no selected device's
+ * pace is known or the task is not planned. SL_OK or the store's error. */
+int sl__budget_plan(sl_engine *e, const sl__task *t, const int64_t *ids, size_t n, int64_t *window);
 
 /* lifecycle.c: called with the gate held exclusively and the lock held. */
 int sl__task_open_round(sl_engine *e, sl__task *t);

@@ -476,6 +476,19 @@ static uint32_t budget_for(sl_engine *e, const sl_task_config *cfg, uint64_t par
                                   pace.down_bps);
 }
 
+/* The model's download and the update's upload at @down_bps and @up_bps (0: unknown), ms:
+ * the model in fp32, the update at about 6 bytes a sent value (value and position). */
+static void transfer_ms(const sl_task_config *cfg, uint64_t params, double up_bps, double down_bps,
+                        double *down_ms, double *up_ms)
+{
+    if (!(up_bps > 0) || !isfinite(up_bps))
+        up_bps = 100e3;
+    if (!(down_bps > 0) || !isfinite(down_bps))
+        down_bps = 1e6;
+    *down_ms = (double)params * 4.0 / down_bps * 1000.0;
+    *up_ms = ((double)params * cfg->density * 6.0 + 1024.0) / up_bps * 1000.0;
+}
+
 uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, int64_t now_ms,
                                 int64_t deadline_ms, double step_ms, double up_bps, double down_bps)
 {
@@ -484,21 +497,29 @@ uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, int6
         return 0;
     if (!(step_ms > 0) || !isfinite(step_ms))
         return cfg->max_local_steps; /* nothing measured yet: as many as the task allows */
-    if (!(up_bps > 0) || !isfinite(up_bps))
-        up_bps = 100e3;
-    if (!(down_bps > 0) || !isfinite(down_bps))
-        down_bps = 1e6;
+    transfer_ms(cfg, params, up_bps, down_bps, &down_ms, &up_ms);
     left = (double)(deadline_ms - now_ms);
     margin = left / 10 > 1000 ? left / 10 : 1000;
-    /* the model in fp32, the update at about 6 bytes a sent value (value and position) */
-    down_ms = (double)params * 4.0 / down_bps * 1000.0;
-    up_ms = ((double)params * cfg->density * 6.0 + 1024.0) / up_bps * 1000.0;
     steps = floor((left - margin - down_ms - up_ms) / step_ms);
     if (!(steps >= cfg->min_local_steps))
         return cfg->min_local_steps;
     if (cfg->max_local_steps > 0 && steps > cfg->max_local_steps)
         return cfg->max_local_steps;
     return steps > SL_ENGINE_MAX_STEPS ? SL_ENGINE_MAX_STEPS : (uint32_t)steps;
+}
+
+int64_t sl_engine_full_window(const sl_task_config *cfg, uint64_t params, double step_ms,
+                              double up_bps, double down_bps)
+{
+    double down_ms, up_ms, work, w;
+    if (cfg == NULL || !cfg->time_budget || cfg->max_local_steps == 0 || !(step_ms > 0) ||
+        !isfinite(step_ms))
+        return 0;
+    transfer_ms(cfg, params, up_bps, down_bps, &down_ms, &up_ms);
+    work = down_ms + (double)cfg->max_local_steps * step_ms + up_ms;
+    /* sl_engine_budget_steps keeps a tenth of the time left, at least a second */
+    w = work / 0.9 > work + 1000.0 ? work / 0.9 : work + 1000.0;
+    return w >= 9.2e18 ? INT64_MAX : (int64_t)ceil(w);
 }
 
 int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl_checkin_info *info,
@@ -610,9 +631,12 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
             budget = 1;
             cfg = t->cfg;
             params = t->n;
-            /* the time the round will likely run: its deadline, or sooner when rounds have
-             * been closing at their target earlier (a device trained past it would be late) */
-            budget_end = expected_close(t, now);
+            /* a planned round (every selected device awaited) runs to its deadline; else
+             * the time it will likely run: its deadline, or sooner when rounds have been
+             * closing at their target earlier (a device trained past it would be late) */
+            budget_end = !t->cfg.fedbuff && t->round.target >= t->round.selected
+                             ? t->round.report_deadline_ms
+                             : expected_close(t, now);
         }
     }
     pthread_mutex_unlock(&e->lock);

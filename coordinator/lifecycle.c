@@ -115,6 +115,22 @@ int sl__task_select(sl_engine *e, sl__task *t)
     r.selected = (uint32_t)n;
     if (r.target > n) /* fewer than the target came: the round ends when they all reported */
         r.target = (uint32_t)n;
+    if (t->cfg.time_budget) {
+        /* a planned round (select.c): its window fits the selected devices' paces, and it
+         * waits for all of them, since each was given the steps that fit in it */
+        int64_t window = 0, now = sl__engine_now(e);
+        rc = sl__budget_plan(e, t, ids, n, &window);
+        if (rc != SL_OK) {
+            free(ids);
+            return rc;
+        }
+        if (window > 0) {
+            int64_t from = now > r.select_deadline_ms ? now : r.select_deadline_ms;
+            if (from + window < r.report_deadline_ms)
+                r.report_deadline_ms = from + window;
+            r.target = (uint32_t)n;
+        }
+    }
     rc = sl_store_select_participants(e->store, &r, ids, n);
     if (rc == SL_OK) {
         t->round = r;

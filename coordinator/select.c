@@ -25,6 +25,15 @@
  * updates of the last deadline_rounds rounds arrived, with a quarter more,
  * within [min_report_deadline_ms, report_deadline_ms]: a fleet that reports
  * in 8 s gets 10 s, not the 60 s a task may allow for its worst case.
+ *
+ * Under time budgets a round is planned instead, once its devices are
+ * selected (sl__budget_plan): each selected device's full window (the time it
+ * needs to download, train max_local_steps and upload at the pace it last
+ * reported, sl_engine_full_window) is read from its pace in the store, and the
+ * round's window is their percentile (deadline_percentile, or target over
+ * selected), within the same bounds. The round then waits for every selected
+ * device: those slower than the plan were given fewer steps, so their work
+ * arrives in time and is aggregated rather than computed for nothing.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -167,8 +176,8 @@ int64_t sl__report_window(sl_engine *e, const sl__task *t, int64_t round_no)
     const sl_task_config *c = &t->cfg;
     delays l = {NULL, 0, 0};
     int64_t w = c->report_deadline_ms, after = round_no - 1 - (int64_t)c->deadline_rounds;
-    if (c->deadline_percentile == 0)
-        return w;
+    if (c->deadline_percentile == 0 || (c->time_budget && c->max_local_steps > 0))
+        return w; /* time budgets: planned at the selection (sl__budget_plan) */
     /* the delays of the last deadline_rounds rounds' updates, from the store: a restarted
      * coordinator or a new leader computes the same window */
     if (sl_store_report_delays(e->store, t->id, after < 0 ? 0 : after, add_delay, &l) == SL_OK &&
@@ -184,4 +193,53 @@ int64_t sl__report_window(sl_engine *e, const sl__task *t, int64_t round_no)
     }
     free(l.d);
     return w;
+}
+
+/* ---- planned rounds (time budgets) -------------------------------------------------------- */
+
+static int by_window(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+int sl__budget_plan(sl_engine *e, const sl__task *t, const int64_t *ids, size_t n, int64_t *window)
+{
+    const sl_task_config *c = &t->cfg;
+    int64_t *w;
+    size_t m = 0, k;
+    double f;
+    *window = 0;
+    if (!c->time_budget || c->fedbuff || c->max_local_steps == 0 || n == 0)
+        return SL_OK;
+    w = malloc(n * sizeof *w);
+    if (w == NULL)
+        return SL_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        sl_store_pace p;
+        int64_t full;
+        int rc = sl_store_get_pace(e->store, t->id, ids[i], &p);
+        if (rc == SL_ENOENT)
+            continue; /* never measured: trains max_local_steps, outside the plan */
+        if (rc != SL_OK) {
+            free(w);
+            return rc;
+        }
+        full = sl_engine_full_window(c, t->n, p.step_ms, p.up_bps, p.down_bps);
+        if (full > 0)
+            w[m++] = full;
+    }
+    if (m > 0) {
+        f = c->deadline_percentile > 0 ? (double)c->deadline_percentile / 100.0
+                                       : (double)(c->target < n ? c->target : n) / (double)n;
+        k = (size_t)ceil(f * (double)m);
+        qsort(w, m, sizeof *w, by_window);
+        *window = w[k > 0 ? (k <= m ? k - 1 : m - 1) : 0];
+        if (*window > c->report_deadline_ms)
+            *window = c->report_deadline_ms;
+        if (*window < c->min_report_deadline_ms)
+            *window = c->min_report_deadline_ms;
+    }
+    free(w);
+    return SL_OK;
 }

@@ -447,6 +447,7 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
     int64_t t0 = sl_clock_monotonic_ns(NULL);
     uint32_t done = 0;
     uint64_t steps = 0, per_epoch; /* optimiser steps run; each epoch takes ceil(n / batch) */
+    double trained_s = 0;          /* the epochs' time, slowdowns included: the pace */
     int rc;
 
     if (n == 0) {
@@ -496,6 +497,7 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         if (factor > 1 && sl__agent_sleep(a, (int64_t)((factor - 1) * epoch_s * 1000)))
             break;
         epoch_s *= factor;
+        trained_s += epoch_s;
         elapsed_s = (double)(sl_clock_monotonic_ns(NULL) - t0) * 1e-9;
         sl_log(SL_LOG_INFO, "agent",
                "round %" PRId64 " epoch %u/%u loss %.4f %.2f s %.0f samples/s%s", asg->round_id,
@@ -555,8 +557,9 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
                sl_agent_poison_name(a->poison));
     }
     a->counters.steps_trained += steps; /* computed, whether it reaches a model or not */
-    if (steps > 0) { /* this device's pace, told at its next check-in (time budgets) */
-        double ms = (double)(sl_clock_monotonic_ns(NULL) - t0) * 1e-6 / (double)steps;
+    if (steps > 0) { /* this device's pace, told at its next check-in (time budgets): the
+                      * training alone (not the held-out evaluation before it) */
+        double ms = trained_s * 1e3 / (double)steps;
         a->counters.step_ms_ewma =
             a->counters.step_ms_ewma > 0 ? 0.7 * a->counters.step_ms_ewma + 0.3 * ms : ms;
     }

@@ -75,7 +75,9 @@ static int usage(FILE *out)
         "                     aggregator instead of fedavg; @slr2: server_lr 2; @wu3:0.04:\n"
         "                     density warm-up from 4%% over 3 participations; @budget:\n"
         "                     time budgets; @fednova: FedNova's averaging, with\n"
-        "                     @residual)\n"
+        "                     @residual; @p50: deadline_percentile 50 (with @budget:\n"
+        "                     of the selected devices' full windows, else of the\n"
+        "                     last rounds' report delays)\n"
         "                     (default: all of them)\n"
         "  --fleet full|partial|hetero  full (the default): NIID-Bench's, above. partial: the\n"
         "                     demo's fleet (deploy/demo.sh): 50 clients, 4 local epochs,\n"
@@ -220,6 +222,9 @@ static int parse_setting(const char *name, fl_setting *st)
             st->budget = 1; /* time budgets */
         else if (!st->fednova && strcmp(word, "fednova") == 0)
             st->fednova = 1; /* FedNova */
+        else if (st->percentile == 0 && word[0] == 'p' && word[1] != '\0' &&
+                 sl__bench_fl_u32(word + 1, 1, 100, &st->percentile) == 0)
+            ; /* deadline_percentile */
         else
             return -1; /* unknown, or given twice */
         opt = next;
@@ -604,7 +609,7 @@ int sl_bench_fl(int argc, char **argv)
                 strcmp(settings[j].aggregator, settings[i].aggregator) == 0 &&
                 settings[j].warmup_rounds == settings[i].warmup_rounds &&
                 settings[j].server_lr == settings[i].server_lr && !settings[j].budget &&
-                !settings[j].fednova)
+                !settings[j].fednova && settings[j].percentile == 0)
                 res[i].alias_of = (int)j;
 
     sl__bench_fl_signals();

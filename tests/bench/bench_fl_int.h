@@ -34,6 +34,7 @@ typedef struct fl_setting {
     int as_task;            /* "task": the task file's own configuration, unchanged */
     int budget;             /* @budget: time budgets (the task's time_budget, #22) */
     int fednova;            /* @fednova: FedNova's normalised averaging */
+    uint32_t percentile;    /* @pN: deadline_percentile N (budgets: of the full windows) */
 } fl_setting;
 
 /** What every setting shares. */

@@ -235,6 +235,9 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
     }
     if (st->fednova)
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"fednova\": true, ");
+    if (st->percentile > 0)
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"deadline_percentile\": %u, ",
+                 st->percentile);
     if (su->task_config != NULL)
         return write_file_task(su, st, path);
     if (!st->is_default)

@@ -115,7 +115,16 @@ typedef struct sl_task_config {
      * (coordinator/aggregate.c); 0: FedAvg's weighting by samples */
     int fednova;
     /* time budgets: a selected device trains as many steps as fit before the deadline at its
-     * pace, between min_local_steps and max_local_steps (0: local_epochs' worth) */
+     * pace, between min_local_steps and max_local_steps (0: local_epochs' worth). Such a
+     * round is planned at its selection (coordinator/select.c): its report window becomes a
+     * percentile of the selected devices' full windows (sl_engine_full_window: download,
+     * max_local_steps, upload at the pace each last reported) - deadline_percentile, or
+     * target / selected when that is 0 - within [min_report_deadline_ms,
+     * report_deadline_ms], and it closes when every selected device has reported (or at
+     * that deadline), not at its target: the devices slower than the plan train fewer
+     * steps instead of being cut off, so no computed update is left out. A round whose
+     * selected devices' paces are all unknown (the first) closes at its target as without
+     * budgets. */
     int time_budget;
     uint32_t min_local_steps, max_local_steps;
     /* selection that knows the fleet (coordinator/select.c): prefer devices that report in
@@ -124,7 +133,8 @@ typedef struct sl_task_config {
     uint32_t fairness_rounds;
     /* adaptive deadline: a round's report window is this percentile of the updates' delays
      * after selection over the last deadline_rounds rounds, times 1.25, within
-     * [min_report_deadline_ms, report_deadline_ms] (0: off, the fixed report_deadline_ms) */
+     * [min_report_deadline_ms, report_deadline_ms] (0: off, the fixed report_deadline_ms);
+     * under time budgets, the percentile of the selected devices' full windows instead */
     uint32_t deadline_percentile;
     uint32_t deadline_rounds;
     int64_t min_report_deadline_ms;
@@ -312,6 +322,19 @@ typedef struct sl_checkin_result {
 uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, int64_t now_ms,
                                 int64_t deadline_ms, double step_ms, double up_bps,
                                 double down_bps);
+
+/**
+ * sl_engine_full_window - the report window (ms after selection) in which a
+ * device of pace @step_ms, @up_bps and @down_bps (0: unknown, counted as in
+ * sl_engine_budget_steps) downloads the model of @params parameters, trains
+ * the task's max_local_steps and uploads, with sl_engine_budget_steps's
+ * margin: a window at least this long gives it its whole max_local_steps.
+ * 0 when the task has no time budget or no max_local_steps, or the step time
+ * is unknown. A time-budget round's window is a percentile of its selected
+ * devices' full windows (see sl_task_config.time_budget).
+ */
+int64_t sl_engine_full_window(const sl_task_config *cfg, uint64_t params, double step_ms,
+                              double up_bps, double down_bps);
 
 /**
  * sl_engine_checkin - a device asks for work. A device already selected in

@@ -5,6 +5,7 @@
  * and kill -9 after every persisted transition.
  */
 #include <malloc.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -942,6 +943,119 @@ static void test_time_budget(void **state)
     sim_free(&s);
 }
 
+static int by_i64(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+/* A planned round (time budgets): once the paces are known, a round's window is the
+ * target-over-selected percentile of its selected devices' full windows (download,
+ * max_local_steps, upload), each device's budget fits that window (the ones at or under the
+ * percentile get max_local_steps, the slower fewer), and the round closes when every
+ * selected device has reported, not at its target: no device's work is cut off. The plan
+ * survives a restart. The first round, with no pace known, closes at its target. */
+static void test_planned_round(void **state)
+{
+    sl_task_config c;
+    char err[256];
+    sim s;
+    size_t chosen[64], n;
+    sl_checkin_result r;
+    sl_task_status st;
+    int64_t full[64], w, window;
+    int slower = 0;
+    const char *cfg = "{\"name\":\"plan\",\"target\":4,\"quorum\":2,\"over_selection\":1.5,"
+                      "\"selection_window_ms\":2000,\"report_deadline_ms\":60000,\"rounds\":3,"
+                      "\"density\":0.01,\"time_budget\":true,\"min_local_steps\":2,"
+                      "\"max_local_steps\":100,\"min_report_deadline_ms\":1000}";
+    (void)state;
+    assert_int_equal(sl_task_config_parse(cfg, strlen(cfg), &c, err, sizeof err), SL_OK);
+    /* 100,000 parameters: 0.4 s down at 1 MB/s, 1 s of steps, 70.24 ms up, a second's margin */
+    assert_int_equal(sl_engine_full_window(&c, 100000, 10, 100e3, 1e6), 2471);
+    /* 100 s of work: a tenth kept back */
+    assert_int_equal(sl_engine_full_window(&c, 100000, 994.7024, 100e3, 1e6), 111045);
+    assert_int_equal(sl_engine_full_window(&c, 100000, 0, 100e3, 1e6), 0); /* unknown pace */
+    /* a full window gives exactly max_local_steps */
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 2471, 10, 100e3, 1e6), 100);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 111045, 994.7024, 100e3, 1e6), 100);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 2400, 10, 100e3, 1e6), 92);
+
+    sim_init(&s, "plan", 8, cfg);
+    sim_at(&s, T0 / 1000000);
+    /* round 1: no pace known, so no plan: the round closes at its target (4 of 6) */
+    n = select_round(&s, chosen);
+    assert_int_equal(n, 6);
+    st = status(&s);
+    assert_int_equal(st.round.target, 4);
+    assert_int_equal(st.round.report_deadline_ms - st.round.select_deadline_ms, 60000);
+    for (size_t k = 0; k < n; k++) { /* device i: a step of 20 + 40 i ms, told at check-in */
+        sl_checkin_info paced = {100, "avx2", "", 20.0 + 40.0 * (double)chosen[k], 100e3, 1e6};
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[chosen[k]], &paced, &r),
+                         SL_OK);
+        assert_true(r.selected);
+        assert_int_equal(r.max_steps, 100); /* the whole 60 s window */
+    }
+    for (size_t k = 0; k < 4; k++)
+        assert_true(upload(&s, chosen[k], 1.0f).accepted);
+    assert_int_equal(status(&s).round.round_no, 2); /* closed at the target */
+
+    /* round 2: the selected devices' paces plan it */
+    n = select_round(&s, chosen);
+    assert_int_equal(n, 6);
+    st = status(&s);
+    {
+        size_t m = 0;
+        int64_t sorted[64];
+        sl_store_pace p;
+        for (size_t k = 0; k < n; k++) {
+            full[k] = 0;
+            if (sl_store_get_pace(s.store, s.task, s.devices[chosen[k]], &p) == SL_OK) {
+                full[k] = sl_engine_full_window(&c, 2040, p.step_ms, p.up_bps, p.down_bps);
+                sorted[m++] = full[k];
+            }
+        }
+        assert_true(m >= 3); /* round 1's six of eight devices told their pace */
+        qsort(sorted, m, sizeof *sorted, by_i64);
+        w = sorted[(size_t)ceil(4.0 / 6.0 * (double)m) - 1];
+    }
+    window = st.round.report_deadline_ms - st.round.select_deadline_ms;
+    print_message("planned window %lld ms (full windows up to %lld ms)\n", (long long)window,
+                  (long long)w);
+    assert_int_equal(window, w);
+    assert_int_equal(st.round.target, 6); /* every selected device is awaited */
+    sim_restart(&s);                      /* the plan is the store's */
+    assert_int_equal(status(&s).round.report_deadline_ms, st.round.report_deadline_ms);
+    assert_int_equal(status(&s).round.target, 6);
+    for (size_t k = 0; k < n; k++) {
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[chosen[k]], &info, &r),
+                         SL_OK);
+        assert_true(r.selected);
+        assert_int_equal(r.report_deadline_ms, st.round.report_deadline_ms);
+        if (full[k] > 0 && full[k] <= window)
+            assert_int_equal(r.max_steps, 100);
+        else if (full[k] > window && ++slower)
+            assert_true(r.max_steps < 100); /* slower than the plan: fewer steps, in time */
+        else
+            assert_int_equal(r.max_steps, 100); /* never measured */
+    }
+    assert_true(slower >= 1);
+    for (size_t k = 0; k < 5; k++)
+        assert_true(upload(&s, chosen[k], 1.0f).accepted);
+    st = status(&s);
+    assert_int_equal(st.round.round_no, 2); /* past its target of 4: still open */
+    assert_int_equal(st.round.reported, 5);
+    assert_true(upload(&s, chosen[5], 1.0f).accepted);
+    assert_int_equal(status(&s).round.round_no, 3); /* the sixth closed it */
+    {
+        sl_round_record rr;
+        assert_int_equal(sl_store_get_round(s.store, st.round.id, &rr), SL_OK);
+        assert_int_equal(rr.state, SL_ROUND_CLOSED);
+        assert_int_equal(rr.reported, 6);
+    }
+    sim_free(&s);
+}
+
 #define SEL_ROUNDS 12
 
 /* Rounds of 12 devices, 4 selected a round; devices 0, 3, 6, 9 never report (a slow link, a
@@ -1326,6 +1440,7 @@ int main(void)
         cmocka_unit_test(test_fednova_steps),
         cmocka_unit_test(test_steps_refused),
         cmocka_unit_test(test_time_budget),
+        cmocka_unit_test(test_planned_round),
         cmocka_unit_test(test_selection_knows_fleet),
         cmocka_unit_test(test_adaptive_deadline),
         cmocka_unit_test(test_count_download),
