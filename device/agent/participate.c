@@ -478,7 +478,8 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         uint64_t left = asg->max_steps > 0 ? asg->max_steps - steps : 0;
         sl_train_opts opts = {batch, 1, mix(seed + done), NULL, NULL, left};
         int64_t e0 = sl_clock_monotonic_ns(NULL);
-        double epoch_s, elapsed_s;
+        double epoch_s, elapsed_s, next_s;
+        uint64_t ran, next;
         if (orr.opt != NULL && data->t != NULL) /* regression targets */
             rc =
                 sl_train_opt_targets(a->model, params, orr.opt, asg->prox_mu > 0 ? orr.start : NULL,
@@ -492,7 +493,8 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         if (rc != SL_OK)
             goto done;
         done++;
-        steps += left > 0 && left < per_epoch ? left : per_epoch;
+        ran = left > 0 && left < per_epoch ? left : per_epoch;
+        steps += ran;
         epoch_s = (double)(sl_clock_monotonic_ns(NULL) - e0) * 1e-9;
         if (factor > 1 && sl__agent_sleep(a, (int64_t)((factor - 1) * epoch_s * 1000)))
             break;
@@ -514,9 +516,15 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         }
         if (sl__agent_stopping(a))
             break;
-        /* budgets: the operator's, and the round's deadline (an epoch more
-         * must leave time for the upload at the measured speed) */
-        if (a->o.max_train_seconds > 0 && elapsed_s + epoch_s > a->o.max_train_seconds)
+        if (done == epochs)
+            break;
+        /* budgets: the operator's, and the round's deadline (the next epoch, whole or the
+         * rest of a time budget's steps at this one's pace, must leave time for the upload
+         * at the measured speed) */
+        next = asg->max_steps > 0 && asg->max_steps - steps < per_epoch ? asg->max_steps - steps
+                                                                        : per_epoch;
+        next_s = epoch_s * (double)next / (double)ran;
+        if (a->o.max_train_seconds > 0 && elapsed_s + next_s > a->o.max_train_seconds)
             break;
         if (asg->deadline_ms > 0) {
             double bpnz = a->counters.bpnz_ewma > 0 ? a->counters.bpnz_ewma : 6.0;
@@ -524,7 +532,7 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
                                   ? selected_count(a->layout, asg->density, asg->topk_scope) *
                                         bpnz / a->counters.bw_ewma
                                   : 1.0;
-            if ((double)sl__agent_now_ms() + (epoch_s + upload_s) * 1000.0 >
+            if ((double)sl__agent_now_ms() + (next_s + upload_s) * 1000.0 >
                 (double)asg->deadline_ms)
                 break;
         }
