@@ -476,6 +476,10 @@ static uint32_t budget_for(sl_engine *e, const sl_task_config *cfg, uint64_t par
                                   pace.down_bps);
 }
 
+/* What a time budget keeps back for the unforeseen (a slower step, a retried request): a tenth
+ * of the time left, and at least this (ms). */
+#define BUDGET_MARGIN_MS 250.0
+
 /* The model's download and the update's upload at @down_bps and @up_bps (0: unknown), ms:
  * the model in fp32, the update at about 6 bytes a sent value (value and position). */
 static void transfer_ms(const sl_task_config *cfg, uint64_t params, double up_bps, double down_bps,
@@ -499,7 +503,7 @@ uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, int6
         return cfg->max_local_steps; /* nothing measured yet: as many as the task allows */
     transfer_ms(cfg, params, up_bps, down_bps, &down_ms, &up_ms);
     left = (double)(deadline_ms - now_ms);
-    margin = left / 10 > 1000 ? left / 10 : 1000;
+    margin = left / 10 > BUDGET_MARGIN_MS ? left / 10 : BUDGET_MARGIN_MS;
     steps = floor((left - margin - down_ms - up_ms) / step_ms);
     if (!(steps >= cfg->min_local_steps))
         return cfg->min_local_steps;
@@ -517,8 +521,8 @@ int64_t sl_engine_full_window(const sl_task_config *cfg, uint64_t params, double
         return 0;
     transfer_ms(cfg, params, up_bps, down_bps, &down_ms, &up_ms);
     work = down_ms + (double)cfg->max_local_steps * step_ms + up_ms;
-    /* sl_engine_budget_steps keeps a tenth of the time left, at least a second */
-    w = work / 0.9 > work + 1000.0 ? work / 0.9 : work + 1000.0;
+    /* sl_engine_budget_steps keeps a tenth of the time left, at least BUDGET_MARGIN_MS */
+    w = work / 0.9 > work + BUDGET_MARGIN_MS ? work / 0.9 : work + BUDGET_MARGIN_MS;
     return w >= 9.2e18 ? INT64_MAX : (int64_t)ceil(w);
 }
 

@@ -146,6 +146,7 @@ typedef struct sl__agent_counters {
     uint64_t resolved_gen;  /* last generation counted here */
     int64_t last_round;     /* never train twice for one round */
     double bw_ewma;         /* upload bytes/s, 0: unknown */
+    double down_bw_ewma;    /* download bytes/s (models), 0: unknown */
     double bpnz_ewma;       /* frame bytes per selected element, 0: unknown */
     double step_ms_ewma;    /* one optimiser step of the task's model (straggling included) */
     uint64_t steps_trained; /* optimiser steps run, in every round (sent or not) */

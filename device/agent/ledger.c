@@ -97,10 +97,11 @@ int sl__agent_save_counters(const sl_agent *a)
              "participations=%" PRIu64 "\naccepted=%" PRIu64 "\nduplicates=%" PRIu64
              "\nfolded=%" PRIu64 "\ndiscarded=%" PRIu64 "\ndropped=%" PRIu64 "\nnext_gen=%" PRIu64
              "\nresolved_gen=%" PRIu64 "\nlast_round=%" PRId64
-             "\nbw_ewma=%.17g\nbpnz_ewma=%.17g\nstep_ms_ewma=%.17g\nsteps_trained=%" PRIu64 "\n",
+             "\nbw_ewma=%.17g\nbpnz_ewma=%.17g\nstep_ms_ewma=%.17g\nsteps_trained=%" PRIu64
+             "\ndown_bw_ewma=%.17g\n",
              c->participations, c->accepted, c->duplicates, c->folded, c->discarded, c->dropped,
              c->next_gen, c->resolved_gen, c->last_round, c->bw_ewma, c->bpnz_ewma, c->step_ms_ewma,
-             c->steps_trained);
+             c->steps_trained, c->down_bw_ewma);
     return sl__agent_write_text(a, "counters", text);
 }
 
@@ -127,6 +128,7 @@ int sl__agent_load_counters(sl_agent *a)
         sl__agent_kv_f64(text, "bpnz_ewma", &c.bpnz_ewma);
         sl__agent_kv_f64(text, "step_ms_ewma", &c.step_ms_ewma);
         sl__agent_kv_u64(text, "steps_trained", &c.steps_trained);
+        sl__agent_kv_f64(text, "down_bw_ewma", &c.down_bw_ewma);
         free(text);
     } else if (rc != SL_ENOENT) {
         return rc;

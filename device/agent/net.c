@@ -22,9 +22,10 @@
 
 #include "agent_int.h"
 
-#define PROBLEM_PREFIX "https://starling.dev/problems/"
-#define MIN_RANGE      4096 /* smallest range a breaking link is asked for */
-#define MAX_SHRINKS    8    /* halvings in a row without a range coming whole */
+#define PROBLEM_PREFIX    "https://starling.dev/problems/"
+#define MIN_RANGE         4096 /* smallest range a breaking link is asked for */
+#define MAX_SHRINKS       8    /* halvings in a row without a range coming whole */
+#define DOWN_MIN_MEASURED 4096 /* bytes: a smaller download measures latency, not bandwidth */
 
 int sl__agent_connect(sl_agent *a)
 {
@@ -416,8 +417,9 @@ static int parse_assignment(const cJSON *doc, sl__agent_assignment *out)
     return SL_OK;
 }
 
-/* What this device measured of itself (time budgets): its step time and upload speed; the
- * download speed is not measured (the coordinator assumes one). None: nothing added. */
+/* What this device measured of itself (time budgets): its step time, upload and download
+ * speeds (each when measured; the coordinator assumes a speed it is not told). None: nothing
+ * added. */
 static int add_pace(cJSON *doc, const sl__agent_counters *c)
 {
     cJSON *pace;
@@ -425,7 +427,10 @@ static int add_pace(cJSON *doc, const sl__agent_counters *c)
         return SL_OK;
     pace = cJSON_AddObjectToObject(doc, "pace");
     if (pace == NULL || cJSON_AddNumberToObject(pace, "step_ms", c->step_ms_ewma) == NULL ||
-        (c->bw_ewma > 0 && cJSON_AddNumberToObject(pace, "upload_bytes_per_s", c->bw_ewma) == NULL))
+        (c->bw_ewma > 0 &&
+         cJSON_AddNumberToObject(pace, "upload_bytes_per_s", c->bw_ewma) == NULL) ||
+        (c->down_bw_ewma > 0 &&
+         cJSON_AddNumberToObject(pace, "download_bytes_per_s", c->down_bw_ewma) == NULL))
         return SL_ENOMEM;
     return SL_OK;
 }
@@ -598,6 +603,7 @@ static int etag_verifies(const char *etag, const void *data, size_t len)
 typedef struct download {
     uint8_t *data;
     size_t len, cap;
+    size_t kept;    /* bytes an earlier attempt left on disk, taken at the start */
     uint64_t total; /* 0: not known yet */
     char etag[SL_CLIENT_HEADER_MAX];
 } download;
@@ -655,7 +661,7 @@ static int download_ranged(sl_agent *a, const char *path, download *d, long *sta
         kept_len > 0 && d->etag[0] == '"') {
         sl_log(SL_LOG_INFO, "agent", "resuming the download of %s at byte %zu", path, kept_len);
         d->data = kept;
-        d->len = d->cap = kept_len;
+        d->len = d->cap = d->kept = kept_len;
         a->stats.download_resumes++;
         resuming = 1;
     } else {
@@ -773,6 +779,17 @@ static int download_ranged(sl_agent *a, const char *path, download *d, long *sta
     return SL_OK;
 }
 
+/* The download speed, for the pace a device tells at check-in (time budgets): @bytes received
+ * in @ns, when enough to measure bandwidth rather than latency. */
+static void measure_down(sl__agent_counters *c, uint64_t bytes, int64_t ns)
+{
+    double bps;
+    if (bytes < DOWN_MIN_MEASURED || ns <= 0)
+        return;
+    bps = (double)bytes / ((double)ns * 1e-9);
+    c->down_bw_ewma = c->down_bw_ewma > 0 ? 0.3 * bps + 0.7 * c->down_bw_ewma : bps;
+}
+
 /* Download model @version (a delta from the held one where there is one) and take it. */
 static int fetch_one(sl_agent *a, int64_t version, uint64_t *downloaded)
 {
@@ -793,10 +810,13 @@ again:
         memset(&d, 0, sizeof d);
         memset(&r, 0, sizeof r);
         /* a full frame is about 4 bytes per parameter; a delta like the last one */
+        int64_t t0 = sl_clock_monotonic_ns(NULL);
         sl__agent_maybe_cut(a, use_base && a->last_delta_bytes ? a->last_delta_bytes
                                                                : (uint64_t)a->n * 4);
         rc = download_ranged(a, path, &d, &status, &r);
         sl__agent_disarm(a);
+        if (rc == SL_OK && status == 200)
+            measure_down(&a->counters, d.len - d.kept, sl_clock_monotonic_ns(NULL) - t0);
         if (rc != SL_OK) {
             sl_log(SL_LOG_WARN, "agent", "download %s: %s (%zu bytes kept)", path, sl_strerror(rc),
                    rc == SL_ECHECKSUM ? (size_t)0 : d.len);

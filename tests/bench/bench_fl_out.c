@@ -37,10 +37,19 @@ static void pct(double v, char *out, size_t cap)
 void sl__bench_fl_describe(const fl_setup *su, double dense_bytes, uint64_t params, FILE *f,
                            const char *prefix)
 {
-    char dense[24], fleet[256];
+    char dense[24], fleet[400];
     sl_fl_human_bytes(dense_bytes, dense, sizeof dense);
     if (strcmp(su->fleet, "full") == 0)
         snprintf(fleet, sizeof fleet, "every client every round");
+    else if (su->speeds > 1 || su->links[0] != '\0')
+        snprintf(fleet, sizeof fleet,
+                 "%s participation: %u reports close a round (under time budgets: every "
+                 "selected device, or the planned deadline), %.0f selected, quorum %u; "
+                 "%.0f%% of the selected drop out after the download, %.0f%% of transfers cut, "
+                 "devices 1x to %gx slower, links of %s bit/s (log-uniform, seeded)",
+                 su->fleet, su->target, ceil(su->target * su->over_selection), su->quorum,
+                 100 * su->dropout, 100 * su->cut, su->speeds > 1 ? su->speeds : 1,
+                 su->links[0] ? su->links : "unlimited");
     else
         snprintf(fleet, sizeof fleet,
                  "%s participation: %u reports close a round, %.0f selected, quorum %u; "

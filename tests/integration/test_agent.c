@@ -170,6 +170,25 @@ static void run_fleet(const char *name, const char *model, const char *config, u
             in_flight++;
     }
     assert_int_equal(acked, s.accepted);
+    if (g_link_max > 0) { /* the paces the devices told: step time and download speed */
+        unsigned measured = 0;
+        for (unsigned k = 0; k < devices; k++) {
+            char dev[700];
+            sl_store_pace p;
+            snprintf(dev, sizeof dev, "%s/dev-%u", state, k);
+            if (sl_store_get_pace(c.store, w.task, ag_device_id(dev), &p) != SL_OK)
+                continue;
+            assert_true(p.step_ms > 0);
+            if (p.down_bps > 0) {
+                /* at most the link's rate (a burst of its bucket aside) */
+                assert_true(p.down_bps < 2 * g_link_max);
+                measured++;
+            }
+        }
+        fprintf(stderr, "%s: %u of %u devices told their download speed\n", name, measured,
+                devices);
+        assert_true(measured >= devices / 2);
+    }
     ag_count_task(&c, w.task, &updates, &closed);
     /* nothing stored is unaccounted for: acknowledged, or pending in a
      * stopped agent whose next run gets the receipt (a lost answer gets its
@@ -222,7 +241,8 @@ static void test_time_budget(void **state)
 
 /* A heterogeneous fleet: devices up to 6x slower, links of 0.4 to 4 Mbit/s, a time-budgeted
  * FedNova task with an adaptive deadline, paced and fair selection; the run completes with
- * every acknowledged update stored once (run_fleet's checks). */
+ * every acknowledged update stored once (run_fleet's checks), and the devices' paces in the
+ * store hold their step time and the download speed they measured, within their link's. */
 static void test_heterogeneous_fleet(void **state)
 {
     (void)state;

@@ -314,7 +314,7 @@ typedef struct sl_checkin_result {
  * @up_bps and @down_bps (0: unknown) can train for task @cfg, whose model has
  * @params parameters, between now @now_ms and the report deadline
  * @deadline_ms: the time left less the model's download, the update's upload
- * and a margin (a tenth of the time left, at least a second), over the step
+ * and a margin (a tenth of the time left, at least 250 ms), over the step
  * time, within [min_local_steps, max_local_steps]. 0 when the task has no
  * time budget. Unknown speeds count as 1 MB/s (down) and 100 kB/s (up); an
  * unknown step time gives max_local_steps (0: the task's epochs).

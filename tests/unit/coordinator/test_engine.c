@@ -971,15 +971,15 @@ static void test_planned_round(void **state)
                       "\"max_local_steps\":100,\"min_report_deadline_ms\":1000}";
     (void)state;
     assert_int_equal(sl_task_config_parse(cfg, strlen(cfg), &c, err, sizeof err), SL_OK);
-    /* 100,000 parameters: 0.4 s down at 1 MB/s, 1 s of steps, 70.24 ms up, a second's margin */
-    assert_int_equal(sl_engine_full_window(&c, 100000, 10, 100e3, 1e6), 2471);
+    /* 100,000 parameters: 0.4 s down at 1 MB/s, 1 s of steps, 70.24 ms up, 250 ms of margin */
+    assert_int_equal(sl_engine_full_window(&c, 100000, 10, 100e3, 1e6), 1721);
     /* 100 s of work: a tenth kept back */
     assert_int_equal(sl_engine_full_window(&c, 100000, 994.7024, 100e3, 1e6), 111045);
     assert_int_equal(sl_engine_full_window(&c, 100000, 0, 100e3, 1e6), 0); /* unknown pace */
     /* a full window gives exactly max_local_steps */
-    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 2471, 10, 100e3, 1e6), 100);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 1721, 10, 100e3, 1e6), 100);
     assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 111045, 994.7024, 100e3, 1e6), 100);
-    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 2400, 10, 100e3, 1e6), 92);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 1500, 10, 100e3, 1e6), 77);
 
     sim_init(&s, "plan", 8, cfg);
     sim_at(&s, T0 / 1000000);
