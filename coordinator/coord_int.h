@@ -141,8 +141,10 @@ typedef struct sl__task {
     int64_t quorum_at_ms;
     uint32_t rejected[SL_REJECT_REASONS];
     int select_idle; /* SELECTING with an empty pool: the window restarts at the first arrival */
-    double train_ms_ewma; /* how long closed rounds trained (select deadline to close); 0: none
-                             yet. Paces the check-ins of devices that wait for the next round. */
+    double down_bytes_ewma; /* model bytes a device downloaded in closed rounds (deltas
+                             * included), on average; 0: none counted since this engine opened */
+    double train_ms_ewma;   /* how long closed rounds trained (select deadline to close); 0: none
+                               yet. Paces the check-ins of devices that wait for the next round. */
     /* replicas (replica.c), under the engine's partial_lock: this replica's partial sum of
      * the updates it stored in round partial_round, over exactly the devices in partial_ids */
     sl__agg *partial;
@@ -225,9 +227,15 @@ int sl__select_order(sl_engine *e, const sl__task *t, int64_t *ids, size_t n);
 /* select.c: the report window (ms after the selection deadline) of task @t's round @round_no:
  * its report_deadline_ms, or the adaptive one (deadline_percentile). */
 int64_t sl__report_window(sl_engine *e, const sl__task *t, int64_t round_no);
+/* Devices in a round's pool come back for the draw's answer spread over this much after the
+ * selection deadline (ms), so that they do not all ask at once; a planned round allows for
+ * it. */
+#define SL__SELECT_SPREAD_MS 1000
+
 /* select.c: the planned report window (ms) of task @t's round that selected the @n devices
  * @ids, when it has time budgets and max_local_steps: the percentile (deadline_percentile,
- * or target / n) of their full windows, from the paces the store keeps, within
+ * or target / n) of their full windows, from the paces the store keeps, plus the spread of
+ * their check-ins after the selection (SL__SELECT_SPREAD_MS), within
  * [min_report_deadline_ms, report_deadline_ms]; 0 in @window when no selected device's
  * pace is known or the task is not planned. SL_OK or the store's error. */
 int sl__budget_plan(sl_engine *e, const sl__task *t, const int64_t *ids, size_t n, int64_t *window);

@@ -459,8 +459,8 @@ static int64_t retry_at(sl_engine *e, int64_t now, int64_t at, int64_t spread)
  * restarted coordinator, or another replica, knows it) or, when it reports none, the one it
  * reported last. */
 static uint32_t budget_for(sl_engine *e, const sl_task_config *cfg, uint64_t params,
-                           int64_t task_id, int64_t device_id, const sl_checkin_info *info,
-                           int64_t now, int64_t deadline_ms)
+                           uint64_t down_bytes, int64_t task_id, int64_t device_id,
+                           const sl_checkin_info *info, int64_t now, int64_t deadline_ms)
 {
     sl_store_pace pace = {info->step_ms, info->up_bps, info->down_bps, 0};
     int rc;
@@ -472,8 +472,8 @@ static uint32_t budget_for(sl_engine *e, const sl_task_config *cfg, uint64_t par
     } else if (sl_store_get_pace(e->store, task_id, device_id, &pace) != SL_OK) {
         memset(&pace, 0, sizeof pace);
     }
-    return sl_engine_budget_steps(cfg, params, now, deadline_ms, pace.step_ms, pace.up_bps,
-                                  pace.down_bps);
+    return sl_engine_budget_steps(cfg, params, down_bytes, now, deadline_ms, pace.step_ms,
+                                  pace.up_bps, pace.down_bps);
 }
 
 /* What a time budget keeps back for the unforeseen (a slower step, a retried request): a tenth
@@ -481,27 +481,29 @@ static uint32_t budget_for(sl_engine *e, const sl_task_config *cfg, uint64_t par
 #define BUDGET_MARGIN_MS 250.0
 
 /* The model's download and the update's upload at @down_bps and @up_bps (0: unknown), ms:
- * the model in fp32, the update at about 6 bytes a sent value (value and position). */
-static void transfer_ms(const sl_task_config *cfg, uint64_t params, double up_bps, double down_bps,
-                        double *down_ms, double *up_ms)
+ * the model's @down_bytes (0: in fp32), the update at about 6 bytes a sent value (value and
+ * position). */
+static void transfer_ms(const sl_task_config *cfg, uint64_t params, uint64_t down_bytes,
+                        double up_bps, double down_bps, double *down_ms, double *up_ms)
 {
     if (!(up_bps > 0) || !isfinite(up_bps))
         up_bps = 100e3;
     if (!(down_bps > 0) || !isfinite(down_bps))
         down_bps = 1e6;
-    *down_ms = (double)params * 4.0 / down_bps * 1000.0;
+    *down_ms = (down_bytes > 0 ? (double)down_bytes : (double)params * 4.0) / down_bps * 1000.0;
     *up_ms = ((double)params * cfg->density * 6.0 + 1024.0) / up_bps * 1000.0;
 }
 
-uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, int64_t now_ms,
-                                int64_t deadline_ms, double step_ms, double up_bps, double down_bps)
+uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, uint64_t down_bytes,
+                                int64_t now_ms, int64_t deadline_ms, double step_ms, double up_bps,
+                                double down_bps)
 {
     double left, margin, down_ms, up_ms, steps;
     if (cfg == NULL || !cfg->time_budget)
         return 0;
     if (!(step_ms > 0) || !isfinite(step_ms))
         return cfg->max_local_steps; /* nothing measured yet: as many as the task allows */
-    transfer_ms(cfg, params, up_bps, down_bps, &down_ms, &up_ms);
+    transfer_ms(cfg, params, down_bytes, up_bps, down_bps, &down_ms, &up_ms);
     left = (double)(deadline_ms - now_ms);
     margin = left / 10 > BUDGET_MARGIN_MS ? left / 10 : BUDGET_MARGIN_MS;
     steps = floor((left - margin - down_ms - up_ms) / step_ms);
@@ -512,14 +514,14 @@ uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, int6
     return steps > SL_ENGINE_MAX_STEPS ? SL_ENGINE_MAX_STEPS : (uint32_t)steps;
 }
 
-int64_t sl_engine_full_window(const sl_task_config *cfg, uint64_t params, double step_ms,
-                              double up_bps, double down_bps)
+int64_t sl_engine_full_window(const sl_task_config *cfg, uint64_t params, uint64_t down_bytes,
+                              double step_ms, double up_bps, double down_bps)
 {
     double down_ms, up_ms, work, w;
     if (cfg == NULL || !cfg->time_budget || cfg->max_local_steps == 0 || !(step_ms > 0) ||
         !isfinite(step_ms))
         return 0;
-    transfer_ms(cfg, params, up_bps, down_bps, &down_ms, &up_ms);
+    transfer_ms(cfg, params, down_bytes, up_bps, down_bps, &down_ms, &up_ms);
     work = down_ms + (double)cfg->max_local_steps * step_ms + up_ms;
     /* sl_engine_budget_steps keeps a tenth of the time left, at least BUDGET_MARGIN_MS */
     w = work / 0.9 > work + BUDGET_MARGIN_MS ? work / 0.9 : work + BUDGET_MARGIN_MS;
@@ -537,7 +539,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
     int budget = 0;     /* a selected device of a task with time budgets */
     int64_t budget_end = 0;
     sl_task_config cfg;
-    uint64_t params = 0;
+    uint64_t params = 0, down_bytes = 0;
 
     if (e == NULL || info == NULL || out == NULL || device_id <= 0)
         return SL_EINVAL;
@@ -585,7 +587,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
     } else if (t->round.state == SL_ROUND_SELECTING && !sl__engine_leads(e)) {
         /* another replica leads: it draws from the check-ins relayed through the store */
         relay = eligible(t, d, info, now);
-        r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms, 1000);
+        r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms, SL__SELECT_SPREAD_MS);
     } else if (t->round.state == SL_ROUND_SELECTING) {
         /* join the pool; the draw happens when the window closes */
         if (sl__idset_has(&t->pool, device_id) ||
@@ -606,7 +608,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
             }
             if (!sl__idset_has(&t->selected, device_id))
                 t->checked_in++;
-            r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms, 1000);
+            r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms, SL__SELECT_SPREAD_MS);
         } else {
             r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms);
         }
@@ -635,6 +637,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
             budget = 1;
             cfg = t->cfg;
             params = t->n;
+            down_bytes = (uint64_t)t->down_bytes_ewma;
             /* a planned round (every selected device awaited) runs to its deadline; else
              * the time it will likely run: its deadline, or sooner when rounds have been
              * closing at their target earlier (a device trained past it would be late) */
@@ -645,7 +648,8 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
     }
     pthread_mutex_unlock(&e->lock);
     if (budget) /* outside the lock: the pace is read from or written to the store */
-        r.max_steps = budget_for(e, &cfg, params, task_id, device_id, info, now, budget_end);
+        r.max_steps =
+            budget_for(e, &cfg, params, down_bytes, task_id, device_id, info, now, budget_end);
     /* durable before the answer, as the leader's pool is not: a lost relay only means the
      * device is drawn at a later selection */
     if (relay && (prc = sl_store_put_checkin(e->store, task_id, device_id)) != SL_OK)

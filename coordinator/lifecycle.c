@@ -450,6 +450,11 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
         t->opt = next_opt;
         memset(&next_opt, 0, sizeof next_opt);
         release_participants(e, t, r.closed_at_ms);
+        if (t->downloaded.n > 0 && r.bytes_down > 0) { /* what a device's download weighs */
+            double per = (double)r.bytes_down / (double)t->downloaded.n;
+            t->down_bytes_ewma =
+                t->down_bytes_ewma > 0 ? 0.7 * t->down_bytes_ewma + 0.3 * per : per;
+        }
         if (r.select_deadline_ms > 0 && r.closed_at_ms >= r.select_deadline_ms) {
             double ms = (double)(r.closed_at_ms - r.select_deadline_ms);
             t->train_ms_ewma = t->train_ms_ewma > 0 ? 0.7 * t->train_ms_ewma + 0.3 * ms : ms;

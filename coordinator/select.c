@@ -31,7 +31,8 @@
  * needs to download, train max_local_steps and upload at the pace it last
  * reported, sl_engine_full_window) is read from its pace in the store, and the
  * round's window is their percentile (deadline_percentile, or target over
- * selected), within the same bounds. The round then waits for every selected
+ * selected), plus the spread over which the selected devices come back for
+ * their answer, within the same bounds. The round then waits for every selected
  * device: those slower than the plan were given fewer steps, so their work
  * arrives in time and is aggregated rather than computed for nothing.
  */
@@ -225,7 +226,8 @@ int sl__budget_plan(sl_engine *e, const sl__task *t, const int64_t *ids, size_t 
             free(w);
             return rc;
         }
-        full = sl_engine_full_window(c, t->n, p.step_ms, p.up_bps, p.down_bps);
+        full = sl_engine_full_window(c, t->n, (uint64_t)t->down_bytes_ewma, p.step_ms, p.up_bps,
+                                     p.down_bps);
         if (full > 0)
             w[m++] = full;
     }
@@ -234,7 +236,8 @@ int sl__budget_plan(sl_engine *e, const sl__task *t, const int64_t *ids, size_t 
                                        : (double)(c->target < n ? c->target : n) / (double)n;
         k = (size_t)ceil(f * (double)m);
         qsort(w, m, sizeof *w, by_window);
-        *window = w[k > 0 ? (k <= m ? k - 1 : m - 1) : 0];
+        /* the devices come for their answer up to SL__SELECT_SPREAD_MS after the selection */
+        *window = w[k > 0 ? (k <= m ? k - 1 : m - 1) : 0] + SL__SELECT_SPREAD_MS;
         if (*window > c->report_deadline_ms)
             *window = c->report_deadline_ms;
         if (*window < c->min_report_deadline_ms)

@@ -571,8 +571,14 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         a->counters.step_ms_ewma =
             a->counters.step_ms_ewma > 0 ? 0.7 * a->counters.step_ms_ewma + 0.3 * ms : ms;
     }
-    rc = prepare(a, asg, params, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n,
-                 steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps);
+    {
+        /* the samples it used: all of them once an epoch is whole, else the batches run (a
+         * time budget that ended within the first epoch) - FedAvg weighs updates by these */
+        uint64_t used = steps * (uint64_t)(batch < n ? batch : n);
+        used = used < n ? used : n;
+        rc = prepare(a, asg, params, used > UINT32_MAX ? UINT32_MAX : (uint32_t)used,
+                     steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps);
+    }
 done:
     if (rc != SL_OK && rc != SL_ETIMEDOUT)
         sl_log(SL_LOG_ERROR, "agent", "training: %s", sl_strerror(rc));

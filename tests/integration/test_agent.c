@@ -80,6 +80,9 @@ static void *watcher(void *arg)
 typedef struct steps_seen {
     uint64_t updates;
     uint32_t min, max;
+    uint32_t steps[64]; /* the round's, in device-id order */
+    size_t n, k;
+    uint64_t partial; /* updates of less than an epoch */
 } steps_seen;
 
 /* A run's bound on the steps an update reports (a task's time budget); 0: none. */
@@ -92,10 +95,32 @@ static int check_steps(void *ctx, int64_t device_id, uint32_t local_steps)
     steps_seen *s = ctx;
     (void)device_id;
     s->updates++;
+    if (s->n < sizeof s->steps / sizeof s->steps[0])
+        s->steps[s->n++] = local_steps;
     if (local_steps < s->min)
         s->min = local_steps;
     if (local_steps > s->max)
         s->max = local_steps;
+    return 0;
+}
+
+/* The samples an update says it used: all of its client's (@per_device) once it ran a whole
+ * epoch (batches of 32), else the batches it ran (a time budget within the first epoch). */
+static size_t g_per_device;
+static int check_samples(void *ctx, int64_t device_id, const void *frame, size_t len,
+                         uint32_t num_samples, const uint8_t *sha256)
+{
+    steps_seen *s = ctx;
+    uint64_t used;
+    (void)device_id, (void)frame, (void)len, (void)sha256;
+    assert_true(s->k < s->n);
+    used = (uint64_t)s->steps[s->k++] * 32;
+    if (used < g_per_device) {
+        assert_int_equal(num_samples, used);
+        s->partial++;
+    } else {
+        assert_int_equal(num_samples, g_per_device);
+    }
     return 0;
 }
 
@@ -196,9 +221,16 @@ static void run_fleet(const char *name, const char *model, const char *config, u
     assert_int_equal(updates, acked + in_flight);
     assert_true(closed >= 2);
     { /* every stored update says how many steps trained it: one epoch of its samples */
-        steps_seen seen = {0, UINT32_MAX, 0};
-        for (int64_t r = 1; r <= 64; r++)
+        steps_seen seen = {0, UINT32_MAX, 0, {0}, 0, 0, 0};
+        g_per_device = per_device;
+        for (int64_t r = 1; r <= 64; r++) {
+            seen.n = seen.k = 0;
             assert_int_equal(sl_store_list_steps(c.store, r, check_steps, &seen), SL_OK);
+            if (strstr(config, "\"batch\":32") != NULL) /* the samples each update used */
+                assert_int_equal(sl_store_foreach_update(c.store, r, check_samples, &seen), SL_OK);
+        }
+        if (g_max_steps > 0 && g_max_steps * 32 < per_device) /* budgets within an epoch */
+            assert_int_equal(seen.partial, seen.updates);
         assert_int_equal(seen.updates, updates);
         assert_true(seen.min >= 1 && seen.min != UINT32_MAX);
         if (g_max_steps > 0) /* a time budget: never more steps than it gave */
@@ -223,17 +255,18 @@ static void test_fleet(void **state)
 }
 
 /* A task with time budgets: 3 local epochs would be 21 steps of 200 samples in batches of
- * 32; the budget (at most 9 steps) cuts them, and every update says it ran 9 or fewer, the
- * devices' pace reaching the coordinator from their second check-in on. */
+ * 32; the budget (at most 5 steps, less than an epoch of 7) cuts them, and every update says
+ * it ran 5 or fewer and used 32 samples a step (FedAvg weighs it by them), the devices' pace
+ * reaching the coordinator from their second check-in on. */
 static void test_time_budget(void **state)
 {
     (void)state;
-    g_max_steps = 9;
+    g_max_steps = 5;
     run_fleet("agent_budget", "mlp",
               "{\"name\":\"budget\",\"target\":4,\"quorum\":2,\"over_selection\":1.25,"
               "\"selection_window_ms\":400,\"report_deadline_ms\":4000,\"values\":\"fp16\","
               "\"density\":0.05,\"local_epochs\":3,\"batch\":32,\"local_lr\":0.05,"
-              "\"local_momentum\":0.9,\"time_budget\":true,\"max_local_steps\":9,"
+              "\"local_momentum\":0.9,\"time_budget\":true,\"max_local_steps\":5,"
               "\"fednova\":true,\"error_feedback\":\"residual\"}",
               5, 4, 200, 60, &fleet_faults, 5, 0);
     g_max_steps = 0;

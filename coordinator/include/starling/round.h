@@ -119,7 +119,8 @@ typedef struct sl_task_config {
      * round is planned at its selection (coordinator/select.c): its report window becomes a
      * percentile of the selected devices' full windows (sl_engine_full_window: download,
      * max_local_steps, upload at the pace each last reported) - deadline_percentile, or
-     * target / selected when that is 0 - within [min_report_deadline_ms,
+     * target / selected when that is 0 - plus the second over which the selected devices
+     * come back for their answer, within [min_report_deadline_ms,
      * report_deadline_ms], and it closes when every selected device has reported (or at
      * that deadline), not at its target: the devices slower than the plan train fewer
      * steps instead of being cut off, so no computed update is left out. A round whose
@@ -312,29 +313,32 @@ typedef struct sl_checkin_result {
 /**
  * sl_engine_budget_steps - the steps a device of pace @step_ms (0: unknown),
  * @up_bps and @down_bps (0: unknown) can train for task @cfg, whose model has
- * @params parameters, between now @now_ms and the report deadline
- * @deadline_ms: the time left less the model's download, the update's upload
- * and a margin (a tenth of the time left, at least 250 ms), over the step
- * time, within [min_local_steps, max_local_steps]. 0 when the task has no
- * time budget. Unknown speeds count as 1 MB/s (down) and 100 kB/s (up); an
- * unknown step time gives max_local_steps (0: the task's epochs).
+ * @params parameters and downloads as @down_bytes (0: @params in fp32; the
+ * engine passes what closed rounds' downloads averaged, deltas included),
+ * between now @now_ms and the report deadline @deadline_ms: the time left
+ * less the model's download, the update's upload and a margin (a tenth of
+ * the time left, at least 250 ms), over the step time, within
+ * [min_local_steps, max_local_steps]. 0 when the task has no time budget.
+ * Unknown speeds count as 1 MB/s (down) and 100 kB/s (up); an unknown step
+ * time gives max_local_steps (0: the task's epochs).
  */
-uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, int64_t now_ms,
-                                int64_t deadline_ms, double step_ms, double up_bps,
+uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, uint64_t down_bytes,
+                                int64_t now_ms, int64_t deadline_ms, double step_ms, double up_bps,
                                 double down_bps);
 
 /**
  * sl_engine_full_window - the report window (ms after selection) in which a
  * device of pace @step_ms, @up_bps and @down_bps (0: unknown, counted as in
- * sl_engine_budget_steps) downloads the model of @params parameters, trains
- * the task's max_local_steps and uploads, with sl_engine_budget_steps's
- * margin: a window at least this long gives it its whole max_local_steps.
- * 0 when the task has no time budget or no max_local_steps, or the step time
- * is unknown. A time-budget round's window is a percentile of its selected
- * devices' full windows (see sl_task_config.time_budget).
+ * sl_engine_budget_steps) downloads the model of @params parameters
+ * (@down_bytes, as there), trains the task's max_local_steps and uploads,
+ * with sl_engine_budget_steps's margin: a window at least this long gives it
+ * its whole max_local_steps. 0 when the task has no time budget or no
+ * max_local_steps, or the step time is unknown. A time-budget round's window
+ * is a percentile of its selected devices' full windows (see
+ * sl_task_config.time_budget).
  */
-int64_t sl_engine_full_window(const sl_task_config *cfg, uint64_t params, double step_ms,
-                              double up_bps, double down_bps);
+int64_t sl_engine_full_window(const sl_task_config *cfg, uint64_t params, uint64_t down_bytes,
+                              double step_ms, double up_bps, double down_bps);
 
 /**
  * sl_engine_checkin - a device asks for work. A device already selected in

@@ -907,15 +907,15 @@ static void test_time_budget(void **state)
     (void)state;
     assert_int_equal(sl_task_config_parse(cfg, strlen(cfg), &c, err, sizeof err), SL_OK);
     /* 60 s left: a tenth kept back, 0.4 s to download 100,000 fp32 parameters at 1 MB/s */
-    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 10, 100e3, 1e6), 500);
-    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 200, 100e3, 1e6), 267);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 0, 60000, 10, 100e3, 1e6), 500);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 0, 60000, 200, 100e3, 1e6), 267);
     /* 64 kbit/s: 50 s to download the model */
-    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 200, 8000, 8000), 15);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 0, 60000, 200, 8000, 8000), 15);
     /* one step would not fit: the task's minimum */
-    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 2000, 8000, 8000), 2);
-    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 0, 0, 0), 500);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 0, 60000, 2000, 8000, 8000), 2);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 0, 60000, 0, 0, 0), 500);
     c.time_budget = 0;
-    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 60000, 10, 100e3, 1e6), 0);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 0, 60000, 10, 100e3, 1e6), 0);
     {
         const char *bad = "{\"name\":\"b\",\"target\":2,\"min_local_steps\":9,"
                           "\"max_local_steps\":3}";
@@ -972,14 +972,16 @@ static void test_planned_round(void **state)
     (void)state;
     assert_int_equal(sl_task_config_parse(cfg, strlen(cfg), &c, err, sizeof err), SL_OK);
     /* 100,000 parameters: 0.4 s down at 1 MB/s, 1 s of steps, 70.24 ms up, 250 ms of margin */
-    assert_int_equal(sl_engine_full_window(&c, 100000, 10, 100e3, 1e6), 1721);
+    assert_int_equal(sl_engine_full_window(&c, 100000, 0, 10, 100e3, 1e6), 1721);
     /* 100 s of work: a tenth kept back */
-    assert_int_equal(sl_engine_full_window(&c, 100000, 994.7024, 100e3, 1e6), 111045);
-    assert_int_equal(sl_engine_full_window(&c, 100000, 0, 100e3, 1e6), 0); /* unknown pace */
+    assert_int_equal(sl_engine_full_window(&c, 100000, 0, 994.7024, 100e3, 1e6), 111045);
+    assert_int_equal(sl_engine_full_window(&c, 100000, 0, 0, 100e3, 1e6), 0); /* unknown pace */
+    /* downloads of 200 kB (deltas) rather than the 400 kB of the model in fp32 */
+    assert_int_equal(sl_engine_full_window(&c, 100000, 200000, 10, 100e3, 1e6), 1521);
     /* a full window gives exactly max_local_steps */
-    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 1721, 10, 100e3, 1e6), 100);
-    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 111045, 994.7024, 100e3, 1e6), 100);
-    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 1500, 10, 100e3, 1e6), 77);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 0, 1721, 10, 100e3, 1e6), 100);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 0, 111045, 994.7024, 100e3, 1e6), 100);
+    assert_int_equal(sl_engine_budget_steps(&c, 100000, 0, 0, 1500, 10, 100e3, 1e6), 77);
 
     sim_init(&s, "plan", 8, cfg);
     sim_at(&s, T0 / 1000000);
@@ -995,6 +997,9 @@ static void test_planned_round(void **state)
                          SL_OK);
         assert_true(r.selected);
         assert_int_equal(r.max_steps, 100); /* the whole 60 s window */
+        /* its download: 1,000 bytes (the plan counts what downloads weigh, not fp32's 8,160) */
+        assert_int_equal(sl_engine_count_download(s.engine, s.task, s.devices[chosen[k]], 1000),
+                         SL_OK);
     }
     for (size_t k = 0; k < 4; k++)
         assert_true(upload(&s, chosen[k], 1.0f).accepted);
@@ -1011,13 +1016,14 @@ static void test_planned_round(void **state)
         for (size_t k = 0; k < n; k++) {
             full[k] = 0;
             if (sl_store_get_pace(s.store, s.task, s.devices[chosen[k]], &p) == SL_OK) {
-                full[k] = sl_engine_full_window(&c, 2040, p.step_ms, p.up_bps, p.down_bps);
+                full[k] = sl_engine_full_window(&c, 2040, 1000, p.step_ms, p.up_bps, p.down_bps);
                 sorted[m++] = full[k];
             }
         }
         assert_true(m >= 3); /* round 1's six of eight devices told their pace */
         qsort(sorted, m, sizeof *sorted, by_i64);
-        w = sorted[(size_t)ceil(4.0 / 6.0 * (double)m) - 1];
+        /* and the second over which the devices come back for their answer */
+        w = sorted[(size_t)ceil(4.0 / 6.0 * (double)m) - 1] + 1000;
     }
     window = st.round.report_deadline_ms - st.round.select_deadline_ms;
     print_message("planned window %lld ms (full windows up to %lld ms)\n", (long long)window,
@@ -1032,9 +1038,9 @@ static void test_planned_round(void **state)
                          SL_OK);
         assert_true(r.selected);
         assert_int_equal(r.report_deadline_ms, st.round.report_deadline_ms);
-        if (full[k] > 0 && full[k] <= window)
+        if (full[k] > 0 && full[k] <= window - 1000)
             assert_int_equal(r.max_steps, 100);
-        else if (full[k] > window && ++slower)
+        else if (full[k] > window - 1000 && ++slower)
             assert_true(r.max_steps < 100); /* slower than the plan: fewer steps, in time */
         else
             assert_int_equal(r.max_steps, 100); /* never measured */
