@@ -352,8 +352,8 @@ static int build_headers(sl_client *c, const sl__request *rq, const uint8_t body
             cc = curl_easy_setopt(h, opt, val); \
     } while (0)
 
-int sl__client_attempt(sl_client *c, const sl__request *rq, sl_client_response *resp,
-                       int *retryable)
+static int attempt_once(sl_client *c, const sl__request *rq, sl_client_response *resp,
+                        int *retryable)
 {
     *retryable = 0;
     int bodiless = strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "HEAD") == 0;
@@ -448,4 +448,31 @@ int sl__client_attempt(sl_client *c, const sl__request *rq, sl_client_response *
     *retryable = status_retryable(code);
     *resp = r;
     return SL_OK;
+}
+
+/* A 401 whose problem type is "replayed": the coordinator had this nonce already. */
+static int replayed(const sl_client_response *r)
+{
+    return r->status == 401 && r->body != NULL &&
+           memmem(r->body, r->body_len, "/problems/replayed\"", 19) != NULL;
+}
+
+int sl__client_attempt(sl_client *c, const sl__request *rq, sl_client_response *resp,
+                       int *retryable)
+{
+    int rc = attempt_once(c, rq, resp, retryable);
+    if (rc == SL_OK && replayed(resp) && rq->sink == NULL) {
+        /* libcurl resends a request as it was when a kept-alive connection dies before an
+         * answer; if the first copy had arrived, the resent one is a replay to the
+         * coordinator. Signed afresh (a new nonce and time), it goes once more: what the
+         * first copy did the coordinator answers idempotently (a receipt, the same
+         * assignment, the same bytes). */
+        sl_log(SL_LOG_INFO, "client",
+               "%s %s: the coordinator had this request's nonce (resent "
+               "on a dead connection?); signing it afresh",
+               rq->method, rq->path);
+        sl_client_response_free(resp);
+        rc = attempt_once(c, rq, resp, retryable);
+    }
+    return rc;
 }

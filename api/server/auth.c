@@ -16,11 +16,16 @@
 #include "server_bench.h"
 #include "server_int.h"
 
-static int deny(sl_server *s, sl__req *rq, sl__resp *rs, const char *why)
+static int deny_as(sl_server *s, sl__req *rq, sl__resp *rs, const char *type, const char *why)
 {
     sl__metrics_count(&s->metrics, &s->metrics.auth_failures, 1);
-    sl__problem(rs, rq, 401, "unauthorized", NULL, "%s", why);
+    sl__problem(rs, rq, 401, type, NULL, "%s", why);
     return 0;
+}
+
+static int deny(sl_server *s, sl__req *rq, sl__resp *rs, const char *why)
+{
+    return deny_as(s, rq, rs, "unauthorized", why);
 }
 
 int sl__server_bench_unauthenticated(sl_server *s)
@@ -107,8 +112,8 @@ int sl__auth_device(sl_server *s, sl__req *rq, sl__resp *rs)
         return deny(s, rq, rs, "the signature does not verify");
 admitted:
     rc = sl_nonce_check(s->nonces, device, nonce, stamp, now);
-    if (rc == SL_EDUPLICATE)
-        return deny(s, rq, rs, "the nonce was used before (replay)");
+    if (rc == SL_EDUPLICATE) /* its own type: a client signs a request resent as it was afresh */
+        return deny_as(s, rq, rs, "replayed", "the nonce was used before (replay)");
     if (rc == SL_ETIMEDOUT)
         return deny(s, rq, rs, "the timestamp is outside the allowed window");
     if (rc != SL_OK) {

@@ -572,10 +572,13 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
             a->counters.step_ms_ewma > 0 ? 0.7 * a->counters.step_ms_ewma + 0.3 * ms : ms;
     }
     {
-        /* the samples it used: all of them once an epoch is whole, else the batches run (a
-         * time budget that ended within the first epoch) - FedAvg weighs updates by these */
-        uint64_t used = steps * (uint64_t)(batch < n ? batch : n);
-        used = used < n ? used : n;
+        /* the samples it used, by which FedAvg weighs the update: its client's (epochs of
+         * the task's, whole); under a time budget the samples it processed, each epoch
+         * counted (n a whole epoch, a batch a step of a cut one), so an update cut short
+         * weighs its share of the work and does not dilute the mean of whole ones */
+        uint64_t b = batch < n ? batch : n, used = n;
+        if (asg->max_steps > 0)
+            used = (steps / per_epoch) * n + (steps % per_epoch) * b;
         rc = prepare(a, asg, params, used > UINT32_MAX ? UINT32_MAX : (uint32_t)used,
                      steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps);
     }

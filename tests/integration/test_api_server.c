@@ -239,7 +239,7 @@ void test_enrol_and_signatures(void **state)
     assert_int_equal(ah_checked_in(&f, task), 2);
     /* ... and is now spent: the same request again is a replay */
     raw_checkin(&f, b.key, b.id, now, "nonce-tampered-0001", body, body, &r);
-    ah_expect_problem(&r, 401, "unauthorized");
+    ah_expect_problem(&r, 401, "replayed");
     ah_resp_free(&r);
     assert_int_equal(ah_checked_in(&f, task), 2);
     assert_int_equal(ah_audit_count(&f), audits);

@@ -123,7 +123,7 @@ static void test_session_properties(void **state)
     assert_int_equal(r.status, 200);
     ah_resp_free(&r);
     send_lines(&f, "POST", "/v1/checkin", &m, body, strlen(body), &r);
-    ah_expect_problem(&r, 401, "unauthorized");
+    ah_expect_problem(&r, 401, "replayed");
     assert_non_null(strstr(r.body, "replay"));
     ah_resp_free(&r);
     /* device a's session presented as device b: refused */

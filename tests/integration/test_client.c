@@ -396,6 +396,59 @@ static void test_signed_requests_verify(void **state)
     sl_device_key_free(key);
 }
 
+/* A 401 "replayed" (the coordinator had the nonce: libcurl resent the request on a dead
+ * kept-alive connection after the first copy arrived) is sent once more, signed afresh, at
+ * once; a second one, and any other 401, is the answer. */
+static void test_replayed_is_signed_afresh(void **state)
+{
+    (void)state;
+    static const char replayed[] = "{\"type\":\"https://starling.dev/problems/replayed\","
+                                   "\"status\":401}";
+    static const char other[] = "{\"type\":\"https://starling.dev/problems/unauthorized\","
+                                "\"status\":401}";
+    for (int k = 0; k < 3; k++) {
+        sl_device_key *key = NULL;
+        uint8_t pub[SL_PUBKEY_LEN];
+        const step once[] = {{401, NULL, replayed, 0, 0, 0}, {200, NULL, "{}", 0, 0, 0}};
+        const step twice[] = {{401, NULL, replayed, 0, 0, 0},
+                              {401, NULL, replayed, 0, 0, 0},
+                              {200, NULL, "{}", 0, 0, 0}};
+        const step denied[] = {{401, NULL, other, 0, 0, 0}, {200, NULL, "{}", 0, 0, 0}};
+        script s = {.steps = k == 0   ? once
+                             : k == 1 ? twice
+                                      : denied,
+                    .nsteps = k == 1 ? 3 : 2,
+                    .pubkey = pub};
+        assert_int_equal(sl_device_key_generate(&key), SL_OK);
+        assert_int_equal(sl_device_key_public(key, pub), SL_OK);
+        assert_int_equal(sl_nonce_cache_create(60000, 64, &s.nonces), SL_OK);
+        mh_server *srv = mh_start(script_handler, &s, NULL);
+        sleeps sl = {0};
+        char url[64];
+        sl_client_options o;
+        test_options(&o, url, sizeof url, "http", mh_port(srv), &sl);
+        o.device_id = 77;
+        o.device_key = key;
+        sl_client *c = make_client(&o);
+        sl_client_response r;
+        assert_int_equal(sl_client_request(c, "GET", "/v1/models/3", NULL, 0, NULL, NULL, &r),
+                         SL_OK);
+        assert_int_equal(r.status, k == 0 ? 200 : 401);
+        sl_client_response_free(&r);
+        sl_client_free(c);
+        mh_stop(srv);
+        assert_int_equal(atomic_load(&s.count), k == 2 ? 1 : 2);
+        assert_int_equal(sl.n, 0); /* at once, no back-off */
+        if (k < 2) {               /* signed afresh: both copies verify, with two nonces */
+            assert_int_equal(s.cap[1].verify_rc, SL_OK);
+            assert_int_equal(s.cap[1].nonce_rc, SL_OK);
+            assert_string_not_equal(s.cap[0].nonce, s.cap[1].nonce);
+        }
+        sl_nonce_cache_free(s.nonces);
+        sl_device_key_free(key);
+    }
+}
+
 static void test_oversize_response(void **state)
 {
     (void)state;
@@ -524,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_cut_mid_response_is_retried),
         cmocka_unit_test(test_connection_refused_and_timeout),
         cmocka_unit_test(test_signed_requests_verify),
+        cmocka_unit_test(test_replayed_is_signed_afresh),
         cmocka_unit_test(test_oversize_response),
         cmocka_unit_test(test_create_rejects_bad_options),
         cmocka_unit_test(test_https_ca_and_pins),
