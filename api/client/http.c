@@ -444,6 +444,20 @@ static int attempt_once(sl_client *c, const sl__request *rq, sl_client_response 
     }
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    if (r.status == 0 ||
+        (!is_head && !x.to_sink && code != 204 && code != 304 && r.content_length >= 0 &&
+         (uint64_t)r.content_length != (uint64_t)r.body_len)) {
+        /* no status line seen, or a body other than the one announced, yet libcurl said
+         * done (seen under a link cut at random: HTTP 206 with an empty body; curl issue
+         * 2801 reports such an OK after a kept-alive connection died): a transport failure,
+         * tried again like one, never an answer */
+        sl_log(SL_LOG_WARN, "client", "%s %s: HTTP %ld with %zu of %lld body bytes%s", rq->method,
+               rq->path, code, r.body_len, (long long)r.content_length,
+               r.status == 0 ? " and no status line" : "");
+        free(r.body);
+        *retryable = 1;
+        return SL_EIO;
+    }
     r.status = code;
     *retryable = status_retryable(code);
     *resp = r;

@@ -759,8 +759,11 @@ static int download_ranged(sl_agent *a, const char *path, download *d, long *sta
             continue;
         }
         if (r.status == 206 || r.status == 200) {
-            sl_log(SL_LOG_WARN, "agent", "download %s: a %ld that does not fit the range asked",
-                   path, r.status);
+            sl_log(SL_LOG_WARN, "agent",
+                   "download %s: a %ld that does not fit the range asked (at byte %zu, "
+                   "Content-Range \"%s\", %zu bytes, ETag %s)",
+                   path, r.status, d->len, r.content_range, r.body_len,
+                   r.etag[0] != '\0' ? r.etag : "none");
             sl_client_response_free(&r);
             sl__agent_drop_partial(a);
             return SL_ESYNTAX;

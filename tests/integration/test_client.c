@@ -176,6 +176,34 @@ static void test_retry_503_honours_retry_after(void **state)
     assert_int_equal(atomic_load(&s.count), 3);
 }
 
+/* An answer whose body is not the one its Content-Length announced (here a chunked body of
+ * 5 bytes under "Content-Length: 15"; libcurl once said done for a 206 with no body at all) is
+ * a transport failure, tried again, never handed back as an answer. */
+static void test_body_not_as_announced_is_retried(void **state)
+{
+    (void)state;
+    static const step steps[] = {
+        {206, "Transfer-Encoding: chunked\r\n", "5\r\nhello\r\n0\r\n\r\n", 0, 0, 0},
+        {200, NULL, "done", 0, 0, 0}};
+    script s = {.steps = steps, .nsteps = 2};
+    mh_server *srv = mh_start(script_handler, &s, NULL);
+    sleeps sl = {0};
+    char url[64];
+    sl_client_options o;
+    test_options(&o, url, sizeof url, "http", mh_port(srv), &sl);
+    sl_client *c = make_client(&o);
+    sl_client_response r;
+    assert_int_equal(sl_client_request(c, "GET", "/v1/models/3", NULL, 0, NULL, NULL, &r), SL_OK);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.attempts, 2);
+    assert_string_equal((const char *)r.body, "done");
+    assert_int_equal(sl.n, 1); /* backed off once, as after a cut */
+    sl_client_response_free(&r);
+    sl_client_free(c);
+    mh_stop(srv);
+    assert_int_equal(atomic_load(&s.count), 2);
+}
+
 static void test_retry_gives_up_with_jittered_backoff(void **state)
 {
     (void)state;
@@ -572,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_get_reads_headers_and_body),
         cmocka_unit_test(test_retry_503_honours_retry_after),
         cmocka_unit_test(test_retry_gives_up_with_jittered_backoff),
+        cmocka_unit_test(test_body_not_as_announced_is_retried),
         cmocka_unit_test(test_no_retry_on_4xx),
         cmocka_unit_test(test_429_retry_after_is_capped),
         cmocka_unit_test(test_cut_mid_response_is_retried),
