@@ -90,6 +90,8 @@ static int usage(FILE *out)
         "                     and links of 256 kbit/s to 20 Mbit/s (log-uniform, seeded)\n"
         "  --rounds R  --epochs E  --clients N  --model M   change the setup\n"
         "  --target-acc A     accuracy for \"rounds to\" (default 0.85)\n"
+        "  --at-wall S        each setting's accuracy after S seconds of wall clock (default:\n"
+        "                     the shortest run's)\n"
         "  --deadline S       report deadline in seconds (default: 1800; quick 600)\n"
         "  --data DIR         Fashion-MNIST (default " SL_DATA_FASHION_MNIST_DIR ")\n"
         "  --dir DIR          keep the runs in DIR/<setting>/ (data/, logs); default: a\n"
@@ -472,6 +474,9 @@ int sl_bench_fl(int argc, char **argv)
         } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--deadline", &v)) != 0) {
             if (o < 0 || sl__bench_fl_u32(v, 1, 7 * 86400, &deadline_s) != 0)
                 return o < 0 ? 2 : bad("--deadline: \"%s\" is not in 1..604800 seconds", v);
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--at-wall", &v)) != 0) {
+            if (o < 0 || parse_double(v, 1e-3, 1e7, &su.at_wall_s) != 0)
+                return o < 0 ? 2 : bad("--at-wall: \"%s\" is not a number of seconds", v);
         } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--target-acc", &v)) != 0) {
             if (o < 0 || parse_double(v, 0.0, 1.0, &su.acc_target) != 0)
                 return o < 0 ? 2 : bad("--target-acc: \"%s\" is not in 0..1", v);

@@ -55,7 +55,8 @@ typedef struct fl_setup {
     int64_t window_ms, deadline_ms; /* selection window, report deadline */
     uint64_t seed;                  /* partition, selection and shuffles: the same everywhere */
     double acc_target;              /* for "rounds to" (0..1) */
-    char data[FL_PATH_MAX];         /* Fashion-MNIST directory, or the fleet's source URI */
+    double at_wall_s; /* --at-wall: each setting's accuracy after this long (0: the shortest run) */
+    char data[FL_PATH_MAX]; /* Fashion-MNIST directory, or the fleet's source URI */
     /* --task mode (bench_fl_task.c); task_config NULL otherwise */
     const char *task_config;         /* the task file's configuration, canonical JSON */
     char spec_file[FL_PATH_MAX];     /* its init.spec_file, absolute */

@@ -110,6 +110,19 @@ static void make_row(const fl_result *res, size_t i, row *w)
     snprintf(w->wall, sizeof w->wall, "%.0f s", r->wall_s);
 }
 
+/* Every setting compared at the same wall clock: the shortest run's (first round opened to
+ * last closed); 0 when none ran. */
+static double shortest_wall(const fl_result *res, size_t n)
+{
+    double wall = 0;
+    for (size_t i = 0; i < n; i++) {
+        const fl_result *r = shown(res, i);
+        if (r->ok && r->totals.wall_s > 0 && (wall == 0 || r->totals.wall_s < wall))
+            wall = r->totals.wall_s;
+    }
+    return wall;
+}
+
 void sl__bench_fl_table(const fl_setup *su, const fl_result *res, size_t n, FILE *f)
 {
     char target[16];
@@ -139,6 +152,17 @@ void sl__bench_fl_table(const fl_setup *su, const fl_result *res, size_t n, FILE
                     (long long)r->totals.rounds_to_target);
         else if (r->ok)
             fprintf(f, "%s: %s never reached\n", res[i].setting.name, target + 3);
+    }
+    {
+        double wall = su->at_wall_s > 0 ? su->at_wall_s : shortest_wall(res, n);
+        for (size_t i = 0; i < n && (n > 1 || su->at_wall_s > 0) && wall > 0; i++) {
+            const fl_result *r = shown(res, i);
+            double acc = r->ok ? sl_fl_run_accuracy_at(&r->run, wall) : NAN;
+            if (r->ok)
+                fprintf(f, "%s: %s%.2f%% after %.0f s of wall clock%s\n", res[i].setting.name,
+                        isnan(acc) ? "no model evaluated, " : "", isnan(acc) ? 0.0 : 100.0 * acc,
+                        wall, su->at_wall_s > 0 ? "" : " (the shortest run)");
+        }
     }
     for (size_t i = 0; i < n; i++) {
         const fl_result *r = shown(res, i);
@@ -274,6 +298,16 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
         cJSON_AddItemToObject(o, "down_fraction_per_device_round",
                               json_num_or_null(t->down_fraction));
         cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+        /* heterogeneous fleets (#22): the model after the shortest run's wall clock, and the
+         * local steps the devices computed against those closed rounds aggregated */
+        cJSON_AddNumberToObject(o, "at_wall_s",
+                                su->at_wall_s > 0 ? su->at_wall_s : shortest_wall(res, n));
+        cJSON_AddItemToObject(
+            o, "accuracy_at_wall",
+            json_num_or_null(sl_fl_run_accuracy_at(
+                &r->run, su->at_wall_s > 0 ? su->at_wall_s : shortest_wall(res, n))));
+        cJSON_AddNumberToObject(o, "trained_steps", (double)r->trained_steps);
+        cJSON_AddNumberToObject(o, "aggregated_steps", (double)t->aggregated_steps);
         cJSON_AddStringToObject(o, "run_dir", r->dir);
         curve = cJSON_AddArrayToObject(o, "rounds_detail");
         for (size_t k = 0; k < r->run.nrounds; k++) {

@@ -298,6 +298,23 @@ void sl_fl_run_free(sl_fl_run *r)
     r->nrounds = 0;
 }
 
+double sl_fl_run_accuracy_at(const sl_fl_run *r, double seconds)
+{
+    double acc = NAN;
+    int64_t last = 0;
+    if (r == NULL || r->nrounds == 0 || !(seconds >= 0))
+        return NAN;
+    for (size_t i = 0; i < r->nrounds; i++) {
+        const sl_fl_round *x = &r->rounds[i];
+        if (x->closed_at_ms > 0 && !isnan(x->accuracy) && x->closed_at_ms >= last &&
+            (double)(x->closed_at_ms - r->rounds[0].opened_at_ms) <= seconds * 1000.0) {
+            last = x->closed_at_ms;
+            acc = x->accuracy;
+        }
+    }
+    return acc;
+}
+
 void sl_fl_run_totals(const sl_fl_run *r, double acc_target, sl_fl_totals *t)
 {
     int64_t first = 0, last = 0;

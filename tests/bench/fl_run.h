@@ -98,6 +98,14 @@ void sl_fl_run_free(sl_fl_run *r);
 void sl_fl_run_totals(const sl_fl_run *r, double acc_target, sl_fl_totals *t);
 
 /**
+ * sl_fl_run_accuracy_at - the accuracy of the model of the last round of @r
+ * that closed within @seconds of wall clock from the first round's opening
+ * (the model a user had after that long); NaN when none had closed with a
+ * measured accuracy by then.
+ */
+double sl_fl_run_accuracy_at(const sl_fl_run *r, double seconds);
+
+/**
  * sl_fl_human_bytes - "1.23 MB" (decimal units) into @out; "-" for a
  * negative or non-finite @n.
  */

@@ -428,6 +428,10 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@wu3:1.5"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@fedsgd"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@slr0"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@p0"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@p101"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--at-wall", "soon"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--at-wall", "0"), 2);
     /* a missing gnuplot is found before anything runs */
     assert_int_equal(RUN("STARLING_GNUPLOT=/nonexistent/gnuplot", &out, "bench", "fl", "--smoke",
                          "--plot", "x.png"),
@@ -457,6 +461,9 @@ static void test_bench_fl_smoke(void **state)
             "--md", md) != 0)
         fail_msg("starling bench fl --smoke failed:\n%s", out);
     assert_non_null(strstr(out, "round   2/2  closed"));
+    /* each setting's model at the shortest run's wall clock */
+    assert_non_null(strstr(out, "dense: "));
+    assert_non_null(strstr(out, "of wall clock (the shortest run)"));
     free(out);
     check_png(g_dir, "fl.png", 960, 600);
     assert_int_equal(sl_fs_read_file(md, 1 << 20, (void **)&text, &len), SL_OK);
@@ -559,6 +566,32 @@ static void test_bench_fl_smoke(void **state)
     sl_fl_run_free(&fl);
 }
 
+/* The model a user had after so many seconds: the last round closed by then with an accuracy. */
+static void test_accuracy_at(void **state)
+{
+    sl_fl_round rounds[4];
+    sl_fl_run run;
+    (void)state;
+    memset(rounds, 0, sizeof rounds);
+    memset(&run, 0, sizeof run);
+    for (int i = 0; i < 4; i++) {
+        rounds[i].round_no = i + 1;
+        rounds[i].opened_at_ms = 10000 + 4000 * i;
+        rounds[i].closed_at_ms = 14000 + 4000 * i; /* 4, 8, 12, 16 s after the first opened */
+        rounds[i].accuracy = 0.5 + 0.1 * i;
+        rounds[i].loss = rounds[i].mae = rounds[i].rmse = NAN;
+    }
+    rounds[2].accuracy = NAN; /* round 3 not evaluated */
+    run.rounds = rounds;
+    run.nrounds = 4;
+    assert_true(isnan(sl_fl_run_accuracy_at(&run, 3.9)));
+    assert_float_equal(sl_fl_run_accuracy_at(&run, 4.0), 0.5, 1e-12);
+    assert_float_equal(sl_fl_run_accuracy_at(&run, 11.9), 0.6, 1e-12);
+    assert_float_equal(sl_fl_run_accuracy_at(&run, 12.0), 0.6, 1e-12); /* round 3: no metric */
+    assert_float_equal(sl_fl_run_accuracy_at(&run, 100), 0.8, 1e-12);
+    assert_true(isnan(sl_fl_run_accuracy_at(&run, -1)));
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -577,6 +610,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_report_known_store, setup, teardown),
+        cmocka_unit_test(test_accuracy_at),
         cmocka_unit_test_setup_teardown(test_report_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bench_fl_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bench_api_options, setup, teardown),
