@@ -249,6 +249,22 @@ static void write_totals(FILE *f, const sl_fl_run *r, const sl_fl_totals *t, dou
                 (long long)t->rounds_to_target);
     else
         fprintf(f, "| rounds to %.0f%% | not reached |\n", 100.0 * acc_target);
+    {
+        /* what reaching a useful accuracy cost: rounds and the fleet's cumulative bytes */
+        static const double levels[] = {0.80, 0.85};
+        for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+            sl_fl_reach h;
+            char up[24], down[24];
+            sl_fl_run_reach(r, levels[l], &h);
+            sl_fl_human_bytes((double)h.bytes_up, up, sizeof up);
+            sl_fl_human_bytes((double)h.bytes_down, down, sizeof down);
+            if (h.round_no > 0)
+                fprintf(f, "| to %.0f%% | round %lld: %s up, %s down in all rounds to it |\n",
+                        100.0 * levels[l], (long long)h.round_no, up, down);
+            else
+                fprintf(f, "| to %.0f%% | not reached |\n", 100.0 * levels[l]);
+        }
+    }
     fprintf(f, "| wall time | %.0f s (first round opened to last round closed) |\n\n", t->wall_s);
 }
 

@@ -34,6 +34,57 @@ static void pct(double v, char *out, size_t cap)
         snprintf(out, cap, "%.2f%%", 100.0 * v);
 }
 
+/* Bytes and rounds to a useful accuracy (#23): these levels, for every setting. */
+static const double reach_levels[] = {0.80, 0.85};
+#define NREACH (sizeof reach_levels / sizeof reach_levels[0])
+
+/* The dense FedAvg run of the same invocation, the reference of "up vs dense" to a level:
+ * the first setting that ran with fp32 values at density 1 and no error feedback or other
+ * option; NULL when none ran. */
+static const fl_result *dense_of(const fl_result *res, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const fl_result *r = &res[i];
+        const fl_setting *st = &r->setting;
+        if (r->alias_of < 0 && r->ok && !st->is_default && strcmp(st->values, "fp32") == 0 &&
+            st->density >= 1.0 && st->feedback[0] == '\0' && st->aggregator[0] == '\0' &&
+            st->server_lr == 0 && st->warmup_rounds == 0 && !st->budget && !st->fednova)
+            return r;
+    }
+    return NULL;
+}
+
+/* One level's cells: the round, the cumulative bytes up and down, and dense's bytes up to the
+ * same level over these ("-" when either never reached it). */
+typedef struct reach_cells {
+    char round[16], up[24], down[24], vs_dense[24];
+} reach_cells;
+
+static void make_reach(const fl_result *res, size_t n, size_t i, double level, reach_cells *c)
+{
+    const fl_result *r = shown(res, i), *d = dense_of(res, n);
+    sl_fl_reach a, b;
+    snprintf(c->round, sizeof c->round, "-");
+    snprintf(c->up, sizeof c->up, "-");
+    snprintf(c->down, sizeof c->down, "-");
+    snprintf(c->vs_dense, sizeof c->vs_dense, "-");
+    if (!r->ok)
+        return;
+    sl_fl_run_reach(&r->run, level, &a);
+    if (a.round_no == 0) {
+        snprintf(c->round, sizeof c->round, "never");
+        return;
+    }
+    snprintf(c->round, sizeof c->round, "%lld", (long long)a.round_no);
+    sl_fl_human_bytes((double)a.bytes_up, c->up, sizeof c->up);
+    sl_fl_human_bytes((double)a.bytes_down, c->down, sizeof c->down);
+    if (d == NULL)
+        return;
+    sl_fl_run_reach(&d->run, level, &b);
+    if (b.round_no > 0 && a.bytes_up > 0)
+        snprintf(c->vs_dense, sizeof c->vs_dense, "%.1fx", (double)b.bytes_up / (double)a.bytes_up);
+}
+
 void sl__bench_fl_describe(const fl_setup *su, double dense_bytes, uint64_t params, FILE *f,
                            const char *prefix)
 {
@@ -144,6 +195,24 @@ void sl__bench_fl_table(const fl_setup *su, const fl_result *res, size_t n, FILE
             "bytes up; down/dev/r: bytes down per participating device and round / dense "
             "model bytes\n",
             SL_FL_MEAN_ROUNDS, target);
+    fprintf(f, "\n%-24s", "to a level (#23)");
+    for (size_t l = 0; l < NREACH; l++)
+        fprintf(f, "  %3.0f%%: %5s %10s %10s %9s", 100.0 * reach_levels[l], "round", "bytes up",
+                "bytes down", "vs dense");
+    fputc('\n', f);
+    for (size_t i = 0; i < n; i++) {
+        row w;
+        make_row(res, i, &w);
+        fprintf(f, "%-24s", w.label);
+        for (size_t l = 0; l < NREACH; l++) {
+            reach_cells c;
+            make_reach(res, n, i, reach_levels[l], &c);
+            fprintf(f, "        %5s %10s %10s %9s", c.round, c.up, c.down, c.vs_dense);
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "round: the first whose model reached the level; bytes: every round's up to it, "
+               "all devices; vs dense: the dense run's bytes up to the level / these\n");
     for (size_t i = 0; i < n; i++) {
         const fl_result *r = shown(res, i);
         if (r->ok && !isnan(r->totals.seconds_to_target))
@@ -193,18 +262,36 @@ int sl__bench_fl_md(const fl_setup *su, const fl_result *res, size_t n, const ch
         f,
         "\n| setting | values | density | final acc. | best acc. | mean of the last %d rounds | "
         "rounds to %.0f%% | bytes up | bytes down | up vs dense | down per device-round | "
-        "wall |\n",
+        "wall |",
         SL_FL_MEAN_ROUNDS, 100.0 * su->acc_target);
-    fputs("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", f);
+    for (size_t l = 0; l < NREACH; l++)
+        fprintf(f, " to %.0f%%: round / up / down | up to %.0f%% vs dense |",
+                100.0 * reach_levels[l], 100.0 * reach_levels[l]);
+    fputs("\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", f);
+    for (size_t l = 0; l < NREACH; l++)
+        fputs("---:|---:|", f);
+    fputc('\n', f);
     for (size_t i = 0; i < n; i++) {
         row w;
         make_row(res, i, &w);
-        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", w.label,
+        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", w.label,
                 w.values, w.density, w.final_acc, w.best_acc, w.mean_acc, w.rounds_to, w.up, w.down,
                 w.ratio, w.down_frac, w.wall);
+        for (size_t l = 0; l < NREACH; l++) {
+            reach_cells c;
+            make_reach(res, n, i, reach_levels[l], &c);
+            if (strcmp(c.up, "-") == 0)
+                fprintf(f, " %s | %s |", c.round, c.vs_dense);
+            else
+                fprintf(f, " %s / %s / %s | %s |", c.round, c.up, c.down, c.vs_dense);
+        }
+        fputc('\n', f);
     }
     fputs("\nAccuracy: the evaluator's, on the 10,000 test images, of the model each round "
-          "made. Down per device-round: bytes down / (selected devices x dense model bytes).\n",
+          "made. Down per device-round: bytes down / (selected devices x dense model bytes). To a "
+          "level: the first round whose model reached it, and the bytes every device sent and "
+          "received in all rounds up to it; vs dense: the dense run's bytes up to the level / "
+          "these.\n",
           f);
     if (fclose(f) != 0) {
         fprintf(stderr, "starling bench fl: %s: %s\n", path, strerror(errno));
@@ -306,6 +393,33 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
             o, "accuracy_at_wall",
             json_num_or_null(sl_fl_run_accuracy_at(
                 &r->run, su->at_wall_s > 0 ? su->at_wall_s : shortest_wall(res, n))));
+        {
+            /* bytes and rounds to useful accuracies (#23), and dense's up to them */
+            cJSON *reach = cJSON_AddArrayToObject(o, "reach");
+            const fl_result *d = dense_of(res, n);
+            for (size_t l = 0; l < NREACH; l++) {
+                cJSON *p = cJSON_CreateObject();
+                sl_fl_reach a, b;
+                sl_fl_run_reach(&r->run, reach_levels[l], &a);
+                cJSON_AddNumberToObject(p, "accuracy", reach_levels[l]);
+                if (a.round_no > 0) {
+                    cJSON_AddNumberToObject(p, "round", (double)a.round_no);
+                    cJSON_AddItemToObject(p, "seconds", json_num_or_null(a.seconds));
+                    cJSON_AddNumberToObject(p, "bytes_up", (double)a.bytes_up);
+                    cJSON_AddNumberToObject(p, "bytes_down", (double)a.bytes_down);
+                } else {
+                    cJSON_AddNullToObject(p, "round");
+                }
+                if (d != NULL)
+                    sl_fl_run_reach(&d->run, reach_levels[l], &b);
+                cJSON_AddItemToObject(
+                    p, "up_vs_dense",
+                    json_num_or_null(d != NULL && a.round_no > 0 && b.round_no > 0 && a.bytes_up > 0
+                                         ? (double)b.bytes_up / (double)a.bytes_up
+                                         : NAN));
+                cJSON_AddItemToArray(reach, p);
+            }
+        }
         cJSON_AddNumberToObject(o, "trained_steps", (double)r->trained_steps);
         cJSON_AddNumberToObject(o, "aggregated_steps", (double)t->aggregated_steps);
         cJSON_AddStringToObject(o, "run_dir", r->dir);

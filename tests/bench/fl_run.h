@@ -105,6 +105,24 @@ void sl_fl_run_totals(const sl_fl_run *r, double acc_target, sl_fl_totals *t);
  */
 double sl_fl_run_accuracy_at(const sl_fl_run *r, double seconds);
 
+/** What a run spent until its model first reached an accuracy (sl_fl_run_reach). */
+typedef struct sl_fl_reach {
+    double accuracy;              /* the level asked for (0..1) */
+    int64_t round_no;             /* the first round whose model reached it; 0: never */
+    double seconds;               /* first round opened to that round's close (NaN: never) */
+    int64_t bytes_up, bytes_down; /* every round up to and including it, abandoned ones too
+                                     (what the fleet had sent and received by then; when never
+                                     reached, the whole run's) */
+} sl_fl_reach;
+
+/**
+ * sl_fl_run_reach - the rounds, wall clock and cumulative bytes up and down
+ * @r took until the model of one of its rounds first had an accuracy of at
+ * least @accuracy (0..1), into @out. Rounds count in round_no order; a round
+ * without a measured accuracy reaches nothing but its bytes count.
+ */
+void sl_fl_run_reach(const sl_fl_run *r, double accuracy, sl_fl_reach *out);
+
 /**
  * sl_fl_human_bytes - "1.23 MB" (decimal units) into @out; "-" for a
  * negative or non-finite @n.

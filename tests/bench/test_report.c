@@ -287,6 +287,7 @@ static void check_readme(const char *report_dir, const char *data_dir)
     assert_non_null(strstr(text, "| rounds | 4 (3 closed, 1 abandoned, 0 open) |"));
     assert_non_null(strstr(text, "| updates accepted | 10 of 15 selected |"));
     assert_non_null(strstr(text, "| initial model | 10.12% |"));
+    assert_non_null(strstr(text, "| to 80% | not reached |\n| to 85% | not reached |"));
     assert_non_null(strstr(text, "![test accuracy per round](accuracy_rounds.png)"));
     free(text);
 }
@@ -443,7 +444,7 @@ static void test_bench_fl_options(void **state)
 static void test_bench_fl_smoke(void **state)
 {
     char runs[600], png[600], md[600], data[700], report[600], *out = NULL, *text = NULL;
-    char err[256];
+    char err[256], data_dense[700];
     size_t len = 0;
     struct stat st;
     sl_fl_run fl;
@@ -471,6 +472,26 @@ static void test_bench_fl_smoke(void **state)
     assert_non_null(strstr(text, "| k1-ternary | ternary | 0.01 | "));
     assert_non_null(strstr(text, "| ternary@0.01@residual@tensor@decay0.9 | ternary | 0.01 | "));
     assert_null(strstr(text, "failed"));
+    /* bytes and rounds to 80% and 85%: the cells say what the dense run's store holds, and
+     * dense is its own reference (1.0x) */
+    assert_non_null(strstr(text, "| to 80%: round / up / down | up to 80% vs dense | to 85%: "));
+    snprintf(data, sizeof data, "%s/dense/data", runs);
+    assert_int_equal(sl_fl_run_load(data, 0, &fl, err, sizeof err), 0);
+    for (int l = 0; l < 2; l++) {
+        sl_fl_reach r;
+        char want[160], up[24], down[24];
+        sl_fl_run_reach(&fl, l == 0 ? 0.80 : 0.85, &r);
+        sl_fl_human_bytes((double)r.bytes_up, up, sizeof up);
+        sl_fl_human_bytes((double)r.bytes_down, down, sizeof down);
+        if (r.round_no > 0)
+            snprintf(want, sizeof want, " %lld / %s / %s | 1.0x |", (long long)r.round_no, up,
+                     down);
+        else
+            snprintf(want, sizeof want, " never | - |");
+        if (strstr(text, want) == NULL)
+            fail_msg("fl.md lacks \"%s\":\n%s", want, text);
+    }
+    sl_fl_run_free(&fl);
     free(text);
     /* the scope and error feedback reach the task only where the setting gives them */
     snprintf(data, sizeof data, "%s/ternary@0.01@residual@tensor@decay0.9/task.json", runs);
@@ -487,6 +508,7 @@ static void test_bench_fl_smoke(void **state)
     free(text);
     /* the report of one of its runs: two closed rounds of 10 devices */
     snprintf(data, sizeof data, "%s/dense/data", runs);
+    snprintf(data_dense, sizeof data_dense, "%s", data);
     snprintf(report, sizeof report, "%s/report-dense", g_dir);
     if (RUN(NULL, &out, "report", "--run", data, "-o", report) != 0)
         fail_msg("starling report failed: %s", out);
@@ -497,6 +519,23 @@ static void test_bench_fl_smoke(void **state)
     assert_non_null(strstr(text, "| 1 | closed | 10 | 10 | 0 | 0 | 0 | "));
     assert_non_null(strstr(text, "| 2 | closed | 10 | 10 | 0 | 0 | 0 | "));
     assert_non_null(strstr(text, "| updates accepted | 20 of 20 selected |"));
+    assert_int_equal(sl_fl_run_load(data_dense, 0, &fl, err, sizeof err), 0);
+    for (int l = 0; l < 2; l++) { /* what reaching 80% and 85% cost, as the store says */
+        sl_fl_reach r;
+        char want[160], up[24], down[24];
+        sl_fl_run_reach(&fl, l == 0 ? 0.80 : 0.85, &r);
+        sl_fl_human_bytes((double)r.bytes_up, up, sizeof up);
+        sl_fl_human_bytes((double)r.bytes_down, down, sizeof down);
+        if (r.round_no > 0)
+            snprintf(want, sizeof want,
+                     "| to %d%% | round %lld: %s up, %s down in all rounds to it |",
+                     l == 0 ? 80 : 85, (long long)r.round_no, up, down);
+        else
+            snprintf(want, sizeof want, "| to %d%% | not reached |", l == 0 ? 80 : 85);
+        if (strstr(text, want) == NULL)
+            fail_msg("the report lacks \"%s\"", want);
+    }
+    sl_fl_run_free(&fl);
     free(text);
     /* bench aggregate on the same store: both rounds, 20 updates, the two sums side by side */
     snprintf(data, sizeof data, "%s/dense/data/starling.db", runs);
@@ -592,6 +631,58 @@ static void test_accuracy_at(void **state)
     assert_true(isnan(sl_fl_run_accuracy_at(&run, -1)));
 }
 
+/* Rounds, seconds and cumulative bytes to an accuracy: every round up to the first that
+ * reached it, an abandoned or unevaluated one's bytes included. */
+static void test_reach(void **state)
+{
+    sl_fl_round rounds[4];
+    sl_fl_run run;
+    sl_fl_reach r;
+    (void)state;
+    memset(rounds, 0, sizeof rounds);
+    memset(&run, 0, sizeof run);
+    for (int i = 0; i < 4; i++) {
+        rounds[i].round_no = i + 1;
+        rounds[i].state = SL_ROUND_CLOSED;
+        rounds[i].opened_at_ms = 10000 + 4000 * i;
+        rounds[i].closed_at_ms = 14000 + 4000 * i;
+        rounds[i].bytes_up = 100 << i;   /* 100, 200, 400, 800 */
+        rounds[i].bytes_down = 1000 + i; /* 1000 ... 1003 */
+        rounds[i].loss = rounds[i].mae = rounds[i].rmse = NAN;
+    }
+    rounds[0].accuracy = 0.70;
+    rounds[1].accuracy = NAN; /* abandoned: no model, its bytes spent all the same */
+    rounds[1].state = SL_ROUND_ABANDONED;
+    rounds[1].closed_at_ms = 0;
+    rounds[2].accuracy = 0.81;
+    rounds[3].accuracy = 0.86;
+    run.rounds = rounds;
+    run.nrounds = 4;
+
+    sl_fl_run_reach(&run, 0.70, &r); /* the first round */
+    assert_int_equal(r.round_no, 1);
+    assert_int_equal(r.bytes_up, 100);
+    assert_int_equal(r.bytes_down, 1000);
+    assert_float_equal(r.seconds, 4.0, 1e-12);
+    sl_fl_run_reach(&run, 0.80, &r);
+    assert_int_equal(r.round_no, 3);
+    assert_int_equal(r.bytes_up, 700);
+    assert_int_equal(r.bytes_down, 3003);
+    assert_float_equal(r.seconds, 12.0, 1e-12);
+    assert_float_equal(r.accuracy, 0.80, 1e-12);
+    sl_fl_run_reach(&run, 0.86, &r); /* exactly the level counts */
+    assert_int_equal(r.round_no, 4);
+    assert_int_equal(r.bytes_up, 1500);
+    assert_int_equal(r.bytes_down, 4006);
+    sl_fl_run_reach(&run, 0.90, &r); /* never: the whole run's bytes */
+    assert_int_equal(r.round_no, 0);
+    assert_true(isnan(r.seconds));
+    assert_int_equal(r.bytes_up, 1500);
+    sl_fl_run_reach(NULL, 0.5, &r);
+    assert_int_equal(r.round_no, 0);
+    assert_int_equal(r.bytes_up, 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -611,6 +702,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_report_known_store, setup, teardown),
         cmocka_unit_test(test_accuracy_at),
+        cmocka_unit_test(test_reach),
         cmocka_unit_test_setup_teardown(test_report_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bench_fl_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bench_api_options, setup, teardown),
