@@ -344,8 +344,17 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
             }
         }
     }
-    if (rc == SL_OK)
-        rc = sl_server_apply(&t->cfg, delta, t->n, *next_model, next_opt);
+    if (rc == SL_OK) { /* at this aggregate's server learning rate (a ramp: by the version) */
+        sl_task_config *cfg = malloc(sizeof *cfg);
+        if (cfg == NULL) {
+            rc = SL_ENOMEM;
+        } else {
+            *cfg = t->cfg;
+            cfg->server_lr = sl_server_lr_at(&t->cfg, t->version);
+            rc = sl_server_apply(cfg, delta, t->n, *next_model, next_opt);
+            free(cfg);
+        }
+    }
     if (rc == SL_OK)
         rc = sl_frame_encode_model(t->layout, *next_model, (uint64_t)(t->version + 1), 3, frame,
                                    &flen);

@@ -186,6 +186,17 @@ nonfinite:
     return SL_ENONFINITE;
 }
 
+double sl_server_lr_at(const sl_task_config *cfg, int64_t version)
+{
+    double k, t;
+    if (cfg->server_lr_ramp == 0 || version < 1 || version > (int64_t)cfg->server_lr_ramp)
+        return cfg->server_lr;
+    k = (double)version; /* the aggregate's number, 1 .. ramp */
+    t = (k - 1.0) / (double)cfg->server_lr_ramp;
+    t = t * (cfg->server_lr - cfg->server_lr_start);
+    return cfg->server_lr_start + t;
+}
+
 void sl_server_state_free(sl_server_state *st)
 {
     if (st == NULL)

@@ -48,7 +48,8 @@ static const fl_result *dense_of(const fl_result *res, size_t n)
         const fl_setting *st = &r->setting;
         if (r->alias_of < 0 && r->ok && !st->is_default && strcmp(st->values, "fp32") == 0 &&
             st->density >= 1.0 && st->feedback[0] == '\0' && st->aggregator[0] == '\0' &&
-            st->server_lr == 0 && st->warmup_rounds == 0 && !st->budget && !st->fednova)
+            st->server_lr == 0 && st->server_lr_ramp == 0 && st->warmup_rounds == 0 &&
+            !st->budget && !st->fednova)
             return r;
     }
     return NULL;
@@ -353,6 +354,10 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
                                 r->setting.aggregator[0] ? r->setting.aggregator : "fedavg");
         if (r->setting.server_lr > 0)
             cJSON_AddNumberToObject(o, "server_lr", r->setting.server_lr);
+        if (r->setting.server_lr_ramp > 0) {
+            cJSON_AddNumberToObject(o, "server_lr_ramp", r->setting.server_lr_ramp);
+            cJSON_AddNumberToObject(o, "server_lr_start", r->setting.server_lr_start);
+        }
         if (r->setting.warmup_rounds > 0) {
             cJSON_AddNumberToObject(o, "warmup_rounds", r->setting.warmup_rounds);
             cJSON_AddNumberToObject(o, "warmup_density", r->setting.warmup_density);

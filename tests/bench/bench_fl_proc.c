@@ -187,6 +187,9 @@ static int write_file_task(const fl_setup *su, const fl_setting *st, const char 
             goto done;
         if (st->server_lr > 0 && !SET_NUM("server_lr", st->server_lr))
             goto done;
+        if (st->server_lr_ramp > 0 && (!SET_NUM("server_lr_ramp", st->server_lr_ramp) ||
+                                       !SET_NUM("server_lr_start", st->server_lr_start)))
+            goto done;
         if (st->warmup_rounds > 0 && (!SET_NUM("warmup_rounds", st->warmup_rounds) ||
                                       !SET_NUM("warmup_density", st->warmup_density)))
             goto done;
@@ -213,7 +216,7 @@ done:
 
 static int write_task(const fl_setup *su, const fl_setting *st, const char *path)
 {
-    char text[2048], vd[256] = "", decay[64] = "", agg[64] = "fedavg", slr[320] = "";
+    char text[2048], vd[256] = "", decay[64] = "", agg[64] = "fedavg", slr[512] = "";
     if (st->decay > 0)
         snprintf(decay, sizeof decay, "\"residual_decay\": %.17g, ", st->decay);
     if (st->aggregator[0] != '\0')
@@ -224,6 +227,10 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr),
                  "\"warmup_rounds\": %u, \"warmup_density\": %.17g, ", st->warmup_rounds,
                  st->warmup_density);
+    if (st->server_lr_ramp > 0)
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr),
+                 "\"server_lr_ramp\": %u, \"server_lr_start\": %.17g, ", st->server_lr_ramp,
+                 st->server_lr_start);
     if (st->budget) { /* as many steps as fit, between a quarter of and the epochs' worth of an
                        * average client (a floor keeps FedNova's extrapolation of short runs
                        * bounded: 1 step against 252 diverged) */

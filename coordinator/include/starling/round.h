@@ -99,7 +99,11 @@ typedef struct sl_task_config {
     int local_norm; /* FedBN: normalisation layers' parameters stay on each device */
     /* aggregation */
     sl_aggregator aggregator;
-    double server_lr;         /* default 1 */
+    double server_lr; /* default 1 */
+    /* a server learning rate that starts at server_lr_start and moves linearly to server_lr
+     * over the first server_lr_ramp aggregates (sl_server_lr_at); ramp 0 = off */
+    double server_lr_start; /* default 2 (used only when server_lr_ramp > 0) */
+    uint32_t server_lr_ramp;
     double server_momentum;   /* FedAvgM beta (default 0.9) */
     double beta1, beta2, tau; /* FedAdam/Yogi/Adagrad (defaults 0.9, 0.99, 1e-3) */
     double clip_norm;         /* per-update L2 clipping; 0 = off */
@@ -201,6 +205,16 @@ int sl_server_state_decode(const void *buf, size_t len, size_t n, sl_server_stat
  */
 int sl_server_apply(const sl_task_config *cfg, const double *delta, size_t n, float *model,
                     sl_server_state *st);
+
+/**
+ * sl_server_lr_at - the server learning rate of the aggregate that makes
+ * version @version + 1 from @version (version 1 is the initial model, so
+ * the first aggregate is k = 1): with server_lr_ramp R > 0, server_lr_start
+ * + (server_lr - server_lr_start) * (k - 1) / R for k <= R, server_lr from
+ * then on; server_lr when R is 0. A function of the version alone, so a
+ * restarted coordinator or a new leader applies the same rate.
+ */
+double sl_server_lr_at(const sl_task_config *cfg, int64_t version);
 
 /* ------------------------------------------------------------------------ */
 /* The engine                                                               */

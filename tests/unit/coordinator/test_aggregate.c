@@ -807,6 +807,27 @@ static void test_server_optimisers(void **state)
     }
 }
 
+/* The server learning rate ramp: from server_lr_start at the first aggregate (version 1's)
+ * linearly to server_lr, reached at aggregate ramp + 1; off, server_lr throughout. */
+static void test_server_lr_ramp(void **state)
+{
+    sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
+    (void)state;
+    assert_float_equal(sl_server_lr_at(&c, 1), 1.0, 0); /* ramp 0: server_lr */
+    c.server_lr = 0.5;
+    c.server_lr_start = 2.5;
+    c.server_lr_ramp = 4;
+    assert_float_equal(sl_server_lr_at(&c, 1), 2.5, 1e-15);
+    assert_float_equal(sl_server_lr_at(&c, 2), 2.0, 1e-15);
+    assert_float_equal(sl_server_lr_at(&c, 3), 1.5, 1e-15);
+    assert_float_equal(sl_server_lr_at(&c, 4), 1.0, 1e-15);
+    assert_float_equal(sl_server_lr_at(&c, 5), 0.5, 0);
+    assert_float_equal(sl_server_lr_at(&c, 1000), 0.5, 0);
+    assert_float_equal(sl_server_lr_at(&c, 0), 0.5, 0); /* no aggregate makes version 1 */
+    c.server_lr_ramp = 0;
+    assert_float_equal(sl_server_lr_at(&c, 1), 0.5, 0);
+}
+
 static void test_server_rejections(void **state)
 {
     (void)state;
@@ -1057,6 +1078,7 @@ int main(void)
         cmocka_unit_test(test_dp_noise),
         cmocka_unit_test(test_agg_rejections),
         cmocka_unit_test(test_server_optimisers),
+        cmocka_unit_test(test_server_lr_ramp),
         cmocka_unit_test(test_server_rejections),
         cmocka_unit_test(test_state_decode_rejections),
     };

@@ -362,6 +362,76 @@ static void test_abandoned_updates_carried(void **state)
     sim_free(&s);
 }
 
+/* A server learning rate ramp (#23): the k-th aggregate moves the model by the rate of its
+ * version (3, then 2, then 1 from the third on), the same bits as the reference's. */
+static void test_server_lr_ramp(void **state)
+{
+    static const char cfg_json[] = CONFIG(",\"error_feedback\":\"residual\","
+                                          "\"server_lr_start\":3,\"server_lr_ramp\":2");
+    static const double want_lr[] = {3.0, 2.0, 1.0};
+    sim s;
+    sl_task_config cfg;
+    char err[256];
+    size_t d;
+    float *ref, *got;
+    double *delta;
+    (void)state;
+    sim_init(&s, "engine_ramp", 12, cfg_json);
+    assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
+                     SL_OK);
+    d = (size_t)sl_layout_params(s.layout);
+    ref = malloc(d * sizeof *ref);
+    got = malloc(d * sizeof *got);
+    delta = malloc(d * sizeof *delta);
+    for (int k = 0; k < 3; k++) {
+        size_t chosen[64], n = select_round(&s, chosen);
+        sent_upd idx[10];
+        int64_t round_id = status(&s).round.id, base = status(&s).model_version;
+        sl_model_record m;
+        sl__agg *agg;
+        uint32_t count;
+        assert_int_equal(base, k + 1);
+        assert_true(n >= 10);
+        for (size_t j = 0; j < 10; j++) {
+            assert_true(upload(&s, chosen[j], 1.0f).accepted);
+            idx[j] = (sent_upd){chosen[j], round_id};
+        }
+        assert_int_equal(status(&s).model_version, base + 1);
+        assert_float_equal(sl_server_lr_at(&cfg, base), want_lr[k], 1e-15);
+        /* the reference: the base model plus want_lr[k] times FedAvg of the ten, in device
+         * order */
+        qsort(idx, 10, sizeof idx[0], by_device);
+        assert_int_equal(sl__agg_begin(&cfg, s.layout, &agg), SL_OK);
+        for (size_t j = 0; j < 10; j++) {
+            void *frame;
+            size_t len;
+            uint8_t sha[32];
+            make_update(&s, idx[j].i, round_id, base, 1.0f, &frame, &len, sha);
+            assert_int_equal(sl__agg_add(agg, frame, len, (uint32_t)(50 + idx[j].i % 7)), SL_OK);
+            free(frame);
+        }
+        assert_int_equal(sl__agg_finish(agg, 0, delta, &count), SL_OK);
+        assert_int_equal(count, 10);
+        sl__agg_free(agg);
+        assert_int_equal(sl_store_get_model(s.store, s.task, base, &m), SL_OK);
+        assert_int_equal(sl_frame_decode_model(s.layout, m.frame, m.frame_len, NULL, 0, ref),
+                         SL_OK);
+        sl_store_model_free(&m);
+        cfg.server_lr = want_lr[k];
+        assert_int_equal(sl_server_apply(&cfg, delta, d, ref, NULL), SL_OK);
+        cfg.server_lr = 1.0;
+        assert_int_equal(sl_store_get_model(s.store, s.task, base + 1, &m), SL_OK);
+        assert_int_equal(sl_frame_decode_model(s.layout, m.frame, m.frame_len, NULL, 0, got),
+                         SL_OK);
+        sl_store_model_free(&m);
+        assert_memory_equal(got, ref, d * sizeof *ref);
+    }
+    free(delta);
+    free(ref);
+    free(got);
+    sim_free(&s);
+}
+
 typedef struct part_seen {
     const sim *s;
     int state[64];
@@ -633,7 +703,7 @@ static void drive(sim *s, int64_t last)
 #define KILL_CONFIG                                                               \
     "{\"name\":\"kill\",\"target\":12,\"quorum\":8,\"selection_window_ms\":2000," \
     "\"report_deadline_ms\":10000,\"rounds\":3,\"aggregator\":\"fedavgm\","       \
-    "\"error_feedback\":\"residual\"}"
+    "\"error_feedback\":\"residual\",\"server_lr_start\":2,\"server_lr_ramp\":3}"
 
 static long kill_at, commits_seen;
 
@@ -1452,6 +1522,7 @@ int main(void)
         cmocka_unit_test(test_count_download),
         cmocka_unit_test(test_receipt_while_close_fails),
         cmocka_unit_test(test_abandoned_updates_carried),
+        cmocka_unit_test(test_server_lr_ramp),
         cmocka_unit_test(test_kill_after_every_transition),
         cmocka_unit_test(test_ten_thousand_devices),
     };
