@@ -44,7 +44,7 @@
  *   local_norm           boolean                                false
  *   aggregator           string          sl_aggregator_name()   "fedavg"
  *   server_lr            number          (0, 100]               1
- *   server_lr_start      number          (0, 100]               2
+ *   server_lr_boost      number          (0, 100]               3
  *   server_lr_ramp       integer         0 .. 10000 (0: off)    0
  *   server_momentum      number          [0, 1)                 0.9
  *   beta1, beta2         number          [0, 1)                 0.9, 0.99
@@ -86,9 +86,9 @@
  * "residual" (tracking keeps no stale mass to decay); dp_noise > 0 needs clip_norm > 0
  * (the noise is calibrated to the clipping bound); warmup_density >= density
  * when warmup_rounds > 0 (warm-up starts denser and decays); error_feedback
- * "tracking" needs aggregator "fedavg" and server_lr <= 1, server_lr_start
- * too under a ramp (it absorbs the model's move, which must be the mean of
- * the updates sent); local_nesterov
+ * "tracking" needs aggregator "fedavg", server_lr <= 1 and, under a
+ * server_lr_ramp, a server_lr_boost whose rate stays <= 1 (it absorbs the
+ * model's move, which must be the mean of the updates sent); local_nesterov
  * needs local_optimizer "sgd" and local_momentum > 0; local_optimizer "adam"
  * or "adamw" needs local_momentum 0 (0 when absent: the key's default 0.9 is
  * SGD's); local_betas and local_eps other than their defaults need "adam" or
@@ -207,7 +207,7 @@ static const key_spec keys[] = {
     {"local_norm", K_BOOL, F(local_norm), 0, 0, 0, 0, 0},
     {"aggregator", K_AGG, F(aggregator), 0, 0, 0, 0, 0},
     {"server_lr", K_F64, F(server_lr), 0, 100, 1, 0, 1},
-    {"server_lr_start", K_F64, F(server_lr_start), 0, 100, 1, 0, 2},
+    {"server_lr_boost", K_F64, F(server_lr_boost), 0, 100, 1, 0, 3},
     {"server_lr_ramp", K_U32, F(server_lr_ramp), 0, 10000, 0, 0, 0},
     {"server_momentum", K_F64, F(server_momentum), 0, 1, 0, 1, 0.9},
     {"beta1", K_F64, F(beta1), 0, 1, 0, 1, 0.9},
@@ -788,14 +788,16 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
      * moves the model by other than what the devices count as delivered. */
     if (c->error_feedback == SL_EF_TRACKING &&
         (c->aggregator != SL_AGG_FEDAVG || c->server_lr > 1 ||
-         (c->server_lr_ramp > 0 && c->server_lr_start > 1))) {
+         (c->server_lr_ramp > 0 && c->server_lr * c->server_lr_boost > 1))) {
         set_err(err, errcap,
                 "error_feedback: tracking needs aggregator \"fedavg\" with "
                 "server_lr <= 1 (it counts the model's move as the mean of the updates sent); "
                 "set \"error_feedback\": \"residual\" for aggregator %s%s",
                 sl_aggregator_name(c->aggregator),
-                c->aggregator == SL_AGG_FEDAVG ? " and a server_lr or server_lr_start above 1"
-                                               : "");
+                c->aggregator == SL_AGG_FEDAVG
+                    ? " and a server rate above 1 (server_lr, times server_lr_boost under a "
+                      "server_lr_ramp)"
+                    : "");
         return SL_ECONFIG_VALUE;
     }
     if (c->fednova && (c->fedbuff || c->dp_noise > 0 || c->error_feedback == SL_EF_TRACKING)) {

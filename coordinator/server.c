@@ -193,8 +193,9 @@ double sl_server_lr_at(const sl_task_config *cfg, int64_t version)
         return cfg->server_lr;
     k = (double)version; /* the aggregate's number, 1 .. ramp */
     t = (k - 1.0) / (double)cfg->server_lr_ramp;
-    t = t * (cfg->server_lr - cfg->server_lr_start);
-    return cfg->server_lr_start + t;
+    t = t * (1.0 - cfg->server_lr_boost);
+    t = cfg->server_lr_boost + t; /* the factor: boost at k = 1, 1 at k = ramp + 1 */
+    return cfg->server_lr * t;
 }
 
 void sl_server_state_free(sl_server_state *st)

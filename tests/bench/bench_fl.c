@@ -74,8 +74,8 @@ static int usage(FILE *out)
         "                     each round; @fedavgm, @fedadam ...: the coordinator's\n"
         "                     aggregator instead of fedavg; @slr2: server_lr 2; @wu3:0.04:\n"
         "                     density warm-up from 4%% over 3 participations; @ramp4:2:\n"
-        "                     server learning rate 2 at the first aggregate, down to\n"
-        "                     server_lr by the fifth; @budget:\n"
+        "                     the server learning rate twice server_lr at the first\n"
+        "                     aggregate, back to server_lr by the fifth; @budget:\n"
         "                     time budgets; @fednova: FedNova's averaging, with\n"
         "                     @residual; @p50: deadline_percentile 50 (with @budget:\n"
         "                     of the selected devices' full windows, else of the\n"
@@ -150,21 +150,21 @@ static int parse_double(const char *text, double lo, double hi, double *out)
 }
 
 /* "wuN:D" into @st's warm-up: N participations (1..1000) from density D (0, 1]. */
-/* "rampN:S": the server learning rate from S to the task's over N aggregates. */
+/* "rampN:B": the server learning rate from B times the task's back to it over N aggregates. */
 static int parse_ramp(const char *word, fl_setting *st)
 {
     char n[8];
     const char *colon = strchr(word, ':');
     uint32_t rounds;
-    double start;
+    double boost;
     if (strncmp(word, "ramp", 4) != 0 || colon == NULL || (size_t)(colon - word - 4) >= sizeof n)
         return -1;
     snprintf(n, sizeof n, "%.*s", (int)(colon - word - 4), word + 4);
     if (sl__bench_fl_u32(n, 1, 10000, &rounds) != 0 ||
-        parse_double(colon + 1, 1e-6, 100.0, &start) != 0)
+        parse_double(colon + 1, 1e-6, 100.0, &boost) != 0)
         return -1;
     st->server_lr_ramp = rounds;
-    st->server_lr_start = start;
+    st->server_lr_boost = boost;
     return 0;
 }
 
@@ -241,7 +241,7 @@ static int parse_setting(const char *name, fl_setting *st)
         else if (st->warmup_rounds == 0 && parse_warmup(word, st) == 0)
             ; /* wuN:D: density warm-up over N participations from D */
         else if (st->server_lr_ramp == 0 && parse_ramp(word, st) == 0)
-            ; /* rampN:S: server learning rate from S over N aggregates */
+            ; /* rampN:B: server learning rate boosted B times, back over N aggregates */
         else if (!st->budget && strcmp(word, "budget") == 0)
             st->budget = 1; /* time budgets */
         else if (!st->fednova && strcmp(word, "fednova") == 0)

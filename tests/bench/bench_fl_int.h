@@ -35,8 +35,8 @@ typedef struct fl_setting {
     int budget;             /* @budget: time budgets (the task's time_budget, #22) */
     int fednova;            /* @fednova: FedNova's normalised averaging */
     uint32_t percentile;    /* @pN: deadline_percentile N (budgets: of the full windows) */
-    uint32_t server_lr_ramp; /* @rampN:S: the task's server_lr_ramp N (0: none) */
-    double server_lr_start;  /* and server_lr_start S */
+    uint32_t server_lr_ramp; /* @rampN:B: the task's server_lr_ramp N (0: none) */
+    double server_lr_boost;  /* and server_lr_boost B */
 } fl_setting;
 
 /** What every setting shares. */

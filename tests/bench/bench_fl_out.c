@@ -356,7 +356,7 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
             cJSON_AddNumberToObject(o, "server_lr", r->setting.server_lr);
         if (r->setting.server_lr_ramp > 0) {
             cJSON_AddNumberToObject(o, "server_lr_ramp", r->setting.server_lr_ramp);
-            cJSON_AddNumberToObject(o, "server_lr_start", r->setting.server_lr_start);
+            cJSON_AddNumberToObject(o, "server_lr_boost", r->setting.server_lr_boost);
         }
         if (r->setting.warmup_rounds > 0) {
             cJSON_AddNumberToObject(o, "warmup_rounds", r->setting.warmup_rounds);

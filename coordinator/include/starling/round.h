@@ -100,9 +100,10 @@ typedef struct sl_task_config {
     /* aggregation */
     sl_aggregator aggregator;
     double server_lr; /* default 1 */
-    /* a server learning rate that starts at server_lr_start and moves linearly to server_lr
-     * over the first server_lr_ramp aggregates (sl_server_lr_at); ramp 0 = off */
-    double server_lr_start; /* default 2 (used only when server_lr_ramp > 0) */
+    /* the server learning rate times server_lr_boost at the first aggregate, the factor
+     * moving linearly to 1 over the first server_lr_ramp aggregates (sl_server_lr_at): sparse
+     * updates' mean moves the model less than dense ones', most at the start; ramp 0 = off */
+    double server_lr_boost; /* default 3 */
     uint32_t server_lr_ramp;
     double server_momentum;   /* FedAvgM beta (default 0.9) */
     double beta1, beta2, tau; /* FedAdam/Yogi/Adagrad (defaults 0.9, 0.99, 1e-3) */
@@ -209,10 +210,10 @@ int sl_server_apply(const sl_task_config *cfg, const double *delta, size_t n, fl
 /**
  * sl_server_lr_at - the server learning rate of the aggregate that makes
  * version @version + 1 from @version (version 1 is the initial model, so
- * the first aggregate is k = 1): with server_lr_ramp R > 0, server_lr_start
- * + (server_lr - server_lr_start) * (k - 1) / R for k <= R, server_lr from
- * then on; server_lr when R is 0. A function of the version alone, so a
- * restarted coordinator or a new leader applies the same rate.
+ * the first aggregate is k = 1): with server_lr_ramp R > 0, server_lr * (B +
+ * (1 - B) * (k - 1) / R) for k <= R, B the server_lr_boost, and server_lr
+ * from then on; server_lr when R is 0. A function of the version alone, so
+ * a restarted coordinator or a new leader applies the same rate.
  */
 double sl_server_lr_at(const sl_task_config *cfg, int64_t version);
 

@@ -807,23 +807,27 @@ static void test_server_optimisers(void **state)
     }
 }
 
-/* The server learning rate ramp: from server_lr_start at the first aggregate (version 1's)
- * linearly to server_lr, reached at aggregate ramp + 1; off, server_lr throughout. */
+/* The server learning rate ramp: server_lr times server_lr_boost at the first aggregate
+ * (version 1's), the factor moving linearly to 1, reached at aggregate ramp + 1; off,
+ * server_lr throughout. */
 static void test_server_lr_ramp(void **state)
 {
     sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
     (void)state;
     assert_float_equal(sl_server_lr_at(&c, 1), 1.0, 0); /* ramp 0: server_lr */
     c.server_lr = 0.5;
-    c.server_lr_start = 2.5;
+    c.server_lr_boost = 2.5;
     c.server_lr_ramp = 4;
-    assert_float_equal(sl_server_lr_at(&c, 1), 2.5, 1e-15);
-    assert_float_equal(sl_server_lr_at(&c, 2), 2.0, 1e-15);
-    assert_float_equal(sl_server_lr_at(&c, 3), 1.5, 1e-15);
-    assert_float_equal(sl_server_lr_at(&c, 4), 1.0, 1e-15);
+    assert_float_equal(sl_server_lr_at(&c, 1), 1.25, 1e-15);
+    assert_float_equal(sl_server_lr_at(&c, 2), 1.0625, 1e-15);
+    assert_float_equal(sl_server_lr_at(&c, 3), 0.875, 1e-15);
+    assert_float_equal(sl_server_lr_at(&c, 4), 0.6875, 1e-15);
     assert_float_equal(sl_server_lr_at(&c, 5), 0.5, 0);
     assert_float_equal(sl_server_lr_at(&c, 1000), 0.5, 0);
     assert_float_equal(sl_server_lr_at(&c, 0), 0.5, 0); /* no aggregate makes version 1 */
+    c.server_lr_boost = 0.5; /* a warm-up from below works the same way */
+    assert_float_equal(sl_server_lr_at(&c, 1), 0.25, 1e-15);
+    assert_float_equal(sl_server_lr_at(&c, 3), 0.375, 1e-15);
     c.server_lr_ramp = 0;
     assert_float_equal(sl_server_lr_at(&c, 1), 0.5, 0);
 }

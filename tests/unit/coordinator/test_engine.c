@@ -367,7 +367,7 @@ static void test_abandoned_updates_carried(void **state)
 static void test_server_lr_ramp(void **state)
 {
     static const char cfg_json[] = CONFIG(",\"error_feedback\":\"residual\","
-                                          "\"server_lr_start\":3,\"server_lr_ramp\":2");
+                                          "\"server_lr_boost\":3,\"server_lr_ramp\":2");
     static const double want_lr[] = {3.0, 2.0, 1.0};
     sim s;
     sl_task_config cfg;
@@ -703,7 +703,7 @@ static void drive(sim *s, int64_t last)
 #define KILL_CONFIG                                                               \
     "{\"name\":\"kill\",\"target\":12,\"quorum\":8,\"selection_window_ms\":2000," \
     "\"report_deadline_ms\":10000,\"rounds\":3,\"aggregator\":\"fedavgm\","       \
-    "\"error_feedback\":\"residual\",\"server_lr_start\":2,\"server_lr_ramp\":3}"
+    "\"error_feedback\":\"residual\",\"server_lr_boost\":2,\"server_lr_ramp\":3}"
 
 static long kill_at, commits_seen;
 
