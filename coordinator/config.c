@@ -45,7 +45,9 @@
  *   aggregator           string          sl_aggregator_name()   "fedavg"
  *   server_lr            number          (0, 100]               1
  *   server_lr_boost      number          (0, 100]               3
- *   server_lr_ramp       integer         0 .. 10000 (0: off)    0
+ *   server_lr_ramp       integer         0 .. 10000 (0: off)    8 (sparse fedavg
+ *                                                               with the residual,
+ *                                                               not fedbuff), else 0
  *   server_momentum      number          [0, 1)                 0.9
  *   beta1, beta2         number          [0, 1)                 0.9, 0.99
  *   tau                  number          1e-9 .. 10             1e-3
@@ -953,6 +955,12 @@ int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char
     /* the decay belongs to the classic residual: tracking keeps no stale mass */
     if (c.error_feedback == SL_EF_TRACKING && !seen[key_index("residual_decay")])
         c.residual_decay = 1;
+    /* sparse FedAvg with the classic residual starts with a boosted server rate (#23); the
+     * ramp is FedAvg's: other rules move the model by other than the updates' mean, tracking
+     * refuses a rate above 1, a dense update is not diluted, FedBuff's versions are buffers */
+    if (!seen[key_index("server_lr_ramp")] && c.aggregator == SL_AGG_FEDAVG &&
+        c.error_feedback == SL_EF_RESIDUAL && c.density < 1 && !c.fedbuff)
+        c.server_lr_ramp = SL_SERVER_LR_RAMP_DEFAULT;
     /* local_momentum's default is SGD's; AdamW's decay defaults as in PyTorch */
     if (c.local_optimizer != SL_LOCAL_SGD && !seen[key_index("local_momentum")])
         c.local_momentum = 0;

@@ -59,6 +59,7 @@ typedef struct totals {
     int64_t final_version;
     int64_t first_ms, last_ms;
     char compression[160]; /* the task's, from /v1/status ("" until known) */
+    char aggregation[160]; /* its aggregator and server rate, from /v1/status */
 } totals;
 
 static int64_t now_ms(void)
@@ -182,6 +183,8 @@ static void print_summary(const totals *t)
         printf("  %-24s - (no evaluator reported)\n", "final accuracy");
     if (t->compression[0] != '\0')
         printf("  %-24s %s\n", "compression", t->compression);
+    if (t->aggregation[0] != '\0')
+        printf("  %-24s %s\n", "aggregation", t->aggregation);
     printf("  %-24s %lld of %lld selected; %lld dropped, %lld late, %lld rejected\n",
            "updates accepted", (long long)t->reported, (long long)t->selected,
            (long long)t->dropped, (long long)t->late, (long long)t->rejected);
@@ -223,6 +226,19 @@ static void describe_compression(const cJSON *comp, char *out, size_t cap)
                  extra);
 }
 
+/* The task's aggregation in words: "fedavg, server rate 3x at the first aggregate, back to 1
+ * over 8" or "fedavg, server rate 1". */
+static void describe_aggregation(const cJSON *t, char *out, size_t cap)
+{
+    double lr = sl__cli_num(t, "server_lr", 1), ramp = sl__cli_num(t, "server_lr_ramp", 0),
+           boost = sl__cli_num(t, "server_lr_boost", 1);
+    if (ramp > 0)
+        snprintf(out, cap, "%s, server rate %gx %g at the first aggregate, back to %g over %.0f",
+                 sl__cli_str(t, "aggregator"), boost, lr, lr, ramp);
+    else
+        snprintf(out, cap, "%s, server rate %g", sl__cli_str(t, "aggregator"), lr);
+}
+
 static int task_finished(sl__cli *c, int64_t task, int *finished, totals *tot)
 {
     cJSON *st = NULL, *t;
@@ -235,6 +251,7 @@ static int task_finished(sl__cli *c, int64_t task, int *finished, totals *tot)
             *finished = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "finished"));
             describe_compression(cJSON_GetObjectItemCaseSensitive(t, "compression"),
                                  tot->compression, sizeof tot->compression);
+            describe_aggregation(t, tot->aggregation, sizeof tot->aggregation);
         }
     }
     cJSON_Delete(st);

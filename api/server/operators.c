@@ -135,6 +135,9 @@ void sl__h_status(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
         cJSON_AddBoolToObject(t, "finished", st[i].finished);
         cJSON_AddNumberToObject(t, "checked_in", st[i].checked_in);
         cJSON_AddStringToObject(t, "aggregator", sl_aggregator_name(st[i].cfg.aggregator));
+        cJSON_AddNumberToObject(t, "server_lr", st[i].cfg.server_lr);
+        cJSON_AddNumberToObject(t, "server_lr_ramp", st[i].cfg.server_lr_ramp);
+        cJSON_AddNumberToObject(t, "server_lr_boost", st[i].cfg.server_lr_boost);
         cJSON_AddItemToObject(t, "compression", sl__compression_json(&st[i].cfg));
         if (st[i].round.id > 0)
             cJSON_AddItemToObject(t, "round", sl__round_json(&st[i].round));

@@ -36,14 +36,14 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -75,7 +75,8 @@ static int usage(FILE *out)
         "                     aggregator instead of fedavg; @slr2: server_lr 2; @wu3:0.04:\n"
         "                     density warm-up from 4%% over 3 participations; @ramp4:2:\n"
         "                     the server learning rate twice server_lr at the first\n"
-        "                     aggregate, back to server_lr by the fifth; @budget:\n"
+        "                     aggregate, back to server_lr by the fifth (@ramp0: none;\n"
+        "                     sparse FedAvg with the residual ramps by default); @budget:\n"
         "                     time budgets; @fednova: FedNova's averaging, with\n"
         "                     @residual; @p50: deadline_percentile 50 (with @budget:\n"
         "                     of the selected devices' full windows, else of the\n"
@@ -150,19 +151,26 @@ static int parse_double(const char *text, double lo, double hi, double *out)
 }
 
 /* "wuN:D" into @st's warm-up: N participations (1..1000) from density D (0, 1]. */
-/* "rampN:B": the server learning rate from B times the task's back to it over N aggregates. */
+/* "rampN:B": the server learning rate from B times the task's back to it over N aggregates;
+ * "ramp0": no ramp. */
 static int parse_ramp(const char *word, fl_setting *st)
 {
     char n[8];
     const char *colon = strchr(word, ':');
     uint32_t rounds;
     double boost;
+    if (strcmp(word, "ramp0") == 0) {
+        st->ramp_given = 1;
+        st->server_lr_ramp = 0;
+        return 0;
+    }
     if (strncmp(word, "ramp", 4) != 0 || colon == NULL || (size_t)(colon - word - 4) >= sizeof n)
         return -1;
     snprintf(n, sizeof n, "%.*s", (int)(colon - word - 4), word + 4);
     if (sl__bench_fl_u32(n, 1, 10000, &rounds) != 0 ||
         parse_double(colon + 1, 1e-6, 100.0, &boost) != 0)
         return -1;
+    st->ramp_given = 1;
     st->server_lr_ramp = rounds;
     st->server_lr_boost = boost;
     return 0;
@@ -240,7 +248,7 @@ static int parse_setting(const char *name, fl_setting *st)
             ; /* server_lr */
         else if (st->warmup_rounds == 0 && parse_warmup(word, st) == 0)
             ; /* wuN:D: density warm-up over N participations from D */
-        else if (st->server_lr_ramp == 0 && parse_ramp(word, st) == 0)
+        else if (!st->ramp_given && parse_ramp(word, st) == 0)
             ; /* rampN:B: server learning rate boosted B times, back over N aggregates */
         else if (!st->budget && strcmp(word, "budget") == 0)
             st->budget = 1; /* time budgets */
@@ -636,6 +644,7 @@ int sl_bench_fl(int argc, char **argv)
                 strcmp(settings[j].aggregator, settings[i].aggregator) == 0 &&
                 settings[j].warmup_rounds == settings[i].warmup_rounds &&
                 settings[j].server_lr == settings[i].server_lr &&
+                settings[j].ramp_given == settings[i].ramp_given &&
                 settings[j].server_lr_ramp == settings[i].server_lr_ramp && !settings[j].budget &&
                 !settings[j].fednova && settings[j].percentile == 0)
                 res[i].alias_of = (int)j;

@@ -35,7 +35,9 @@ typedef struct fl_setting {
     int budget;             /* @budget: time budgets (the task's time_budget, #22) */
     int fednova;            /* @fednova: FedNova's normalised averaging */
     uint32_t percentile;    /* @pN: deadline_percentile N (budgets: of the full windows) */
-    uint32_t server_lr_ramp; /* @rampN:B: the task's server_lr_ramp N (0: none) */
+    int ramp_given;         /* @rampN:B or @ramp0: the task sets server_lr_ramp (else the
+                               coordinator's default) */
+    uint32_t server_lr_ramp; /* @rampN:B: the task's server_lr_ramp N; @ramp0: off */
     double server_lr_boost;  /* and server_lr_boost B */
 } fl_setting;
 

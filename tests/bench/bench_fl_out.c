@@ -48,8 +48,7 @@ static const fl_result *dense_of(const fl_result *res, size_t n)
         const fl_setting *st = &r->setting;
         if (r->alias_of < 0 && r->ok && !st->is_default && strcmp(st->values, "fp32") == 0 &&
             st->density >= 1.0 && st->feedback[0] == '\0' && st->aggregator[0] == '\0' &&
-            st->server_lr == 0 && st->server_lr_ramp == 0 && st->warmup_rounds == 0 &&
-            !st->budget && !st->fednova)
+            st->server_lr == 0 && st->warmup_rounds == 0 && !st->budget && !st->fednova)
             return r;
     }
     return NULL;
@@ -354,10 +353,6 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
                                 r->setting.aggregator[0] ? r->setting.aggregator : "fedavg");
         if (r->setting.server_lr > 0)
             cJSON_AddNumberToObject(o, "server_lr", r->setting.server_lr);
-        if (r->setting.server_lr_ramp > 0) {
-            cJSON_AddNumberToObject(o, "server_lr_ramp", r->setting.server_lr_ramp);
-            cJSON_AddNumberToObject(o, "server_lr_boost", r->setting.server_lr_boost);
-        }
         if (r->setting.warmup_rounds > 0) {
             cJSON_AddNumberToObject(o, "warmup_rounds", r->setting.warmup_rounds);
             cJSON_AddNumberToObject(o, "warmup_density", r->setting.warmup_density);
@@ -367,6 +362,10 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
             cJSON_AddStringToObject(o, "error", r->error);
             continue;
         }
+        /* the server rate ramp the task ran with (given, or the coordinator's default) */
+        cJSON_AddNumberToObject(o, "server_lr_ramp", r->run.config.server_lr_ramp);
+        if (r->run.config.server_lr_ramp > 0)
+            cJSON_AddNumberToObject(o, "server_lr_boost", r->run.config.server_lr_boost);
         cJSON_AddNumberToObject(o, "rounds", t->rounds);
         cJSON_AddNumberToObject(o, "rounds_closed", t->closed);
         cJSON_AddItemToObject(o, "final_accuracy", json_num_or_null(t->final_accuracy));

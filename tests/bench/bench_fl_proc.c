@@ -187,8 +187,9 @@ static int write_file_task(const fl_setup *su, const fl_setting *st, const char 
             goto done;
         if (st->server_lr > 0 && !SET_NUM("server_lr", st->server_lr))
             goto done;
-        if (st->server_lr_ramp > 0 && (!SET_NUM("server_lr_ramp", st->server_lr_ramp) ||
-                                       !SET_NUM("server_lr_boost", st->server_lr_boost)))
+        if (st->ramp_given && !SET_NUM("server_lr_ramp", st->server_lr_ramp))
+            goto done;
+        if (st->server_lr_ramp > 0 && !SET_NUM("server_lr_boost", st->server_lr_boost))
             goto done;
         if (st->warmup_rounds > 0 && (!SET_NUM("warmup_rounds", st->warmup_rounds) ||
                                       !SET_NUM("warmup_density", st->warmup_density)))
@@ -231,6 +232,8 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr),
                  "\"server_lr_ramp\": %u, \"server_lr_boost\": %.17g, ", st->server_lr_ramp,
                  st->server_lr_boost);
+    else if (st->ramp_given)
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"server_lr_ramp\": 0, ");
     if (st->budget) { /* as many steps as fit, between a quarter of and the epochs' worth of an
                        * average client (a floor keeps FedNova's extrapolation of short runs
                        * bounded: 1 step against 252 diverged) */

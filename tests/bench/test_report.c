@@ -458,8 +458,8 @@ static void test_bench_fl_smoke(void **state)
     snprintf(png, sizeof png, "%s/fl.png", g_dir);
     snprintf(md, sizeof md, "%s/fl.md", g_dir);
     if (RUN(NULL, &out, "bench", "fl", "--smoke", "--settings",
-            "dense,k1-ternary,ternary@0.01@residual@tensor@decay0.9", "--dir", runs, "--plot", png,
-            "--md", md) != 0)
+            "dense,k1-ternary,ternary@0.01@residual@tensor@decay0.9@ramp4:2", "--dir", runs,
+            "--plot", png, "--md", md) != 0)
         fail_msg("starling bench fl --smoke failed:\n%s", out);
     assert_non_null(strstr(out, "round   2/2  closed"));
     /* each setting's model at the shortest run's wall clock */
@@ -470,7 +470,8 @@ static void test_bench_fl_smoke(void **state)
     assert_int_equal(sl_fs_read_file(md, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "| dense | fp32 | 1 | "));
     assert_non_null(strstr(text, "| k1-ternary | ternary | 0.01 | "));
-    assert_non_null(strstr(text, "| ternary@0.01@residual@tensor@decay0.9 | ternary | 0.01 | "));
+    assert_non_null(
+        strstr(text, "| ternary@0.01@residual@tensor@decay0.9@ramp4:2 | ternary | 0.01 | "));
     assert_null(strstr(text, "failed"));
     /* bytes and rounds to 80% and 85%: the cells say what the dense run's store holds, and
      * dense is its own reference (1.0x) */
@@ -494,18 +495,38 @@ static void test_bench_fl_smoke(void **state)
     sl_fl_run_free(&fl);
     free(text);
     /* the scope and error feedback reach the task only where the setting gives them */
-    snprintf(data, sizeof data, "%s/ternary@0.01@residual@tensor@decay0.9/task.json", runs);
+    snprintf(data, sizeof data, "%s/ternary@0.01@residual@tensor@decay0.9@ramp4:2/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
+    assert_non_null(strstr(text, "\"server_lr_ramp\": 4, \"server_lr_boost\": 2"));
     assert_non_null(strstr(text, "\"topk_scope\": \"tensor\""));
     assert_non_null(strstr(text, "\"error_feedback\": \"residual\""));
     assert_non_null(strstr(text, "\"residual_decay\": 0.90000000000000002"));
     free(text);
     snprintf(data, sizeof data, "%s/k1-ternary/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
+    assert_null(strstr(text, "server_lr_ramp"));
     assert_null(strstr(text, "topk_scope"));
     assert_null(strstr(text, "error_feedback"));
     assert_null(strstr(text, "residual_decay"));
     free(text);
+    /* the ramp the tasks ran with: the one given, the coordinator's default for sparse FedAvg
+     * with the residual, none for dense */
+    {
+        static const struct {
+            const char *setting;
+            uint32_t ramp;
+        } want[] = {{"dense", 0},
+                    {"k1-ternary", SL_SERVER_LR_RAMP_DEFAULT},
+                    {"ternary@0.01@residual@tensor@decay0.9@ramp4:2", 4}};
+        for (size_t k = 0; k < 3; k++) {
+            snprintf(data, sizeof data, "%s/%s/data", runs, want[k].setting);
+            assert_int_equal(sl_fl_run_load(data, 0, &fl, err, sizeof err), 0);
+            if (fl.config.server_lr_ramp != want[k].ramp)
+                fail_msg("%s ran with server_lr_ramp %u, not %u", want[k].setting,
+                         fl.config.server_lr_ramp, want[k].ramp);
+            sl_fl_run_free(&fl);
+        }
+    }
     /* the report of one of its runs: two closed rounds of 10 devices */
     snprintf(data, sizeof data, "%s/dense/data", runs);
     snprintf(data_dense, sizeof data_dense, "%s", data);

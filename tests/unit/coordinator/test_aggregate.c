@@ -814,6 +814,7 @@ static void test_server_lr_ramp(void **state)
 {
     sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
     (void)state;
+    c.server_lr_ramp = 0;
     assert_float_equal(sl_server_lr_at(&c, 1), 1.0, 0); /* ramp 0: server_lr */
     c.server_lr = 0.5;
     c.server_lr_boost = 2.5;

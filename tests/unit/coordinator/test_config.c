@@ -46,6 +46,32 @@ static void test_defaults(void **state)
     assert_int_equal(c.error_feedback, SL_EF_RESIDUAL);
     assert_true(c.residual_decay == 0.9);
     assert_int_equal(c.values, SL_VALUE_TERNARY);
+    /* sparse FedAvg with the residual: the server rate ramp (#23); nothing else gets it */
+    assert_int_equal(c.server_lr_ramp, SL_SERVER_LR_RAMP_DEFAULT);
+    assert_true(c.server_lr_boost == 3.0);
+    {
+        static const char *const none[] = {
+            "{\"target\": 10, \"density\": 1}",
+            "{\"target\": 10, \"error_feedback\": \"tracking\"}",
+            "{\"target\": 10, \"aggregator\": \"fedavgm\"}",
+            "{\"target\": 10, \"aggregator\": \"median\"}",
+            "{\"target\": 10, \"fedbuff\": true}",
+        };
+        sl_task_config o;
+        for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+            assert_int_equal(parse(none[i], &o, err, sizeof err), SL_OK);
+            if (o.server_lr_ramp != 0)
+                fail_msg("%s: server_lr_ramp %u", none[i], o.server_lr_ramp);
+        }
+        assert_int_equal(parse("{\"target\": 10, \"server_lr_ramp\": 0}", &o, err, sizeof err),
+                         SL_OK); /* switched off */
+        assert_int_equal(o.server_lr_ramp, 0);
+        assert_int_equal(parse("{\"target\": 10, \"aggregator\": \"fedadam\", \"server_lr\": "
+                               "0.01, \"server_lr_ramp\": 4}",
+                               &o, err, sizeof err),
+                         SL_OK); /* asked for: any rule */
+        assert_int_equal(o.server_lr_ramp, 4);
+    }
     /* the decay is the classic residual's: tracking without one gets 1 */
     assert_int_equal(
         parse("{\"target\": 10, \"error_feedback\": \"tracking\"}", &c, err, sizeof err), SL_OK);

@@ -351,6 +351,7 @@ static void test_abandoned_updates_carried(void **state)
     assert_int_equal(sl_store_get_model(s.store, s.task, 1, &m), SL_OK);
     assert_int_equal(sl_frame_decode_model(s.layout, m.frame, m.frame_len, NULL, 0, ref), SL_OK);
     sl_store_model_free(&m);
+    cfg.server_lr = sl_server_lr_at(&cfg, 1); /* the default ramp's first aggregate */
     assert_int_equal(sl_server_apply(&cfg, delta, d, ref, NULL), SL_OK);
     assert_int_equal(sl_store_get_model(s.store, s.task, 2, &m), SL_OK);
     assert_int_equal(sl_frame_decode_model(s.layout, m.frame, m.frame_len, NULL, 0, got), SL_OK);
