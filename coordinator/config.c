@@ -894,8 +894,10 @@ static void syntax_error(const char *json, size_t len, const char *at, char *err
     set_err(err, errcap, "config: JSON syntax error at byte %zu near '%s'", pos, ctx);
 }
 
-int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char *err,
-                         size_t errcap)
+/* @stored: a configuration a coordinator stored (canonical JSON): a key it lacks was
+ * written before the key existed, and takes the behaviour of then. */
+static int parse_config(const char *json, size_t len, int stored, sl_task_config *out, char *err,
+                        size_t errcap)
 {
     sl_task_config c;
     const char *end = NULL;
@@ -958,7 +960,7 @@ int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char
     /* sparse FedAvg with the classic residual starts with a boosted server rate (#23); the
      * ramp is FedAvg's: other rules move the model by other than the updates' mean, tracking
      * refuses a rate above 1, a dense update is not diluted, FedBuff's versions are buffers */
-    if (!seen[key_index("server_lr_ramp")] && c.aggregator == SL_AGG_FEDAVG &&
+    if (!seen[key_index("server_lr_ramp")] && !stored && c.aggregator == SL_AGG_FEDAVG &&
         c.error_feedback == SL_EF_RESIDUAL && c.density < 1 && !c.fedbuff)
         c.server_lr_ramp = SL_SERVER_LR_RAMP_DEFAULT;
     /* local_momentum's default is SGD's; AdamW's decay defaults as in PyTorch */
@@ -979,6 +981,18 @@ int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char
 done:
     cJSON_Delete(root);
     return rc;
+}
+
+int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char *err,
+                         size_t errcap)
+{
+    return parse_config(json, len, 0, out, err, errcap);
+}
+
+int sl_task_config_parse_stored(const char *json, size_t len, sl_task_config *out, char *err,
+                                size_t errcap)
+{
+    return parse_config(json, len, 1, out, err, errcap);
 }
 
 int sl_task_config_to_json(const sl_task_config *c, char **out)

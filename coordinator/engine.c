@@ -144,7 +144,8 @@ int sl__engine_load_task(sl_engine *e, int64_t task_id, sl__task **out, char *er
             dc->min_samples > UINT32_MAX ? UINT32_MAX : (uint32_t)dc->min_samples;
         sl_contract_free(dc);
     }
-    rc = sl_task_config_parse(rec.config_json, strlen(rec.config_json), &t->cfg, err, errcap);
+    rc =
+        sl_task_config_parse_stored(rec.config_json, strlen(rec.config_json), &t->cfg, err, errcap);
     if (rc == SL_OK)
         rc = sl_layout_parse(rec.layout_text, strlen(rec.layout_text), &t->layout);
     sl_store_task_free(&rec);

@@ -183,8 +183,8 @@ static int read_run(sl_store *s, int64_t task_id, sl_fl_run *out, char *err, siz
     memset(out, 0, sizeof *out);
     out->task_id = task_id;
     snprintf(out->name, sizeof out->name, "%s", t.name ? t.name : "");
-    rc =
-        sl_task_config_parse(t.config_json, strlen(t.config_json), &out->config, cerr, sizeof cerr);
+    rc = sl_task_config_parse_stored(t.config_json, strlen(t.config_json), &out->config, cerr,
+                                     sizeof cerr);
     if (rc == SL_OK)
         rc = sl_layout_parse(t.layout_text, strlen(t.layout_text), &layout);
     sl_store_task_free(&t);

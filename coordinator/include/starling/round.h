@@ -167,6 +167,16 @@ typedef struct sl_task_config {
 int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char *err,
                          size_t errcap);
 
+/**
+ * sl_task_config_parse_stored - the same for a configuration a coordinator
+ * stored (its canonical JSON, which names every key it knew): a key the
+ * text lacks was added after the task was created and takes the behaviour
+ * the task was created with, not today's default, so an upgrade does not
+ * change how a running task aggregates (server_lr_ramp: 0).
+ */
+int sl_task_config_parse_stored(const char *json, size_t len, sl_task_config *out, char *err,
+                                size_t errcap);
+
 /** sl_task_config_to_json - the canonical JSON of a configuration (malloc'd). */
 int sl_task_config_to_json(const sl_task_config *c, char **out);
 

@@ -63,6 +63,14 @@ static void test_defaults(void **state)
             if (o.server_lr_ramp != 0)
                 fail_msg("%s: server_lr_ramp %u", none[i], o.server_lr_ramp);
         }
+        /* a stored configuration without the key predates it: no ramp */
+        assert_int_equal(sl_task_config_parse_stored("{\"target\": 10}", 14, &o, err, sizeof err),
+                         SL_OK);
+        assert_int_equal(o.server_lr_ramp, 0);
+        assert_int_equal(sl_task_config_parse_stored("{\"target\": 10, \"server_lr_ramp\": 8}", 35,
+                                                     &o, err, sizeof err),
+                         SL_OK);
+        assert_int_equal(o.server_lr_ramp, 8);
         assert_int_equal(parse("{\"target\": 10, \"server_lr_ramp\": 0}", &o, err, sizeof err),
                          SL_OK); /* switched off */
         assert_int_equal(o.server_lr_ramp, 0);

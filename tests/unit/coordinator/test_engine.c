@@ -433,6 +433,47 @@ static void test_server_lr_ramp(void **state)
     sim_free(&s);
 }
 
+/* A task stored before server_lr_ramp existed (its canonical JSON lacks the key) keeps
+ * aggregating as it did after an upgrade: no ramp, not today's default. */
+static void test_stored_config_keeps_its_rule(void **state)
+{
+    sim s;
+    sqlite3 *db;
+    char path[700], *sqlerr = NULL;
+    sl_task_status st;
+    (void)state;
+    sim_init(&s, "engine_stored_cfg", 12, CONFIG(""));
+    st = status(&s);
+    assert_int_equal(st.cfg.server_lr_ramp, SL_SERVER_LR_RAMP_DEFAULT); /* a new task: ramps */
+    sl_engine_close(s.engine);
+    sl_store_close(s.store);
+    snprintf(path, sizeof path, "%s/store.db", s.dir);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    if (sqlite3_exec(db,
+                     "UPDATE tasks SET config = replace(replace(config, '\"server_lr_ramp\": 8, ', "
+                     "''), '\"server_lr_ramp\":8,', '')",
+                     NULL, NULL, &sqlerr) != SQLITE_OK)
+        fail_msg("%s", sqlerr);
+    {
+        sqlite3_stmt *q;
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT count(*) FROM tasks WHERE instr(config, "
+                                            "'server_lr_ramp') = 0 AND instr(config, "
+                                            "'server_lr_boost') > 0",
+                                            -1, &q, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(q, 0), 1); /* the key is gone, the rest is there */
+        sqlite3_finalize(q);
+    }
+    sqlite3_close(db);
+    sim_open_engine(&s);
+    st = status(&s);
+    assert_int_equal(st.cfg.server_lr_ramp, 0);
+    assert_float_equal(sl_server_lr_at(&st.cfg, 1), 1.0, 0);
+    sim_free(&s);
+}
+
 typedef struct part_seen {
     const sim *s;
     int state[64];
@@ -1524,6 +1565,7 @@ int main(void)
         cmocka_unit_test(test_receipt_while_close_fails),
         cmocka_unit_test(test_abandoned_updates_carried),
         cmocka_unit_test(test_server_lr_ramp),
+        cmocka_unit_test(test_stored_config_keeps_its_rule),
         cmocka_unit_test(test_kill_after_every_transition),
         cmocka_unit_test(test_ten_thousand_devices),
     };
