@@ -65,10 +65,11 @@ const char *sl_local_optimizer_name(sl_local_optimizer o);
 #define SL_TASK_FROZEN_MAX 1024
 
 /** The default server_lr_ramp of sparse FedAvg with the classic residual (config.c). With
- * server_lr_boost 3 (bench fl, 3 December 2026): the demo's fleet reached 80% in round 5
- * instead of 10 and 85% in 16 instead of 23, the same mean of rounds 30-50; every device
- * every round, 85% in rounds 5 and 4 instead of 6 and 5; --quick 1.5 and 2.1 points below
- * dense after 10 rounds instead of 5.1 and 5.4 (README: Fast starts). */
+ * server_lr_boost 3 (bench fl, 3 December 2026, two runs each): the demo's fleet reached
+ * 80% in rounds 5 and 7 instead of 10 and 12, 85% in 16 and 19 instead of 23 and 23, with a
+ * mean of rounds 30-50 0.17 points lower; every device every round, 85% in rounds 5 and 4
+ * instead of 6 and 5; --quick 1.5 and 2.1 points below dense after 10 rounds instead of 5.1
+ * and 5.4 (README: Fast starts). */
 #define SL_SERVER_LR_RAMP_DEFAULT 8
 
 /** A task's configuration, as parsed and validated from JSON. */
