@@ -441,6 +441,27 @@ static void test_bench_fl_options(void **state)
     free(out);
 }
 
+/* What the markdown (@report 0: dense's own cell, 1.0x) or the report (@report 1: its line)
+ * must say of @fl reaching level @l (0: 80%, 1: 85%), computed from the store. */
+static void reach_cell(const sl_fl_run *fl, int l, int report, char *want, size_t cap)
+{
+    sl_fl_reach r;
+    char up[24], down[24];
+    int pctl = l == 0 ? 80 : 85;
+    sl_fl_run_reach(fl, pctl / 100.0, &r);
+    sl_fl_human_bytes((double)r.bytes_up, up, sizeof up);
+    sl_fl_human_bytes((double)r.bytes_down, down, sizeof down);
+    if (report && r.round_no > 0)
+        snprintf(want, cap, "| to %d%% | round %lld: %s up, %s down in all rounds to it |", pctl,
+                 (long long)r.round_no, up, down);
+    else if (report)
+        snprintf(want, cap, "| to %d%% | not reached |", pctl);
+    else if (r.round_no > 0)
+        snprintf(want, cap, " %lld / %s / %s | 1.0x |", (long long)r.round_no, up, down);
+    else
+        snprintf(want, cap, " never | - |");
+}
+
 static void test_bench_fl_smoke(void **state)
 {
     char runs[600], png[600], md[600], data[700], report[600], *out = NULL, *text = NULL;
@@ -479,16 +500,8 @@ static void test_bench_fl_smoke(void **state)
     snprintf(data, sizeof data, "%s/dense/data", runs);
     assert_int_equal(sl_fl_run_load(data, 0, &fl, err, sizeof err), 0);
     for (int l = 0; l < 2; l++) {
-        sl_fl_reach r;
-        char want[160], up[24], down[24];
-        sl_fl_run_reach(&fl, l == 0 ? 0.80 : 0.85, &r);
-        sl_fl_human_bytes((double)r.bytes_up, up, sizeof up);
-        sl_fl_human_bytes((double)r.bytes_down, down, sizeof down);
-        if (r.round_no > 0)
-            snprintf(want, sizeof want, " %lld / %s / %s | 1.0x |", (long long)r.round_no, up,
-                     down);
-        else
-            snprintf(want, sizeof want, " never | - |");
+        char want[160];
+        reach_cell(&fl, l, 0, want, sizeof want);
         if (strstr(text, want) == NULL)
             fail_msg("fl.md lacks \"%s\":\n%s", want, text);
     }
@@ -542,17 +555,8 @@ static void test_bench_fl_smoke(void **state)
     assert_non_null(strstr(text, "| updates accepted | 20 of 20 selected |"));
     assert_int_equal(sl_fl_run_load(data_dense, 0, &fl, err, sizeof err), 0);
     for (int l = 0; l < 2; l++) { /* what reaching 80% and 85% cost, as the store says */
-        sl_fl_reach r;
-        char want[160], up[24], down[24];
-        sl_fl_run_reach(&fl, l == 0 ? 0.80 : 0.85, &r);
-        sl_fl_human_bytes((double)r.bytes_up, up, sizeof up);
-        sl_fl_human_bytes((double)r.bytes_down, down, sizeof down);
-        if (r.round_no > 0)
-            snprintf(want, sizeof want,
-                     "| to %d%% | round %lld: %s up, %s down in all rounds to it |",
-                     l == 0 ? 80 : 85, (long long)r.round_no, up, down);
-        else
-            snprintf(want, sizeof want, "| to %d%% | not reached |", l == 0 ? 80 : 85);
+        char want[160];
+        reach_cell(&fl, l, 1, want, sizeof want);
         if (strstr(text, want) == NULL)
             fail_msg("the report lacks \"%s\"", want);
     }

@@ -270,6 +270,45 @@ static int by_device(const void *a, const void *b)
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
+/* The stored version @base + 1 is, bit for bit, version @base plus @lr times the FedAvg of the
+ * @n updates @sent (made on @base; sorted here into the engine's order). */
+static void check_reference(sim *s, const sl_task_config *cfg, sent_upd *sent, size_t n,
+                            int64_t base, double lr)
+{
+    size_t d = (size_t)sl_layout_params(s->layout);
+    sl_task_config c = *cfg;
+    sl_model_record m;
+    sl__agg *agg;
+    uint32_t count;
+    double *delta = malloc(d * sizeof *delta);
+    float *ref = malloc(d * sizeof *ref), *got = malloc(d * sizeof *got);
+    qsort(sent, n, sizeof sent[0], by_device);
+    assert_int_equal(sl__agg_begin(&c, s->layout, &agg), SL_OK);
+    for (size_t k = 0; k < n; k++) {
+        void *frame;
+        size_t len;
+        uint8_t sha[32];
+        make_update(s, sent[k].i, sent[k].round_id, base, 1.0f, &frame, &len, sha);
+        assert_int_equal(sl__agg_add(agg, frame, len, (uint32_t)(50 + sent[k].i % 7)), SL_OK);
+        free(frame);
+    }
+    assert_int_equal(sl__agg_finish(agg, 0, delta, &count), SL_OK);
+    assert_int_equal(count, n);
+    sl__agg_free(agg);
+    assert_int_equal(sl_store_get_model(s->store, s->task, base, &m), SL_OK);
+    assert_int_equal(sl_frame_decode_model(s->layout, m.frame, m.frame_len, NULL, 0, ref), SL_OK);
+    sl_store_model_free(&m);
+    c.server_lr = lr;
+    assert_int_equal(sl_server_apply(&c, delta, d, ref, NULL), SL_OK);
+    assert_int_equal(sl_store_get_model(s->store, s->task, base + 1, &m), SL_OK);
+    assert_int_equal(sl_frame_decode_model(s->layout, m.frame, m.frame_len, NULL, 0, got), SL_OK);
+    sl_store_model_free(&m);
+    assert_memory_equal(got, ref, d * sizeof *ref);
+    free(delta);
+    free(ref);
+    free(got);
+}
+
 /* An abandoned round's acknowledged updates are aggregated with the next
  * round that closes on the same model version; a round the operator aborts
  * is not carried. Checked bit for bit against a reference aggregate. */
@@ -277,20 +316,14 @@ static void test_abandoned_updates_carried(void **state)
 {
     static const char cfg_json[] = CONFIG("");
     sim s;
-    size_t chosen[64], n, d, nsent = 0;
+    size_t chosen[64], n, nsent = 0;
     sent_upd sent[32];
     sl_task_status st;
     sl_round_record r1, r2, r3;
-    sl_model_record m;
     sl_task_config cfg;
-    sl__agg *agg;
-    double *delta;
-    float *ref, *got;
-    uint32_t count;
     char err[256];
     (void)state;
     sim_init(&s, "engine_carry", 30, cfg_json);
-    d = (size_t)sl_layout_params(s.layout);
     /* round 1: three of the quorum of six report, then the deadline */
     n = select_round(&s, chosen);
     assert_true(n >= 6);
@@ -329,37 +362,11 @@ static void test_abandoned_updates_carried(void **state)
     assert_int_equal(r3.state, SL_ROUND_CLOSED);
     assert_int_equal(r3.reported, 10); /* its own reports */
 
-    /* the reference: model 1 + FedAvg of round 1's three and round 3's ten */
-    qsort(sent, nsent, sizeof sent[0], by_device);
+    /* the reference: model 1 + FedAvg of round 1's three and round 3's ten, at the default
+     * ramp's first rate */
     assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
                      SL_OK);
-    assert_int_equal(sl__agg_begin(&cfg, s.layout, &agg), SL_OK);
-    for (size_t k = 0; k < nsent; k++) {
-        void *frame;
-        size_t len;
-        uint8_t sha[32];
-        make_update(&s, sent[k].i, sent[k].round_id, 1, 1.0f, &frame, &len, sha);
-        assert_int_equal(sl__agg_add(agg, frame, len, (uint32_t)(50 + sent[k].i % 7)), SL_OK);
-        free(frame);
-    }
-    delta = malloc(d * sizeof *delta);
-    ref = malloc(d * sizeof *ref);
-    got = malloc(d * sizeof *got);
-    assert_int_equal(sl__agg_finish(agg, 0, delta, &count), SL_OK);
-    assert_int_equal(count, 13);
-    sl__agg_free(agg);
-    assert_int_equal(sl_store_get_model(s.store, s.task, 1, &m), SL_OK);
-    assert_int_equal(sl_frame_decode_model(s.layout, m.frame, m.frame_len, NULL, 0, ref), SL_OK);
-    sl_store_model_free(&m);
-    cfg.server_lr = sl_server_lr_at(&cfg, 1); /* the default ramp's first aggregate */
-    assert_int_equal(sl_server_apply(&cfg, delta, d, ref, NULL), SL_OK);
-    assert_int_equal(sl_store_get_model(s.store, s.task, 2, &m), SL_OK);
-    assert_int_equal(sl_frame_decode_model(s.layout, m.frame, m.frame_len, NULL, 0, got), SL_OK);
-    sl_store_model_free(&m);
-    assert_memory_equal(got, ref, d * sizeof *ref);
-    free(delta);
-    free(ref);
-    free(got);
+    check_reference(&s, &cfg, sent, nsent, 1, sl_server_lr_at(&cfg, 1));
     sim_free(&s);
 }
 
@@ -373,24 +380,14 @@ static void test_server_lr_ramp(void **state)
     sim s;
     sl_task_config cfg;
     char err[256];
-    size_t d;
-    float *ref, *got;
-    double *delta;
     (void)state;
     sim_init(&s, "engine_ramp", 12, cfg_json);
     assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
                      SL_OK);
-    d = (size_t)sl_layout_params(s.layout);
-    ref = malloc(d * sizeof *ref);
-    got = malloc(d * sizeof *got);
-    delta = malloc(d * sizeof *delta);
     for (int k = 0; k < 3; k++) {
         size_t chosen[64], n = select_round(&s, chosen);
         sent_upd idx[10];
         int64_t round_id = status(&s).round.id, base = status(&s).model_version;
-        sl_model_record m;
-        sl__agg *agg;
-        uint32_t count;
         assert_int_equal(base, k + 1);
         assert_true(n >= 10);
         for (size_t j = 0; j < 10; j++) {
@@ -399,37 +396,9 @@ static void test_server_lr_ramp(void **state)
         }
         assert_int_equal(status(&s).model_version, base + 1);
         assert_float_equal(sl_server_lr_at(&cfg, base), want_lr[k], 1e-15);
-        /* the reference: the base model plus want_lr[k] times FedAvg of the ten, in device
-         * order */
-        qsort(idx, 10, sizeof idx[0], by_device);
-        assert_int_equal(sl__agg_begin(&cfg, s.layout, &agg), SL_OK);
-        for (size_t j = 0; j < 10; j++) {
-            void *frame;
-            size_t len;
-            uint8_t sha[32];
-            make_update(&s, idx[j].i, round_id, base, 1.0f, &frame, &len, sha);
-            assert_int_equal(sl__agg_add(agg, frame, len, (uint32_t)(50 + idx[j].i % 7)), SL_OK);
-            free(frame);
-        }
-        assert_int_equal(sl__agg_finish(agg, 0, delta, &count), SL_OK);
-        assert_int_equal(count, 10);
-        sl__agg_free(agg);
-        assert_int_equal(sl_store_get_model(s.store, s.task, base, &m), SL_OK);
-        assert_int_equal(sl_frame_decode_model(s.layout, m.frame, m.frame_len, NULL, 0, ref),
-                         SL_OK);
-        sl_store_model_free(&m);
-        cfg.server_lr = want_lr[k];
-        assert_int_equal(sl_server_apply(&cfg, delta, d, ref, NULL), SL_OK);
-        cfg.server_lr = 1.0;
-        assert_int_equal(sl_store_get_model(s.store, s.task, base + 1, &m), SL_OK);
-        assert_int_equal(sl_frame_decode_model(s.layout, m.frame, m.frame_len, NULL, 0, got),
-                         SL_OK);
-        sl_store_model_free(&m);
-        assert_memory_equal(got, ref, d * sizeof *ref);
+        /* the reference: the base model plus want_lr[k] times FedAvg of the ten */
+        check_reference(&s, &cfg, idx, 10, base, want_lr[k]);
     }
-    free(delta);
-    free(ref);
-    free(got);
     sim_free(&s);
 }
 
