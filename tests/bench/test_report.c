@@ -431,6 +431,14 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@slr0"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@p0"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@p101"), 2);
+    /* the server rate ramp: N in 1..10000 and a boost in (0, 100], or ramp0; once */
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@ramp0:2"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@ramp4"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@ramp4:"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@ramp4:0"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@ramp4:nan"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@ramp10001:2"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@ramp4:2@ramp0"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--at-wall", "soon"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--at-wall", "0"), 2);
     /* a missing gnuplot is found before anything runs */
