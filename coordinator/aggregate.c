@@ -37,6 +37,16 @@
  * round(a_i * 2^32): the same bits in any order and any split. The robust
  * aggregators' statistic of the normalised updates is scaled the same way.
  *
+ * The senders' mean (the task's "sender_mean_rounds", #23): a sparse update
+ * sends its own few coordinates, so in the mean over all K updates a
+ * coordinate that one of ten sent moves by a tenth of its value, most of all
+ * at the start, where the updates are large and error feedback has sent
+ * little yet. With a weight a in [0, 1] (sl_sender_mean_at, by the model
+ * version), coordinate j is divided by (1 - a) W + a S_j instead of W, S_j
+ * the sum of the weights of the updates that sent j: a = 1 is each
+ * coordinate's mean over its senders. S_j is a third integer sum (uint64,
+ * below W), so the result is the same bits in any order and any split.
+ *
  * Trimmed mean and median: unweighted and coordinate-wise over all K
  * updates, where a coordinate an update did not send counts as 0 (that is
  * what the device's sparse update means). Only the sparse (index, value)
@@ -72,9 +82,10 @@
 #endif
 __extension__ typedef __int128 i128;
 
-#define WEIGHT_FRAC   30 /* fractional bits of a weight */
-#define STEPS_FRAC    32 /* fractional bits of FedNova's effective steps */
-#define PARTIAL_MAGIC "SLAGGP2\n"
+#define WEIGHT_FRAC    30 /* fractional bits of a weight */
+#define STEPS_FRAC     32 /* fractional bits of FedNova's effective steps */
+#define PARTIAL_MAGIC  "SLAGGP2\n"
+#define PARTIAL_MAGIC3 "SLAGGP3\n" /* with the senders' weights */
 
 struct sl__agg {
     const sl_layout *layout; /* borrowed: must outlive the aggregation */
@@ -84,7 +95,11 @@ struct sl__agg {
     uint32_t count;
     int sorted; /* robust: the pairs are in index order (a finish sorted them) */
     /* FedAvg family: fixed point */
-    i128 *sum;     /* per coordinate: sum of q * wq */
+    i128 *sum; /* per coordinate: sum of q * wq */
+    /* the senders' mean: per coordinate the sum of wq of the updates that sent it, and
+     * the weight a of their mean at the finish (NULL, 0: the task has none) */
+    uint64_t *senders;
+    double sender_w;
     uint64_t wsum; /* sum of wq */
     int frac;      /* F: a value v is round(v * 2^F) */
     double bound;  /* 2^(62 - F): a value's magnitude must stay below it */
@@ -150,7 +165,11 @@ int sl__agg_begin(const sl_task_config *cfg, const sl_layout *layout, sl__agg **
     a->bound = ldexp(1.0, 62 - a->frac);
     if (!is_robust(a->kind)) {
         a->sum = calloc(a->params, sizeof *a->sum);
-        if (a->sum == NULL) {
+        if (cfg->sender_mean_rounds > 0 && cfg->sender_mean > 0)
+            a->senders = calloc(a->params, sizeof *a->senders);
+        if (a->sum == NULL ||
+            (cfg->sender_mean_rounds > 0 && cfg->sender_mean > 0 && a->senders == NULL)) {
+            free(a->sum);
             free(a);
             return SL_ENOMEM;
         }
@@ -164,6 +183,7 @@ void sl__agg_free(sl__agg *a)
     if (a == NULL)
         return;
     free(a->sum);
+    free(a->senders);
     free(a->idx);
     free(a->val);
     free(a);
@@ -306,12 +326,17 @@ static int add_scaled(sl__agg *a, const void *frame, size_t len, double num_samp
                 }
             }
         for (size_t t = 0; t < u->tensors; t++) {
-            i128 *base = a->sum + sl_layout_tensor(a->layout, t)->offset;
+            size_t offset = sl_layout_tensor(a->layout, t)->offset;
+            i128 *base = a->sum + offset;
             for (size_t j = 0; j < u->n[t]; j++) {
                 double v = scale * (double)u->val[t][j];
                 int64_t q = (int64_t)llround(ldexp(v, a->frac));
                 base[u->idx[t][j]] += (i128)q * (i128)wq;
             }
+            /* the indices are unique (the decoder checked): each S_j stays <= wsum */
+            if (a->senders != NULL)
+                for (size_t j = 0; j < u->n[t]; j++)
+                    a->senders[offset + u->idx[t][j]] += wq;
         }
         a->wsum += wq;
     } else {
@@ -572,9 +597,15 @@ int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *cou
         if ((rc = finish_robust(a, delta)) != SL_OK)
             return rc;
     } else {
-        double w = (double)a->wsum;
+        double w = (double)a->wsum, sw = a->senders != NULL ? a->sender_w : 0;
         for (size_t i = 0; i < a->params; i++) {
-            double x = (double)a->sum[i] / w;
+            double d = w, x;
+            if (sw > 0 && a->senders[i] > 0) { /* (1 - a) W + a S_j: separate roundings */
+                double own = sw * (double)a->senders[i];
+                d = (1.0 - sw) * w;
+                d = d + own;
+            }
+            x = (double)a->sum[i] / d;
             delta[i] = ldexp(x, -a->frac);
         }
     }
@@ -591,6 +622,16 @@ int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *cou
     }
     if (count != NULL)
         *count = a->count;
+    return SL_OK;
+}
+
+int sl__agg_sender_mean(sl__agg *a, double weight)
+{
+    if (a == NULL || !(weight >= 0 && weight <= 1))
+        return SL_EINVAL;
+    if (weight > 0 && a->senders == NULL)
+        return SL_ESTATE; /* begun for a task without the senders' mean */
+    a->sender_w = weight;
     return SL_OK;
 }
 
@@ -645,7 +686,7 @@ static uint64_t get_u64(const uint8_t *p)
 
 /* Header: magic (8), params, frac (as u64, two's complement), count, wsum, entries, then
  * FedNova's N and NA (low, high 64 bits): 72 bytes. An entry: flat index (u64), then the
- * sum's low and high 64 bits. */
+ * sum's low and high 64 bits; under the senders' mean (magic SLAGGP3) then S_j (u64). */
 #define PARTIAL_HEAD  72
 #define PARTIAL_ENTRY 24
 
@@ -659,13 +700,13 @@ int sl__agg_export(const sl__agg *a, void **out, size_t *len)
     if (is_robust(a->kind))
         return SL_ESTATE;
     for (size_t i = 0; i < a->params; i++)
-        nz += a->sum[i] != 0;
-    if (nz > (SIZE_MAX - PARTIAL_HEAD) / PARTIAL_ENTRY)
+        nz += a->sum[i] != 0 || (a->senders != NULL && a->senders[i] != 0);
+    if (nz > (SIZE_MAX - PARTIAL_HEAD) / (PARTIAL_ENTRY + 8))
         return SL_ETOOBIG;
-    n = PARTIAL_HEAD + nz * PARTIAL_ENTRY;
+    n = PARTIAL_HEAD + nz * (PARTIAL_ENTRY + (a->senders != NULL ? 8 : 0));
     if ((b = malloc(n)) == NULL)
         return SL_ENOMEM;
-    memcpy(b, PARTIAL_MAGIC, 8);
+    memcpy(b, a->senders != NULL ? PARTIAL_MAGIC3 : PARTIAL_MAGIC, 8);
     put_u64(b + 8, (uint64_t)a->params);
     put_u64(b + 16, (uint64_t)(int64_t)a->frac);
     put_u64(b + 24, a->count);
@@ -677,12 +718,16 @@ int sl__agg_export(const sl__agg *a, void **out, size_t *len)
     p = b + PARTIAL_HEAD;
     for (size_t i = 0; i < a->params; i++) {
         unsigned __int128 v = (unsigned __int128)a->sum[i];
-        if (a->sum[i] == 0)
+        if (a->sum[i] == 0 && (a->senders == NULL || a->senders[i] == 0))
             continue;
         put_u64(p, (uint64_t)i);
         put_u64(p + 8, (uint64_t)v);
         put_u64(p + 16, (uint64_t)(v >> 64));
         p += PARTIAL_ENTRY;
+        if (a->senders != NULL) {
+            put_u64(p, a->senders[i]);
+            p += 8;
+        }
     }
     *out = b;
     *len = n;
@@ -694,13 +739,18 @@ int sl__agg_merge(sl__agg *a, const void *partial, size_t len)
     const uint8_t *b = partial, *p;
     uint64_t params, count, wsum, nz, nsum, prev = 0;
     unsigned __int128 nasum;
+    size_t entry;
+    int with_senders;
 
     if (a == NULL || partial == NULL)
         return SL_EINVAL;
     if (is_robust(a->kind))
         return SL_ESTATE;
-    if (len < PARTIAL_HEAD || memcmp(b, PARTIAL_MAGIC, 8) != 0)
+    if (len < PARTIAL_HEAD ||
+        (memcmp(b, PARTIAL_MAGIC, 8) != 0 && memcmp(b, PARTIAL_MAGIC3, 8) != 0))
         return SL_ECORRUPT;
+    with_senders = memcmp(b, PARTIAL_MAGIC3, 8) == 0;
+    entry = PARTIAL_ENTRY + (with_senders ? 8 : 0);
     params = get_u64(b + 8);
     count = get_u64(b + 24);
     wsum = get_u64(b + 32);
@@ -709,15 +759,19 @@ int sl__agg_merge(sl__agg *a, const void *partial, size_t len)
     nasum = ((unsigned __int128)get_u64(b + 64) << 64) | get_u64(b + 56);
     if (params != (uint64_t)a->params || (int64_t)get_u64(b + 16) != (int64_t)a->frac)
         return SL_ELAYOUT; /* another model, or another task's bound */
-    if (nz > params || (len - PARTIAL_HEAD) / PARTIAL_ENTRY != nz ||
-        (len - PARTIAL_HEAD) % PARTIAL_ENTRY != 0 || (count == 0) != (wsum == 0))
+    if (with_senders != (a->senders != NULL))
+        return SL_ELAYOUT; /* the senders' weights in one and not the other: another task */
+    if (nz > params || (len - PARTIAL_HEAD) / entry != nz || (len - PARTIAL_HEAD) % entry != 0 ||
+        (count == 0) != (wsum == 0))
         return SL_ECORRUPT;
     /* everything is checked before the aggregation changes */
     p = b + PARTIAL_HEAD;
-    for (uint64_t k = 0; k < nz; k++, p += PARTIAL_ENTRY) {
+    for (uint64_t k = 0; k < nz; k++, p += entry) {
         uint64_t i = get_u64(p);
         if (i >= params || (k > 0 && i <= prev))
             return SL_ECORRUPT; /* indices ascending, each once */
+        if (with_senders && get_u64(p + PARTIAL_ENTRY) > wsum)
+            return SL_ECORRUPT; /* S_j is a part of the partial's wsum */
         prev = i;
     }
     if ((nsum != 0) != (a->nova && count > 0))
@@ -725,11 +779,14 @@ int sl__agg_merge(sl__agg *a, const void *partial, size_t len)
     if (count > UINT32_MAX - a->count || wsum > UINT64_MAX - a->wsum || nsum > UINT64_MAX - a->nsum)
         return SL_ETOOBIG;
     p = b + PARTIAL_HEAD;
-    for (uint64_t k = 0; k < nz; k++, p += PARTIAL_ENTRY) {
+    for (uint64_t k = 0; k < nz; k++, p += entry) {
         unsigned __int128 v = ((unsigned __int128)get_u64(p + 16) << 64) | get_u64(p + 8);
         /* each partial's |sum| < 2^62 * its wsum, and the wsums add below 2^64: the sum of
-         * the partials stays below 2^126, as one aggregation's would */
+         * the partials stays below 2^126, as one aggregation's would (and each S_j below
+         * the total wsum) */
         a->sum[get_u64(p)] += (i128)v;
+        if (with_senders)
+            a->senders[get_u64(p)] += get_u64(p + PARTIAL_ENTRY);
     }
     a->count += (uint32_t)count;
     a->wsum += wsum;

@@ -329,6 +329,8 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
     *next_model = malloc((t->n ? t->n : 1) * sizeof **next_model);
     if (rc == SL_OK && (delta == NULL || *next_model == NULL))
         rc = SL_ENOMEM;
+    if (rc == SL_OK) /* the senders' mean's weight, by the version as the server rate */
+        rc = sl__agg_sender_mean(agg, sl_sender_mean_at(&t->cfg, t->version));
     if (rc == SL_OK)
         rc = sl__agg_finish(agg, mix64(t->cfg.seed ^ 0x5eedu ^ (uint64_t)r->round_no), delta,
                             &count);

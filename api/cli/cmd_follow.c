@@ -59,7 +59,7 @@ typedef struct totals {
     int64_t final_version;
     int64_t first_ms, last_ms;
     char compression[160]; /* the task's, from /v1/status ("" until known) */
-    char aggregation[160]; /* its aggregator and server rate, from /v1/status */
+    char aggregation[256]; /* its aggregator, server rate and mean, from /v1/status */
 } totals;
 
 static int64_t now_ms(void)
@@ -226,17 +226,30 @@ static void describe_compression(const cJSON *comp, char *out, size_t cap)
                  extra);
 }
 
-/* The task's aggregation in words: "fedavg, server rate 3x at the first aggregate, back to 1
- * over 8" or "fedavg, server rate 1". */
+/* The task's aggregation in words: "fedavg, server rate 1, each coordinate's mean over its
+ * senders at the first aggregate, back to the mean of all over 8", "fedavg, server rate 3x 1
+ * at the first aggregate, back to 1 over 8" or "fedavg, server rate 1". */
 static void describe_aggregation(const cJSON *t, char *out, size_t cap)
 {
     double lr = sl__cli_num(t, "server_lr", 1), ramp = sl__cli_num(t, "server_lr_ramp", 0),
-           boost = sl__cli_num(t, "server_lr_boost", 1);
+           boost = sl__cli_num(t, "server_lr_boost", 1), sm = sl__cli_num(t, "sender_mean", 0),
+           smr = sl__cli_num(t, "sender_mean_rounds", 0);
+    size_t n;
     if (ramp > 0)
         snprintf(out, cap, "%s, server rate %gx %g at the first aggregate, back to %g over %.0f",
                  sl__cli_str(t, "aggregator"), boost, lr, lr, ramp);
     else
         snprintf(out, cap, "%s, server rate %g", sl__cli_str(t, "aggregator"), lr);
+    n = strlen(out);
+    if (sm > 0 && smr > 0 && n < cap) {
+        char w[32] = "";
+        if (sm < 1)
+            snprintf(w, sizeof w, " (weight %g)", sm);
+        snprintf(out + n, cap - n,
+                 ", each coordinate's mean over its senders%s at the first aggregate, back to "
+                 "the mean of all over %.0f",
+                 w, smr);
+    }
 }
 
 static int task_finished(sl__cli *c, int64_t task, int *finished, totals *tot)

@@ -36,14 +36,14 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -75,8 +75,12 @@ static int usage(FILE *out)
         "                     aggregator instead of fedavg; @slr2: server_lr 2; @wu3:0.04:\n"
         "                     density warm-up from 4%% over 3 participations; @ramp4:2:\n"
         "                     the server learning rate twice server_lr at the first\n"
-        "                     aggregate, back to server_lr by the fifth (@ramp0: none;\n"
-        "                     sparse FedAvg with the residual ramps by default); @budget:\n"
+        "                     aggregate, back to server_lr by the fifth (@ramp0: none,\n"
+        "                     the default); @sm8 or @sm8:0.5: each coordinate's mean\n"
+        "                     over the updates that sent it (weight 1 or 0.5) at the\n"
+        "                     first aggregate, back to the mean of all by the ninth\n"
+        "                     (@sm0: none; sparse FedAvg with the residual has @sm8 by\n"
+        "                     default, unless the setting gives a ramp); @budget:\n"
         "                     time budgets; @fednova: FedNova's averaging, with\n"
         "                     @residual; @p50: deadline_percentile 50 (with @budget:\n"
         "                     of the selected devices' full windows, else of the\n"
@@ -176,6 +180,27 @@ static int parse_ramp(const char *word, fl_setting *st)
     return 0;
 }
 
+/* "smN" or "smN:A": each coordinate's mean over its senders, weight A (default 1) at the first
+ * aggregate, back to the mean of all over N aggregates; "sm0": the mean of all throughout. */
+static int parse_sender_mean(const char *word, fl_setting *st)
+{
+    char n[8];
+    const char *colon = strchr(word, ':');
+    size_t digits = colon != NULL ? (size_t)(colon - word - 2) : strlen(word + 2);
+    uint32_t rounds;
+    double weight = 1;
+    if (strncmp(word, "sm", 2) != 0 || digits == 0 || digits >= sizeof n)
+        return -1;
+    snprintf(n, sizeof n, "%.*s", (int)digits, word + 2);
+    if (sl__bench_fl_u32(n, 0, 10000, &rounds) != 0 ||
+        (colon != NULL && (rounds == 0 || parse_double(colon + 1, 1e-9, 1.0, &weight) != 0)))
+        return -1;
+    st->sm_given = 1;
+    st->sender_mean_rounds = rounds;
+    st->sender_mean = weight;
+    return 0;
+}
+
 static int parse_warmup(const char *word, fl_setting *st)
 {
     char n[8];
@@ -250,6 +275,8 @@ static int parse_setting(const char *name, fl_setting *st)
             ; /* wuN:D: density warm-up over N participations from D */
         else if (!st->ramp_given && parse_ramp(word, st) == 0)
             ; /* rampN:B: server learning rate boosted B times, back over N aggregates */
+        else if (!st->sm_given && parse_sender_mean(word, st) == 0)
+            ; /* smN[:A]: the senders' mean, weight A, back to the mean of all over N */
         else if (!st->budget && strcmp(word, "budget") == 0)
             st->budget = 1; /* time budgets */
         else if (!st->fednova && strcmp(word, "fednova") == 0)
@@ -645,7 +672,10 @@ int sl_bench_fl(int argc, char **argv)
                 settings[j].warmup_rounds == settings[i].warmup_rounds &&
                 settings[j].server_lr == settings[i].server_lr &&
                 settings[j].ramp_given == settings[i].ramp_given &&
-                settings[j].server_lr_ramp == settings[i].server_lr_ramp && !settings[j].budget &&
+                settings[j].server_lr_ramp == settings[i].server_lr_ramp &&
+                settings[j].sm_given == settings[i].sm_given &&
+                settings[j].sender_mean_rounds == settings[i].sender_mean_rounds &&
+                settings[j].sender_mean == settings[i].sender_mean && !settings[j].budget &&
                 !settings[j].fednova && settings[j].percentile == 0)
                 res[i].alias_of = (int)j;
 

@@ -19,7 +19,7 @@
 
 /** One compression setting: the values and density handed to the devices. */
 typedef struct fl_setting {
-    char name[48];          /* "dense", "k1-int8", "default", "fp16@0.05" ... */
+    char name[64];          /* "dense", "k1-int8", "default", "fp16@0.05" ... */
     char values[16];        /* sl_value_mode_name(); for "default" the resolved default */
     double density;         /* (0, 1] */
     int is_default;         /* the task sets neither values nor density */
@@ -37,8 +37,12 @@ typedef struct fl_setting {
     uint32_t percentile;    /* @pN: deadline_percentile N (budgets: of the full windows) */
     int ramp_given;         /* @rampN:B or @ramp0: the task sets server_lr_ramp (else the
                                coordinator's default) */
-    uint32_t server_lr_ramp; /* @rampN:B: the task's server_lr_ramp N; @ramp0: off */
-    double server_lr_boost;  /* and server_lr_boost B */
+    uint32_t server_lr_ramp;     /* @rampN:B: the task's server_lr_ramp N; @ramp0: off */
+    double server_lr_boost;      /* and server_lr_boost B */
+    int sm_given;                /* @smN[:A] or @sm0: the task sets sender_mean_rounds (else the
+                                    coordinator's default) */
+    uint32_t sender_mean_rounds; /* @smN[:A]: the task's sender_mean_rounds N; @sm0: off */
+    double sender_mean;          /* and sender_mean A (1 when not given) */
 } fl_setting;
 
 /** What every setting shares. */

@@ -120,7 +120,7 @@ void sl__bench_fl_describe(const fl_setup *su, double dense_bytes, uint64_t para
 
 /* One row's cells (shared by the table and the markdown). */
 typedef struct row {
-    char label[112], values[16], density[24], final_acc[16], best_acc[16], mean_acc[16];
+    char label[136], values[16], density[24], final_acc[16], best_acc[16], mean_acc[16];
     char rounds_to[24];
     char up[24], down[24], ratio[24], down_frac[16], wall[16];
 } row;
@@ -366,6 +366,10 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
         cJSON_AddNumberToObject(o, "server_lr_ramp", r->run.config.server_lr_ramp);
         if (r->run.config.server_lr_ramp > 0)
             cJSON_AddNumberToObject(o, "server_lr_boost", r->run.config.server_lr_boost);
+        /* and the senders' mean */
+        cJSON_AddNumberToObject(o, "sender_mean_rounds", r->run.config.sender_mean_rounds);
+        if (r->run.config.sender_mean_rounds > 0)
+            cJSON_AddNumberToObject(o, "sender_mean", r->run.config.sender_mean);
         cJSON_AddNumberToObject(o, "rounds", t->rounds);
         cJSON_AddNumberToObject(o, "rounds_closed", t->closed);
         cJSON_AddItemToObject(o, "final_accuracy", json_num_or_null(t->final_accuracy));

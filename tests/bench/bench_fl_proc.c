@@ -191,6 +191,10 @@ static int write_file_task(const fl_setup *su, const fl_setting *st, const char 
             goto done;
         if (st->server_lr_ramp > 0 && !SET_NUM("server_lr_boost", st->server_lr_boost))
             goto done;
+        if (st->sm_given && !SET_NUM("sender_mean_rounds", st->sender_mean_rounds))
+            goto done;
+        if (st->sender_mean_rounds > 0 && !SET_NUM("sender_mean", st->sender_mean))
+            goto done;
         if (st->warmup_rounds > 0 && (!SET_NUM("warmup_rounds", st->warmup_rounds) ||
                                       !SET_NUM("warmup_density", st->warmup_density)))
             goto done;
@@ -234,6 +238,12 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
                  st->server_lr_boost);
     else if (st->ramp_given)
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"server_lr_ramp\": 0, ");
+    if (st->sender_mean_rounds > 0)
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr),
+                 "\"sender_mean_rounds\": %u, \"sender_mean\": %.17g, ", st->sender_mean_rounds,
+                 st->sender_mean);
+    else if (st->sm_given)
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"sender_mean_rounds\": 0, ");
     if (st->budget) { /* as many steps as fit, between a quarter of and the epochs' worth of an
                        * average client (a floor keeps FedNova's extrapolation of short runs
                        * bounded: 1 step against 252 diverged) */

@@ -439,6 +439,15 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@ramp4:nan"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@ramp10001:2"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@ramp4:2@ramp0"), 2);
+    /* the senders' mean: N in 0..10000 and a weight in (0, 1] for N above 0; once */
+    static const char *const bad_sm[] = {"sm",      "sm3:",    "sm0:0.5", "sm3:0",  "sm3:1.5",
+                                         "sm3:nan", "sm10001", "smx",     "sm3@sm4"};
+    for (size_t i = 0; i < sizeof bad_sm / sizeof bad_sm[0]; i++) {
+        char setting[32];
+        snprintf(setting, sizeof setting, "int8@0.1@%s", bad_sm[i]);
+        if (RUN(NULL, NULL, "bench", "fl", "--settings", setting) != 2)
+            fail_msg("bench fl took --settings %s", setting);
+    }
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--at-wall", "soon"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--at-wall", "0"), 2);
     /* a missing gnuplot is found before anything runs */
@@ -487,7 +496,7 @@ static void test_bench_fl_smoke(void **state)
     snprintf(png, sizeof png, "%s/fl.png", g_dir);
     snprintf(md, sizeof md, "%s/fl.md", g_dir);
     if (RUN(NULL, &out, "bench", "fl", "--smoke", "--settings",
-            "dense,k1-ternary,ternary@0.01@residual@tensor@decay0.9@ramp4:2", "--dir", runs,
+            "dense,k1-ternary,ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", "--dir", runs,
             "--plot", png, "--md", md) != 0)
         fail_msg("starling bench fl --smoke failed:\n%s", out);
     assert_non_null(strstr(out, "round   2/2  closed"));
@@ -499,8 +508,8 @@ static void test_bench_fl_smoke(void **state)
     assert_int_equal(sl_fs_read_file(md, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "| dense | fp32 | 1 | "));
     assert_non_null(strstr(text, "| k1-ternary | ternary | 0.01 | "));
-    assert_non_null(
-        strstr(text, "| ternary@0.01@residual@tensor@decay0.9@ramp4:2 | ternary | 0.01 | "));
+    assert_non_null(strstr(
+        text, "| ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5 | ternary | 0.01 | "));
     assert_null(strstr(text, "failed"));
     /* bytes and rounds to 80% and 85%: the cells say what the dense run's store holds, and
      * dense is its own reference (1.0x) */
@@ -516,9 +525,11 @@ static void test_bench_fl_smoke(void **state)
     sl_fl_run_free(&fl);
     free(text);
     /* the scope and error feedback reach the task only where the setting gives them */
-    snprintf(data, sizeof data, "%s/ternary@0.01@residual@tensor@decay0.9@ramp4:2/task.json", runs);
+    snprintf(data, sizeof data,
+             "%s/ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "\"server_lr_ramp\": 4, \"server_lr_boost\": 2"));
+    assert_non_null(strstr(text, "\"sender_mean_rounds\": 3, \"sender_mean\": 0.5"));
     assert_non_null(strstr(text, "\"topk_scope\": \"tensor\""));
     assert_non_null(strstr(text, "\"error_feedback\": \"residual\""));
     assert_non_null(strstr(text, "\"residual_decay\": 0.90000000000000002"));
@@ -526,25 +537,30 @@ static void test_bench_fl_smoke(void **state)
     snprintf(data, sizeof data, "%s/k1-ternary/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
     assert_null(strstr(text, "server_lr_ramp"));
+    assert_null(strstr(text, "sender_mean"));
     assert_null(strstr(text, "topk_scope"));
     assert_null(strstr(text, "error_feedback"));
     assert_null(strstr(text, "residual_decay"));
     free(text);
-    /* the ramp the tasks ran with: the one given, the coordinator's default for sparse FedAvg
-     * with the residual, none for dense */
+    /* the ramp and the senders' mean the tasks ran with: the ones given, the coordinator's
+     * default for sparse FedAvg with the residual (the senders' mean), none for dense */
     {
         static const struct {
             const char *setting;
-            uint32_t ramp;
-        } want[] = {{"dense", 0},
-                    {"k1-ternary", SL_SERVER_LR_RAMP_DEFAULT},
-                    {"ternary@0.01@residual@tensor@decay0.9@ramp4:2", 4}};
+            uint32_t ramp, sm;
+            double weight;
+        } want[] = {{"dense", 0, 0, 1},
+                    {"k1-ternary", 0, SL_SENDER_MEAN_ROUNDS_DEFAULT, 1},
+                    {"ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", 4, 3, 0.5}};
         for (size_t k = 0; k < 3; k++) {
             snprintf(data, sizeof data, "%s/%s/data", runs, want[k].setting);
             assert_int_equal(sl_fl_run_load(data, 0, &fl, err, sizeof err), 0);
-            if (fl.config.server_lr_ramp != want[k].ramp)
-                fail_msg("%s ran with server_lr_ramp %u, not %u", want[k].setting,
-                         fl.config.server_lr_ramp, want[k].ramp);
+            if (fl.config.server_lr_ramp != want[k].ramp ||
+                fl.config.sender_mean_rounds != want[k].sm ||
+                fl.config.sender_mean != want[k].weight)
+                fail_msg("%s ran with server_lr_ramp %u, sender_mean_rounds %u, sender_mean %g",
+                         want[k].setting, fl.config.server_lr_ramp, fl.config.sender_mean_rounds,
+                         fl.config.sender_mean);
             sl_fl_run_free(&fl);
         }
     }

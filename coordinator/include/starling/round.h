@@ -64,13 +64,14 @@ const char *sl_local_optimizer_name(sl_local_optimizer o);
 /** Bytes of sl_task_config.frozen, the terminating NUL included. */
 #define SL_TASK_FROZEN_MAX 1024
 
-/** The default server_lr_ramp of sparse FedAvg with the classic residual (config.c). With
- * server_lr_boost 3 (bench fl, 3 December 2026, two runs each): the demo's fleet reached
- * 80% in rounds 5 and 7 instead of 10 and 12, 85% in 16 and 19 instead of 23 and 23, with a
- * mean of rounds 30-50 0.17 points lower; every device every round, 85% in rounds 5 and 4
- * instead of 6 and 5; --quick 1.5 and 2.1 points below dense after 10 rounds instead of 5.1
- * and 5.4 (README: Fast starts). */
-#define SL_SERVER_LR_RAMP_DEFAULT 8
+/** The default sender_mean_rounds of sparse FedAvg with the classic residual (config.c), with
+ * sender_mean 1. It replaced a server rate ramp (server_lr_ramp 8, server_lr_boost 3: the
+ * default for part of 3 December 2026; a task created then names it and keeps it). bench fl,
+ * every device every round, rounds 1-6 (3 December 2026): 85% in round 4 in three runs with
+ * fades of 4 and 8 aggregates, where the ramp reached it in round 5 or 4 and a boost of 5
+ * overshot; the senders' mean for good (no fade) fell from 78.7% in round 4 to 65% in round 6,
+ * and with the ramp besides it fell to 11% in round 2 (README: Fast starts). */
+#define SL_SENDER_MEAN_ROUNDS_DEFAULT 8
 
 /** A task's configuration, as parsed and validated from JSON. */
 typedef struct sl_task_config {
@@ -111,10 +112,16 @@ typedef struct sl_task_config {
     /* the server learning rate times server_lr_boost at the first aggregate, the factor
      * moving linearly to 1 over the first server_lr_ramp aggregates (sl_server_lr_at): sparse
      * updates' mean moves the model less than dense ones', most at the start; ramp 0 = off */
-    double server_lr_boost; /* default 3 */
-    /* default SL_SERVER_LR_RAMP_DEFAULT for sparse FedAvg with the classic residual (not
-     * FedBuff), else 0 (config.c) */
-    uint32_t server_lr_ramp;
+    double server_lr_boost;  /* default 3 */
+    uint32_t server_lr_ramp; /* default 0 */
+    /* each coordinate's mean over the updates that sent it, weighted sender_mean at the
+     * first aggregate against the mean over all updates, the weight moving linearly to 0
+     * over the first sender_mean_rounds aggregates (sl_sender_mean_at): a coordinate one
+     * device of ten sent moves by its value, not a tenth of it; rounds 0 = off */
+    double sender_mean; /* default 1 */
+    /* default SL_SENDER_MEAN_ROUNDS_DEFAULT for sparse FedAvg with the classic residual
+     * (not FedBuff) when the task sets no server_lr_ramp, else 0 (config.c) */
+    uint32_t sender_mean_rounds;
     double server_momentum;   /* FedAvgM beta (default 0.9) */
     double beta1, beta2, tau; /* FedAdam/Yogi/Adagrad (defaults 0.9, 0.99, 1e-3) */
     double clip_norm;         /* per-update L2 clipping; 0 = off */
@@ -173,7 +180,8 @@ int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char
  * stored (its canonical JSON, which names every key it knew): a key the
  * text lacks was added after the task was created and takes the behaviour
  * the task was created with, not today's default, so an upgrade does not
- * change how a running task aggregates (server_lr_ramp: 0).
+ * change how a running task aggregates (server_lr_ramp and sender_mean_rounds:
+ * 0).
  */
 int sl_task_config_parse_stored(const char *json, size_t len, sl_task_config *out, char *err,
                                 size_t errcap);
@@ -236,6 +244,17 @@ int sl_server_apply(const sl_task_config *cfg, const double *delta, size_t n, fl
  * a restarted coordinator or a new leader applies the same rate.
  */
 double sl_server_lr_at(const sl_task_config *cfg, int64_t version);
+
+/**
+ * sl_sender_mean_at - the weight of the senders' mean in the aggregate that
+ * makes version @version + 1 from @version (the first aggregate is k = 1):
+ * with sender_mean_rounds R > 0, sender_mean * (1 - (k - 1) / R) for k <= R,
+ * and 0 from then on; 0 when R is 0. Each coordinate j of the FedAvg mean is
+ * then sum_i w_i u_ij / ((1 - a) W + a S_j), W the sum of the weights and
+ * S_j that of the updates that sent j (sl__agg_finish). A function of the
+ * version alone, as sl_server_lr_at.
+ */
+double sl_sender_mean_at(const sl_task_config *cfg, int64_t version);
 
 /* ------------------------------------------------------------------------ */
 /* The engine                                                               */

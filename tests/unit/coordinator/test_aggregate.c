@@ -113,6 +113,7 @@ static sl_task_config agg_config(sl_aggregator a, double clip, double trim, doub
     c.clip_norm = clip;
     c.trim_fraction = trim;
     c.dp_noise = dp;
+    c.sender_mean_rounds = 0; /* the plain mean (test_sender_mean has the senders') */
     return c;
 }
 
@@ -833,6 +834,138 @@ static void test_server_lr_ramp(void **state)
     assert_float_equal(sl_server_lr_at(&c, 1), 0.5, 0);
 }
 
+/* The senders' mean (#23): each coordinate divided by (1 - a) W + a S_j, S_j the weights of
+ * the updates that sent it, against a reference in doubles; a = 0 is the plain mean bit for
+ * bit; any order and any split into partials give the same bits; partials of the two kinds
+ * do not mix; the weight's schedule by version (sl_sender_mean_at). */
+static void test_sender_mean(void **state)
+{
+    enum { K = 5 };
+    sl_layout *l = small_layout();
+    size_t P = (size_t)sl_layout_params(l);
+    sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0), plain = c;
+    static const uint32_t w[K] = {7, 30, 1, 12, 50};
+    static const double weights[] = {1.0, 0.75, 0.3};
+    upd u[K];
+    sl__agg *a, *b, *parts[2];
+    double *got = malloc(P * sizeof *got), *base = malloc(P * sizeof *base);
+    double *again = malloc(P * sizeof *again);
+    void *part[2];
+    size_t plen[2];
+    size_t one_sender = 0;
+    (void)state;
+    c.sender_mean_rounds = 4;
+    c.sender_mean = 1;
+    for (size_t i = 0; i < K; i++)
+        random_update(l, 0.3, 1.0, 900 + i, &u[i]);
+
+    /* a = 0 (the default weight, or set): the plain mean, bit for bit */
+    assert_int_equal(sl__agg_begin(&plain, l, &b), SL_OK);
+    assert_int_equal(sl__agg_sender_mean(b, 0.5), SL_ESTATE); /* begun without the sums */
+    assert_int_equal(sl__agg_sender_mean(b, 0), SL_OK);
+    for (size_t i = 0; i < K; i++)
+        assert_int_equal(sl__agg_add(b, u[i].frame, u[i].len, w[i]), SL_OK);
+    assert_int_equal(sl__agg_finish(b, 0, base, NULL), SL_OK);
+    sl__agg_free(b);
+    assert_int_equal(sl__agg_begin(&c, l, &a), SL_OK);
+    for (size_t i = 0; i < K; i++)
+        assert_int_equal(sl__agg_add(a, u[i].frame, u[i].len, w[i]), SL_OK);
+    assert_int_equal(sl__agg_finish(a, 0, got, NULL), SL_OK);
+    assert_memory_equal(got, base, P * sizeof *got);
+    assert_int_equal(sl__agg_sender_mean(a, 1.5), SL_EINVAL);
+    assert_int_equal(sl__agg_sender_mean(a, -0.25), SL_EINVAL);
+    assert_int_equal(sl__agg_sender_mean(a, NAN), SL_EINVAL);
+
+    for (size_t wi = 0; wi < sizeof weights / sizeof weights[0]; wi++) {
+        double al = weights[wi], W = 0;
+        for (size_t i = 0; i < K; i++)
+            W += w[i];
+        assert_int_equal(sl__agg_sender_mean(a, al), SL_OK);
+        assert_int_equal(sl__agg_finish(a, 0, got, NULL), SL_OK);
+        for (size_t j = 0; j < P; j++) {
+            double num = 0, S = 0, want;
+            size_t senders = 0;
+            for (size_t i = 0; i < K; i++)
+                if (u[i].dense[j] != 0) {
+                    num += w[i] * u[i].dense[j];
+                    S += w[i];
+                    senders++;
+                }
+            want = S > 0 ? num / ((1 - al) * W + al * S) : 0;
+            if (fabs(got[j] - want) > 1e-12 * (1 + fabs(want)))
+                fail_msg("a %g, coordinate %zu: %.17g, want %.17g", al, j, got[j], want);
+            if (al == 1.0 && senders == 1) { /* a lone sender's value, whole */
+                for (size_t i = 0; i < K; i++)
+                    if (u[i].dense[j] != 0)
+                        assert_float_equal(got[j], u[i].dense[j], 1e-12);
+                one_sender++;
+            }
+        }
+        /* the reverse order and a split into two partials: the same bits */
+        assert_int_equal(sl__agg_begin(&c, l, &b), SL_OK);
+        for (size_t i = K; i-- > 0;)
+            assert_int_equal(sl__agg_add(b, u[i].frame, u[i].len, w[i]), SL_OK);
+        assert_int_equal(sl__agg_sender_mean(b, al), SL_OK);
+        assert_int_equal(sl__agg_finish(b, 0, again, NULL), SL_OK);
+        assert_memory_equal(again, got, P * sizeof *got);
+        sl__agg_free(b);
+        for (int p = 0; p < 2; p++) {
+            assert_int_equal(sl__agg_begin(&c, l, &parts[p]), SL_OK);
+            for (size_t i = (size_t)p; i < K; i += 2)
+                assert_int_equal(sl__agg_add(parts[p], u[i].frame, u[i].len, w[i]), SL_OK);
+            assert_int_equal(sl__agg_export(parts[p], &part[p], &plen[p]), SL_OK);
+            sl__agg_free(parts[p]);
+        }
+        assert_int_equal(sl__agg_begin(&c, l, &b), SL_OK);
+        for (int p = 0; p < 2; p++)
+            assert_int_equal(sl__agg_merge(b, part[p], plen[p]), SL_OK);
+        assert_int_equal(sl__agg_sender_mean(b, al), SL_OK);
+        assert_int_equal(sl__agg_finish(b, 0, again, NULL), SL_OK);
+        assert_memory_equal(again, got, P * sizeof *got);
+        sl__agg_free(b);
+        if (wi == 0) {
+            uint8_t *bad = malloc(plen[0]);
+            /* a plain partial and one with the senders' sums do not mix */
+            assert_int_equal(sl__agg_begin(&plain, l, &b), SL_OK);
+            assert_int_equal(sl__agg_merge(b, part[0], plen[0]), SL_ELAYOUT);
+            assert_int_equal(sl__agg_add(b, u[0].frame, u[0].len, w[0]), SL_OK);
+            free(part[1]);
+            assert_int_equal(sl__agg_export(b, &part[1], &plen[1]), SL_OK);
+            sl__agg_free(b);
+            assert_int_equal(sl__agg_merge(a, part[1], plen[1]), SL_ELAYOUT);
+            /* a sender's sum above the partial's weights: corrupt, nothing changes */
+            memcpy(bad, part[0], plen[0]);
+            memset(bad + 72 + 24, 0xff, 8);
+            assert_int_equal(sl__agg_merge(a, bad, plen[0]), SL_ECORRUPT);
+            memcpy(bad, part[0], plen[0]);
+            assert_int_equal(sl__agg_merge(a, bad, plen[0] - 8), SL_ECORRUPT);
+            free(bad);
+            assert_int_equal(sl__agg_finish(a, 0, again, NULL), SL_OK);
+            assert_memory_equal(again, got, P * sizeof *got);
+        }
+        free(part[0]);
+        free(part[1]);
+    }
+    assert_true(one_sender > 10); /* the density makes lone senders common */
+    sl__agg_free(a);
+
+    /* the schedule: sender_mean at the first aggregate, 0 from aggregate rounds + 1 on */
+    c.sender_mean = 0.8;
+    assert_float_equal(sl_sender_mean_at(&c, 1), 0.8, 0);
+    assert_float_equal(sl_sender_mean_at(&c, 2), 0.6, 1e-15);
+    assert_float_equal(sl_sender_mean_at(&c, 4), 0.2, 1e-15);
+    assert_float_equal(sl_sender_mean_at(&c, 5), 0.0, 0);
+    assert_float_equal(sl_sender_mean_at(&c, 0), 0.0, 0);
+    c.sender_mean_rounds = 0;
+    assert_float_equal(sl_sender_mean_at(&c, 1), 0.0, 0);
+    for (size_t i = 0; i < K; i++)
+        free_upd(&u[i]);
+    free(got);
+    free(base);
+    free(again);
+    sl_layout_free(l);
+}
+
 static void test_server_rejections(void **state)
 {
     (void)state;
@@ -1084,6 +1217,7 @@ int main(void)
         cmocka_unit_test(test_agg_rejections),
         cmocka_unit_test(test_server_optimisers),
         cmocka_unit_test(test_server_lr_ramp),
+        cmocka_unit_test(test_sender_mean),
         cmocka_unit_test(test_server_rejections),
         cmocka_unit_test(test_state_decode_rejections),
     };

@@ -46,8 +46,11 @@ static void test_defaults(void **state)
     assert_int_equal(c.error_feedback, SL_EF_RESIDUAL);
     assert_true(c.residual_decay == 0.9);
     assert_int_equal(c.values, SL_VALUE_TERNARY);
-    /* sparse FedAvg with the residual: the server rate ramp (#23); nothing else gets it */
-    assert_int_equal(c.server_lr_ramp, SL_SERVER_LR_RAMP_DEFAULT);
+    /* sparse FedAvg with the residual: the senders' mean (#23); nothing else gets it, and
+     * no server rate ramp unless asked for */
+    assert_int_equal(c.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
+    assert_true(c.sender_mean == 1.0);
+    assert_int_equal(c.server_lr_ramp, 0);
     assert_true(c.server_lr_boost == 3.0);
     {
         static const char *const none[] = {
@@ -56,29 +59,39 @@ static void test_defaults(void **state)
             "{\"target\": 10, \"aggregator\": \"fedavgm\"}",
             "{\"target\": 10, \"aggregator\": \"median\"}",
             "{\"target\": 10, \"fedbuff\": true}",
+            "{\"target\": 10, \"dp_noise\": 1, \"clip_norm\": 1}",
+            "{\"target\": 10, \"server_lr_ramp\": 8}",
         };
         sl_task_config o;
         for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
             assert_int_equal(parse(none[i], &o, err, sizeof err), SL_OK);
-            if (o.server_lr_ramp != 0)
+            if (o.sender_mean_rounds != 0)
+                fail_msg("%s: sender_mean_rounds %u", none[i], o.sender_mean_rounds);
+            if (o.server_lr_ramp != (strstr(none[i], "ramp") ? 8u : 0u))
                 fail_msg("%s: server_lr_ramp %u", none[i], o.server_lr_ramp);
         }
-        /* a stored configuration without the key predates it: no ramp */
+        /* a stored configuration without a key predates it: neither rule (a task created
+         * with the ramp's default, 3 December 2026, names its ramp and keeps it) */
         assert_int_equal(sl_task_config_parse_stored("{\"target\": 10}", 14, &o, err, sizeof err),
                          SL_OK);
         assert_int_equal(o.server_lr_ramp, 0);
+        assert_int_equal(o.sender_mean_rounds, 0);
         assert_int_equal(sl_task_config_parse_stored("{\"target\": 10, \"server_lr_ramp\": 8}", 35,
                                                      &o, err, sizeof err),
                          SL_OK);
         assert_int_equal(o.server_lr_ramp, 8);
-        assert_int_equal(parse("{\"target\": 10, \"server_lr_ramp\": 0}", &o, err, sizeof err),
+        assert_int_equal(o.sender_mean_rounds, 0);
+        assert_int_equal(parse("{\"target\": 10, \"sender_mean_rounds\": 0}", &o, err, sizeof err),
                          SL_OK); /* switched off */
-        assert_int_equal(o.server_lr_ramp, 0);
+        assert_int_equal(o.sender_mean_rounds, 0);
         assert_int_equal(parse("{\"target\": 10, \"aggregator\": \"fedadam\", \"server_lr\": "
-                               "0.01, \"server_lr_ramp\": 4}",
+                               "0.01, \"server_lr_ramp\": 4, \"sender_mean_rounds\": 3, "
+                               "\"sender_mean\": 0.5}",
                                &o, err, sizeof err),
-                         SL_OK); /* asked for: any rule */
+                         SL_OK); /* asked for: any rule of the FedAvg family */
         assert_int_equal(o.server_lr_ramp, 4);
+        assert_int_equal(o.sender_mean_rounds, 3);
+        assert_true(o.sender_mean == 0.5);
     }
     /* the decay is the classic residual's: tracking without one gets 1 */
     assert_int_equal(
@@ -305,6 +318,22 @@ static void test_rejections(void **state)
         {"{\"target\":10,\"server_lr_boost\":101}", SL_ECONFIG_VALUE, "server_lr_boost:"},
         {"{\"target\":10,\"server_lr_ramp\":10001}", SL_ECONFIG_VALUE, "server_lr_ramp:"},
         {"{\"target\":10,\"server_lr_ramp\":1.5}", SL_ECONFIG_VALUE, "server_lr_ramp:"},
+        {"{\"target\":10,\"sender_mean\":1.5}", SL_ECONFIG_VALUE,
+         "sender_mean: 1.5 is above the maximum 1"},
+        {"{\"target\":10,\"sender_mean\":-0.1}", SL_ECONFIG_VALUE, "sender_mean:"},
+        {"{\"target\":10,\"sender_mean_rounds\":10001}", SL_ECONFIG_VALUE, "sender_mean_rounds:"},
+        {"{\"target\":10,\"sender_mean_rounds\":2.5}", SL_ECONFIG_VALUE, "sender_mean_rounds:"},
+        {"{\"target\":10,\"sender_mean_rounds\":4,\"error_feedback\":\"tracking\"}",
+         SL_ECONFIG_VALUE,
+         "sender_mean_rounds: not with error_feedback \"tracking\" (it counts the model's move "
+         "as the mean of the updates sent; set \"error_feedback\": \"residual\")"},
+        {"{\"target\":10,\"sender_mean_rounds\":4,\"dp_noise\":1,\"clip_norm\":1}",
+         SL_ECONFIG_VALUE, "sender_mean_rounds: not with dp_noise (the noise is calibrated"},
+        {"{\"target\":10,\"sender_mean_rounds\":4,\"aggregator\":\"median\"}", SL_ECONFIG_VALUE,
+         "sender_mean_rounds: not with median (its statistic counts a coordinate an update did "
+         "not send as 0)"},
+        {"{\"target\":10,\"sender_mean_rounds\":4,\"aggregator\":\"trimmed_mean\"}",
+         SL_ECONFIG_VALUE, "sender_mean_rounds: not with trimmed_mean"},
         {"{\"target\":10,\"aggregator\":3}", SL_ECONFIG_VALUE, "aggregator: expected a string"},
         {"{\"target\":10,\"values\":\"fp64\"}", SL_ECONFIG_VALUE, "values: unknown value mode"},
         {"{\"target\":10,\"topk_scope\":\"global\"}", SL_ECONFIG_VALUE,

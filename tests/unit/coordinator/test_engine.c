@@ -271,10 +271,12 @@ static int by_device(const void *a, const void *b)
 }
 
 /* The stored version @base + 1 is, bit for bit, version @base plus @lr times the FedAvg of the
- * @n updates @sent (made on @base; sorted here into the engine's order). */
-static void check_reference(sim *s, const sl_task_config *cfg, sent_upd *sent, size_t n,
-                            int64_t base, double lr)
+ * @n updates @sent (made on @base; sorted here into the engine's order), under the senders'
+ * mean of version @base when the task has one. */
+static int reference_equal(sim *s, const sl_task_config *cfg, sent_upd *sent, size_t n,
+                           int64_t base, double lr)
 {
+    int equal;
     size_t d = (size_t)sl_layout_params(s->layout);
     sl_task_config c = *cfg;
     sl_model_record m;
@@ -292,6 +294,7 @@ static void check_reference(sim *s, const sl_task_config *cfg, sent_upd *sent, s
         assert_int_equal(sl__agg_add(agg, frame, len, (uint32_t)(50 + sent[k].i % 7)), SL_OK);
         free(frame);
     }
+    assert_int_equal(sl__agg_sender_mean(agg, sl_sender_mean_at(&c, base)), SL_OK);
     assert_int_equal(sl__agg_finish(agg, 0, delta, &count), SL_OK);
     assert_int_equal(count, n);
     sl__agg_free(agg);
@@ -303,10 +306,18 @@ static void check_reference(sim *s, const sl_task_config *cfg, sent_upd *sent, s
     assert_int_equal(sl_store_get_model(s->store, s->task, base + 1, &m), SL_OK);
     assert_int_equal(sl_frame_decode_model(s->layout, m.frame, m.frame_len, NULL, 0, got), SL_OK);
     sl_store_model_free(&m);
-    assert_memory_equal(got, ref, d * sizeof *ref);
+    equal = memcmp(got, ref, d * sizeof *ref) == 0;
     free(delta);
     free(ref);
     free(got);
+    return equal;
+}
+
+static void check_reference(sim *s, const sl_task_config *cfg, sent_upd *sent, size_t n,
+                            int64_t base, double lr)
+{
+    if (!reference_equal(s, cfg, sent, n, base, lr))
+        fail_msg("version %lld differs from its reference aggregate", (long long)base + 1);
 }
 
 /* An abandoned round's acknowledged updates are aggregated with the next
@@ -402,8 +413,46 @@ static void test_server_lr_ramp(void **state)
     sim_free(&s);
 }
 
-/* A task stored before server_lr_ramp existed (its canonical JSON lacks the key) keeps
- * aggregating as it did after an upgrade: no ramp, not today's default. */
+/* The senders' mean (#23): the k-th aggregate divides each coordinate by (1 - a) W + a S_j,
+ * a = 1, then 1/2, then 0 under sender_mean_rounds 2, the same bits as the reference's; the
+ * reference for a = 1 differs from the plain mean's (the check can fail). */
+static void test_sender_mean(void **state)
+{
+    static const char cfg_json[] = CONFIG(",\"error_feedback\":\"residual\","
+                                          "\"sender_mean_rounds\":2");
+    static const double want_w[] = {1.0, 0.5, 0.0};
+    sim s;
+    sl_task_config cfg, plain;
+    char err[256];
+    (void)state;
+    sim_init(&s, "engine_sender_mean", 12, cfg_json);
+    assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(cfg.server_lr_ramp, 0);
+    for (int k = 0; k < 3; k++) {
+        size_t chosen[64], n = select_round(&s, chosen);
+        sent_upd idx[10];
+        int64_t round_id = status(&s).round.id, base = status(&s).model_version;
+        assert_int_equal(base, k + 1);
+        assert_true(n >= 10);
+        for (size_t j = 0; j < 10; j++) {
+            assert_true(upload(&s, chosen[j], 1.0f).accepted);
+            idx[j] = (sent_upd){chosen[j], round_id};
+        }
+        assert_int_equal(status(&s).model_version, base + 1);
+        assert_float_equal(sl_sender_mean_at(&cfg, base), want_w[k], 0);
+        check_reference(&s, &cfg, idx, 10, base, 1.0);
+        if (k == 0) { /* the plain mean is another model */
+            plain = cfg;
+            plain.sender_mean_rounds = 0;
+            assert_false(reference_equal(&s, &plain, idx, 10, base, 1.0));
+        }
+    }
+    sim_free(&s);
+}
+
+/* A task stored before sender_mean_rounds existed (its canonical JSON lacks the key) keeps
+ * aggregating as it did after an upgrade: not today's default. */
 static void test_stored_config_keeps_its_rule(void **state)
 {
     sim s;
@@ -413,22 +462,23 @@ static void test_stored_config_keeps_its_rule(void **state)
     (void)state;
     sim_init(&s, "engine_stored_cfg", 12, CONFIG(""));
     st = status(&s);
-    assert_int_equal(st.cfg.server_lr_ramp, SL_SERVER_LR_RAMP_DEFAULT); /* a new task: ramps */
+    /* a new task: the senders' mean */
+    assert_int_equal(st.cfg.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
     sl_engine_close(s.engine);
     sl_store_close(s.store);
     snprintf(path, sizeof path, "%s/store.db", s.dir);
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     if (sqlite3_exec(db,
-                     "UPDATE tasks SET config = replace(replace(config, '\"server_lr_ramp\": 8, ', "
-                     "''), '\"server_lr_ramp\":8,', '')",
+                     "UPDATE tasks SET config = replace(replace(config, '\"sender_mean_rounds\": "
+                     "8, ', ''), '\"sender_mean_rounds\":8,', '')",
                      NULL, NULL, &sqlerr) != SQLITE_OK)
         fail_msg("%s", sqlerr);
     {
         sqlite3_stmt *q;
         assert_int_equal(sqlite3_prepare_v2(db,
                                             "SELECT count(*) FROM tasks WHERE instr(config, "
-                                            "'server_lr_ramp') = 0 AND instr(config, "
-                                            "'server_lr_boost') > 0",
+                                            "'sender_mean_rounds') = 0 AND instr(config, "
+                                            "'sender_mean') > 0",
                                             -1, &q, NULL),
                          SQLITE_OK);
         assert_int_equal(sqlite3_step(q), SQLITE_ROW);
@@ -438,8 +488,9 @@ static void test_stored_config_keeps_its_rule(void **state)
     sqlite3_close(db);
     sim_open_engine(&s);
     st = status(&s);
+    assert_int_equal(st.cfg.sender_mean_rounds, 0);
     assert_int_equal(st.cfg.server_lr_ramp, 0);
-    assert_float_equal(sl_server_lr_at(&st.cfg, 1), 1.0, 0);
+    assert_float_equal(sl_sender_mean_at(&st.cfg, 1), 0.0, 0);
     sim_free(&s);
 }
 
@@ -1534,6 +1585,7 @@ int main(void)
         cmocka_unit_test(test_receipt_while_close_fails),
         cmocka_unit_test(test_abandoned_updates_carried),
         cmocka_unit_test(test_server_lr_ramp),
+        cmocka_unit_test(test_sender_mean),
         cmocka_unit_test(test_stored_config_keeps_its_rule),
         cmocka_unit_test(test_kill_after_every_transition),
         cmocka_unit_test(test_ten_thousand_devices),
