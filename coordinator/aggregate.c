@@ -41,11 +41,11 @@
  * sends its own few coordinates, so in the mean over all K updates a
  * coordinate that one of ten sent moves by a tenth of its value, most of all
  * at the start, where the updates are large and error feedback has sent
- * little yet. With a weight a in [0, 1] (sl_sender_mean_at, by the model
- * version), coordinate j is divided by (1 - a) W + a S_j instead of W, S_j
- * the sum of the weights of the updates that sent j: a = 1 is each
- * coordinate's mean over its senders. S_j is a third integer sum (uint64,
- * below W), so the result is the same bits in any order and any split.
+ * little yet. With a weight a in [0, 1] (sl_sender_mean_at, by how many
+ * updates the task's devices have sent on average), coordinate j is divided by (1 - a) W + a S_j
+ * instead of W, S_j the sum of the weights of the updates that sent j: a = 1 is each coordinate's
+ * mean over its senders. S_j is a third integer sum (uint64, below W), so the result is the same
+ * bits in any order and any split.
  *
  * Trimmed mean and median: unweighted and coordinate-wise over all K
  * updates, where a coordinate an update did not send counts as 0 (that is

@@ -47,7 +47,7 @@
  *   server_lr_boost      number          (0, 100]               3
  *   server_lr_ramp       integer         0 .. 10000 (0: off)    0
  *   sender_mean          number          [0, 1]                 1
- *   sender_mean_rounds   integer         0 .. 10000 (0: off)    8 (sparse fedavg
+ *   sender_mean_rounds   integer         0 .. 10000 (0: off)    6 (sparse fedavg
  *                                                               with the residual,
  *                                                               not fedbuff, no
  *                                                               server_lr_ramp or

@@ -35,8 +35,8 @@ int sl__agg_add(sl__agg *a, const void *frame, size_t len, uint32_t num_samples)
 int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *count);
 
 /* The weight @weight in [0, 1] of the senders' mean at the next finish (aggregate.c's header;
- * sl_sender_mean_at() gives it by the model version): each coordinate divided by (1 - weight)
- * W + weight S_j instead of W. SL_EINVAL out of range; SL_ESTATE for a weight above 0 when
+ * sl_sender_mean_at() gives it by the devices' participations): each coordinate divided by (1 -
+ * weight) W + weight S_j instead of W. SL_EINVAL out of range; SL_ESTATE for a weight above 0 when
  * the aggregation was begun for a task without it (cfg->sender_mean_rounds 0). */
 int sl__agg_sender_mean(sl__agg *a, double weight);
 

@@ -290,6 +290,40 @@ static int add_round(sl_engine *e, sl__task *t, int64_t round_id, agg_ctx *ctx)
     return rc;
 }
 
+/* The task's acknowledged updates and the devices that made them (sender_mean_weight). */
+typedef struct participations {
+    uint64_t updates, devices;
+} participations;
+
+static int count_participation(void *ctx, int64_t device_id, uint32_t selected, uint32_t reported,
+                               int64_t last_round_no)
+{
+    participations *p = ctx;
+    (void)device_id;
+    (void)selected;
+    (void)last_round_no;
+    p->updates += reported;
+    p->devices += reported > 0;
+    return 0;
+}
+
+/* The senders' mean's weight at this aggregate (sl_sender_mean_at): by the acknowledged updates
+ * the task's devices have made on average, this round's included, as the store counts them, so
+ * a restarted coordinator or another leader gets the same weight. 0 without the senders' mean. */
+static int sender_mean_weight(sl_engine *e, const sl__task *t, double *weight)
+{
+    participations p = {0, 0};
+    int rc;
+    *weight = 0;
+    if (t->cfg.sender_mean_rounds == 0)
+        return SL_OK;
+    rc = sl_store_device_history(e->store, t->id, count_participation, &p);
+    if (rc != SL_OK)
+        return rc;
+    *weight = sl_sender_mean_at(&t->cfg, p.devices ? (double)p.updates / (double)p.devices : 1);
+    return SL_OK;
+}
+
 /* Aggregate the round's stored updates into the next model version. */
 static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put *m, void **frame,
                      void **opt_bytes, float **next_model, sl_server_state *next_opt,
@@ -329,8 +363,12 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
     *next_model = malloc((t->n ? t->n : 1) * sizeof **next_model);
     if (rc == SL_OK && (delta == NULL || *next_model == NULL))
         rc = SL_ENOMEM;
-    if (rc == SL_OK) /* the senders' mean's weight, by the version as the server rate */
-        rc = sl__agg_sender_mean(agg, sl_sender_mean_at(&t->cfg, t->version));
+    if (rc == SL_OK) { /* the senders' mean's weight, by the devices' participations */
+        double weight;
+        rc = sender_mean_weight(e, t, &weight);
+        if (rc == SL_OK)
+            rc = sl__agg_sender_mean(agg, weight);
+    }
     if (rc == SL_OK)
         rc = sl__agg_finish(agg, mix64(t->cfg.seed ^ 0x5eedu ^ (uint64_t)r->round_no), delta,
                             &count);

@@ -198,14 +198,14 @@ double sl_server_lr_at(const sl_task_config *cfg, int64_t version)
     return cfg->server_lr * t;
 }
 
-double sl_sender_mean_at(const sl_task_config *cfg, int64_t version)
+double sl_sender_mean_at(const sl_task_config *cfg, double participations)
 {
-    double t;
-    if (cfg->sender_mean_rounds == 0 || version < 1 || version > (int64_t)cfg->sender_mean_rounds)
+    double t, p = participations >= 1 ? participations : 1; /* NaN too */
+    if (cfg->sender_mean_rounds == 0 || p >= (double)cfg->sender_mean_rounds + 1)
         return 0;
-    t = (double)(version - 1) / (double)cfg->sender_mean_rounds;
+    t = (p - 1.0) / (double)cfg->sender_mean_rounds;
     t = 1.0 - t;
-    return cfg->sender_mean * t; /* sender_mean at k = 1, 0 at k = rounds + 1 */
+    return cfg->sender_mean * t; /* sender_mean at p = 1, 0 at p = rounds + 1 */
 }
 
 void sl_server_state_free(sl_server_state *st)

@@ -227,7 +227,8 @@ static void describe_compression(const cJSON *comp, char *out, size_t cap)
 }
 
 /* The task's aggregation in words: "fedavg, server rate 1, each coordinate's mean over its
- * senders at the first aggregate, back to the mean of all over 8", "fedavg, server rate 3x 1
+ * senders at the first aggregate, back to the mean of all over a device's first 6 updates",
+ * "fedavg, server rate 3x 1
  * at the first aggregate, back to 1 over 8" or "fedavg, server rate 1". */
 static void describe_aggregation(const cJSON *t, char *out, size_t cap)
 {
@@ -247,7 +248,7 @@ static void describe_aggregation(const cJSON *t, char *out, size_t cap)
             snprintf(w, sizeof w, " (weight %g)", sm);
         snprintf(out + n, cap - n,
                  ", each coordinate's mean over its senders%s at the first aggregate, back to "
-                 "the mean of all over %.0f",
+                 "the mean of all over a device's first %.0f updates",
                  w, smr);
     }
 }

@@ -76,10 +76,11 @@ static int usage(FILE *out)
         "                     density warm-up from 4%% over 3 participations; @ramp4:2:\n"
         "                     the server learning rate twice server_lr at the first\n"
         "                     aggregate, back to server_lr by the fifth (@ramp0: none,\n"
-        "                     the default); @sm8 or @sm8:0.5: each coordinate's mean\n"
+        "                     the default); @sm6 or @sm6:0.5: each coordinate's mean\n"
         "                     over the updates that sent it (weight 1 or 0.5) at the\n"
-        "                     first aggregate, back to the mean of all by the ninth\n"
-        "                     (@sm0: none; sparse FedAvg with the residual has @sm8 by\n"
+        "                     first aggregate, back to the mean of all once the devices\n"
+        "                     have sent 7 updates each on average\n"
+        "                     (@sm0: none; sparse FedAvg with the residual has @sm6 by\n"
         "                     default, unless the setting gives a ramp); @budget:\n"
         "                     time budgets; @fednova: FedNova's averaging, with\n"
         "                     @residual; @p50: deadline_percentile 50 (with @budget:\n"
@@ -181,7 +182,8 @@ static int parse_ramp(const char *word, fl_setting *st)
 }
 
 /* "smN" or "smN:A": each coordinate's mean over its senders, weight A (default 1) at the first
- * aggregate, back to the mean of all over N aggregates; "sm0": the mean of all throughout. */
+ * aggregate, back to the mean of all over a device's first N updates; "sm0": the mean of all
+ * throughout. */
 static int parse_sender_mean(const char *word, fl_setting *st)
 {
     char n[8];
@@ -276,7 +278,7 @@ static int parse_setting(const char *name, fl_setting *st)
         else if (!st->ramp_given && parse_ramp(word, st) == 0)
             ; /* rampN:B: server learning rate boosted B times, back over N aggregates */
         else if (!st->sm_given && parse_sender_mean(word, st) == 0)
-            ; /* smN[:A]: the senders' mean, weight A, back to the mean of all over N */
+            ; /* smN[:A]: the senders' mean, weight A, faded over N updates a device */
         else if (!st->budget && strcmp(word, "budget") == 0)
             st->budget = 1; /* time budgets */
         else if (!st->fednova && strcmp(word, "fednova") == 0)

@@ -67,12 +67,12 @@ const char *sl_local_optimizer_name(sl_local_optimizer o);
 /** The default sender_mean_rounds of sparse FedAvg with the classic residual (config.c), with
  * sender_mean 1. It replaced a server rate ramp (server_lr_ramp 8, server_lr_boost 3: the
  * default for part of 3 December 2026; a task created then names it and keeps it). bench fl,
- * every device every round (3 December 2026): 85% in round 4 in five runs of six and 5 in one
- * (the ramp: 5, 4, 5), 148x fewer bytes up than dense to it, the mean of rounds 30-50 0.93
- * below dense over three runs; fades of 4 and 6 did as well in one run each, 16 and a weight
+ * every device every round, 6-round runs (3 December 2026): a fade of 6 reached 85% in round
+ * 4 in all of its seven runs (85.1% to 86.1%), one of 8 (the default for a day) in five of
+ * seven (84.5% and 84.8% in the others), 4 in two of three, 5 in two of two; 16 and a weight
  * of 0.5 were slower; no fade fell from 78.7% in round 4 to 65% in round 6, and with the ramp
  * besides it fell to 11% in round 2 (README: Fast starts). */
-#define SL_SENDER_MEAN_ROUNDS_DEFAULT 8
+#define SL_SENDER_MEAN_ROUNDS_DEFAULT 6
 
 /** A task's configuration, as parsed and validated from JSON. */
 typedef struct sl_task_config {
@@ -117,7 +117,8 @@ typedef struct sl_task_config {
     uint32_t server_lr_ramp; /* default 0 */
     /* each coordinate's mean over the updates that sent it, weighted sender_mean at the
      * first aggregate against the mean over all updates, the weight moving linearly to 0
-     * over the first sender_mean_rounds aggregates (sl_sender_mean_at): a coordinate one
+     * over the first sender_mean_rounds participations of the average device
+     * (sl_sender_mean_at): a coordinate one
      * device of ten sent moves by its value, not a tenth of it; rounds 0 = off */
     double sender_mean; /* default 1 */
     /* default SL_SENDER_MEAN_ROUNDS_DEFAULT for sparse FedAvg with the classic residual
@@ -247,15 +248,22 @@ int sl_server_apply(const sl_task_config *cfg, const double *delta, size_t n, fl
 double sl_server_lr_at(const sl_task_config *cfg, int64_t version);
 
 /**
- * sl_sender_mean_at - the weight of the senders' mean in the aggregate that
- * makes version @version + 1 from @version (the first aggregate is k = 1):
- * with sender_mean_rounds R > 0, sender_mean * (1 - (k - 1) / R) for k <= R,
- * and 0 from then on; 0 when R is 0. Each coordinate j of the FedAvg mean is
- * then sum_i w_i u_ij / ((1 - a) W + a S_j), W the sum of the weights and
- * S_j that of the updates that sent j (sl__agg_finish). A function of the
- * version alone, as sl_server_lr_at.
+ * sl_sender_mean_at - the weight of the senders' mean in an aggregate at
+ * which the task's devices have made @participations acknowledged updates
+ * each on average (the task's acknowledged updates, this aggregate's
+ * included, over the devices that made them; below 1 counts as 1): with
+ * sender_mean_rounds R > 0, sender_mean * (1 - (p - 1) / R) for p <= R + 1,
+ * and 0 from then on; 0 when R is 0. When every device reports to every
+ * round, p is the aggregate's number k (version k makes k + 1), so the
+ * weight fades over R aggregates; when a device takes part in one round in
+ * 2.5, over 2.5 R. What makes the senders' mean overshoot is a device's own
+ * residual grown over its participations, not the rounds the others ran.
+ * Each coordinate j of the FedAvg mean is then sum_i w_i u_ij / ((1 - a) W +
+ * a S_j), W the sum of the weights and S_j that of the updates that sent j
+ * (sl__agg_finish). The engine counts p from the store's device history, so a
+ * restarted coordinator or a new leader uses the same weight.
  */
-double sl_sender_mean_at(const sl_task_config *cfg, int64_t version);
+double sl_sender_mean_at(const sl_task_config *cfg, double participations);
 
 /* ------------------------------------------------------------------------ */
 /* The engine                                                               */

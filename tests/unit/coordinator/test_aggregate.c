@@ -837,7 +837,7 @@ static void test_server_lr_ramp(void **state)
 /* The senders' mean (#23): each coordinate divided by (1 - a) W + a S_j, S_j the weights of
  * the updates that sent it, against a reference in doubles; a = 0 is the plain mean bit for
  * bit; any order and any split into partials give the same bits; partials of the two kinds
- * do not mix; the weight's schedule by version (sl_sender_mean_at). */
+ * do not mix; the weight's schedule by participations (sl_sender_mean_at). */
 static void test_sender_mean(void **state)
 {
     enum { K = 5 };
@@ -949,13 +949,19 @@ static void test_sender_mean(void **state)
     assert_true(one_sender > 10); /* the density makes lone senders common */
     sl__agg_free(a);
 
-    /* the schedule: sender_mean at the first aggregate, 0 from aggregate rounds + 1 on */
+    /* the schedule: sender_mean while the devices have sent one update each, 0 from rounds + 1
+     * updates each on; fractional participations in between; none yet counts as one */
     c.sender_mean = 0.8;
     assert_float_equal(sl_sender_mean_at(&c, 1), 0.8, 0);
     assert_float_equal(sl_sender_mean_at(&c, 2), 0.6, 1e-15);
+    assert_float_equal(sl_sender_mean_at(&c, 2.5), 0.5, 1e-15);
     assert_float_equal(sl_sender_mean_at(&c, 4), 0.2, 1e-15);
+    assert_float_equal(sl_sender_mean_at(&c, 4.75), 0.05, 1e-15);
     assert_float_equal(sl_sender_mean_at(&c, 5), 0.0, 0);
-    assert_float_equal(sl_sender_mean_at(&c, 0), 0.0, 0);
+    assert_float_equal(sl_sender_mean_at(&c, 40), 0.0, 0);
+    assert_float_equal(sl_sender_mean_at(&c, 0), 0.8, 0);
+    assert_float_equal(sl_sender_mean_at(&c, 0.5), 0.8, 0);
+    assert_float_equal(sl_sender_mean_at(&c, NAN), 0.8, 0);
     c.sender_mean_rounds = 0;
     assert_float_equal(sl_sender_mean_at(&c, 1), 0.0, 0);
     for (size_t i = 0; i < K; i++)

@@ -272,9 +272,9 @@ static int by_device(const void *a, const void *b)
 
 /* The stored version @base + 1 is, bit for bit, version @base plus @lr times the FedAvg of the
  * @n updates @sent (made on @base; sorted here into the engine's order), under the senders'
- * mean of version @base when the task has one. */
+ * mean at weight @weight (0: the plain mean). */
 static int reference_equal(sim *s, const sl_task_config *cfg, sent_upd *sent, size_t n,
-                           int64_t base, double lr)
+                           int64_t base, double lr, double weight)
 {
     int equal;
     size_t d = (size_t)sl_layout_params(s->layout);
@@ -294,7 +294,7 @@ static int reference_equal(sim *s, const sl_task_config *cfg, sent_upd *sent, si
         assert_int_equal(sl__agg_add(agg, frame, len, (uint32_t)(50 + sent[k].i % 7)), SL_OK);
         free(frame);
     }
-    assert_int_equal(sl__agg_sender_mean(agg, sl_sender_mean_at(&c, base)), SL_OK);
+    assert_int_equal(sl__agg_sender_mean(agg, weight), SL_OK);
     assert_int_equal(sl__agg_finish(agg, 0, delta, &count), SL_OK);
     assert_int_equal(count, n);
     sl__agg_free(agg);
@@ -314,10 +314,24 @@ static int reference_equal(sim *s, const sl_task_config *cfg, sent_upd *sent, si
 }
 
 static void check_reference(sim *s, const sl_task_config *cfg, sent_upd *sent, size_t n,
-                            int64_t base, double lr)
+                            int64_t base, double lr, double weight)
 {
-    if (!reference_equal(s, cfg, sent, n, base, lr))
+    if (!reference_equal(s, cfg, sent, n, base, lr, weight))
         fail_msg("version %lld differs from its reference aggregate", (long long)base + 1);
+}
+
+/* The acknowledged updates @n made by the devices @dev (one entry per update) over the
+ * distinct devices among them: the participations that weigh the senders' mean. */
+static double mean_participations(const size_t *dev, size_t n)
+{
+    size_t distinct = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < i && dev[j] != dev[i])
+            j++;
+        distinct += j == i;
+    }
+    return distinct ? (double)n / (double)distinct : 1;
 }
 
 /* An abandoned round's acknowledged updates are aggregated with the next
@@ -327,7 +341,7 @@ static void test_abandoned_updates_carried(void **state)
 {
     static const char cfg_json[] = CONFIG("");
     sim s;
-    size_t chosen[64], n, nsent = 0;
+    size_t chosen[64], n, nsent = 0, acked[32], nacked = 0;
     sent_upd sent[32];
     sl_task_status st;
     sl_round_record r1, r2, r3;
@@ -343,6 +357,7 @@ static void test_abandoned_updates_carried(void **state)
     for (size_t j = 0; j < 3; j++) {
         assert_true(upload(&s, chosen[j], 1.0f).accepted);
         sent[nsent++] = (sent_upd){chosen[j], r1.id};
+        acked[nacked++] = chosen[j];
     }
     sim_at(&s, st.round.report_deadline_ms);
     assert_int_equal(sl_store_get_round(s.store, r1.id, &r1), SL_OK);
@@ -353,8 +368,10 @@ static void test_abandoned_updates_carried(void **state)
     n = select_round(&s, chosen);
     assert_true(n >= 2);
     r2.id = status(&s).round.id;
-    for (size_t j = 0; j < 2; j++)
+    for (size_t j = 0; j < 2; j++) {
         assert_true(upload(&s, chosen[j], 2.0f).accepted);
+        acked[nacked++] = chosen[j]; /* acknowledged: a participation, though not aggregated */
+    }
     assert_int_equal(sl_engine_abort_round(s.engine, r2.id), SL_OK);
     assert_int_equal(sl_store_get_round(s.store, r2.id, &r2), SL_OK);
     assert_int_equal(r2.state, SL_ROUND_ABANDONED);
@@ -366,6 +383,7 @@ static void test_abandoned_updates_carried(void **state)
     for (size_t j = 0; j < 10; j++) {
         assert_true(upload(&s, chosen[j], 1.0f).accepted);
         sent[nsent++] = (sent_upd){chosen[j], r3.id};
+        acked[nacked++] = chosen[j];
     }
     st = status(&s);
     assert_int_equal(st.model_version, 2);
@@ -373,11 +391,13 @@ static void test_abandoned_updates_carried(void **state)
     assert_int_equal(r3.state, SL_ROUND_CLOSED);
     assert_int_equal(r3.reported, 10); /* its own reports */
 
-    /* the reference: model 1 + FedAvg of round 1's three and round 3's ten, at the default
-     * ramp's first rate */
+    /* the reference: model 1 + FedAvg of round 1's three and round 3's ten, at the first
+     * rate, under the default senders' mean at the fifteen acknowledged updates' weight */
     assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
                      SL_OK);
-    check_reference(&s, &cfg, sent, nsent, 1, sl_server_lr_at(&cfg, 1));
+    assert_true(cfg.sender_mean_rounds > 0);
+    check_reference(&s, &cfg, sent, nsent, 1, sl_server_lr_at(&cfg, 1),
+                    sl_sender_mean_at(&cfg, mean_participations(acked, nacked)));
     sim_free(&s);
 }
 
@@ -408,46 +428,62 @@ static void test_server_lr_ramp(void **state)
         assert_int_equal(status(&s).model_version, base + 1);
         assert_float_equal(sl_server_lr_at(&cfg, base), want_lr[k], 1e-15);
         /* the reference: the base model plus want_lr[k] times FedAvg of the ten */
-        check_reference(&s, &cfg, idx, 10, base, want_lr[k]);
+        check_reference(&s, &cfg, idx, 10, base, want_lr[k], 0); /* a ramp: no senders' mean */
     }
     sim_free(&s);
 }
 
-/* The senders' mean (#23): the k-th aggregate divides each coordinate by (1 - a) W + a S_j,
- * a = 1, then 1/2, then 0 under sender_mean_rounds 2, the same bits as the reference's; the
+/* The senders' mean (#23): an aggregate divides each coordinate by (1 - a) W + a S_j, a faded
+ * by the acknowledged updates the task's devices have made on average (1 - (p - 1) / 2 under
+ * sender_mean_rounds 2), the same bits as the reference's. Ten of 30 devices report to each
+ * round, so p falls behind the round's number and the weight by the version alone is another
+ * model (checked); a restart before the last upload of the third round changes nothing; the
  * reference for a = 1 differs from the plain mean's (the check can fail). */
 static void test_sender_mean(void **state)
 {
     static const char cfg_json[] = CONFIG(",\"error_feedback\":\"residual\","
                                           "\"sender_mean_rounds\":2");
-    static const double want_w[] = {1.0, 0.5, 0.0};
     sim s;
     sl_task_config cfg, plain;
+    size_t acked[64], nacked = 0;
+    int behind = 0;
     char err[256];
     (void)state;
-    sim_init(&s, "engine_sender_mean", 12, cfg_json);
+    sim_init(&s, "engine_sender_mean", 30, cfg_json);
     assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
                      SL_OK);
     assert_int_equal(cfg.server_lr_ramp, 0);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         size_t chosen[64], n = select_round(&s, chosen);
         sent_upd idx[10];
         int64_t round_id = status(&s).round.id, base = status(&s).model_version;
+        double p, w, by_version;
         assert_int_equal(base, k + 1);
         assert_true(n >= 10);
         for (size_t j = 0; j < 10; j++) {
+            if (k == 2 && j == 9)
+                sim_restart(&s); /* the restarted engine counts the same participations */
             assert_true(upload(&s, chosen[j], 1.0f).accepted);
             idx[j] = (sent_upd){chosen[j], round_id};
+            acked[nacked++] = chosen[j];
         }
         assert_int_equal(status(&s).model_version, base + 1);
-        assert_float_equal(sl_sender_mean_at(&cfg, base), want_w[k], 0);
-        check_reference(&s, &cfg, idx, 10, base, 1.0);
-        if (k == 0) { /* the plain mean is another model */
+        p = mean_participations(acked, nacked);
+        w = sl_sender_mean_at(&cfg, p);
+        check_reference(&s, &cfg, idx, 10, base, 1.0, w);
+        if (k == 0) { /* the first: a = 1, and the plain mean is another model */
+            assert_float_equal(w, 1.0, 0);
             plain = cfg;
             plain.sender_mean_rounds = 0;
-            assert_false(reference_equal(&s, &plain, idx, 10, base, 1.0));
+            assert_false(reference_equal(&s, &plain, idx, 10, base, 1.0, 0));
+        }
+        by_version = sl_sender_mean_at(&cfg, (double)base);
+        if (p < (double)base && w != by_version) { /* not the weight of a fade by version */
+            behind++;
+            assert_false(reference_equal(&s, &cfg, idx, 10, base, 1.0, by_version));
         }
     }
+    assert_true(behind > 0);
     sim_free(&s);
 }
 
@@ -468,11 +504,16 @@ static void test_stored_config_keeps_its_rule(void **state)
     sl_store_close(s.store);
     snprintf(path, sizeof path, "%s/store.db", s.dir);
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    if (sqlite3_exec(db,
-                     "UPDATE tasks SET config = replace(replace(config, '\"sender_mean_rounds\": "
-                     "8, ', ''), '\"sender_mean_rounds\":8,', '')",
-                     NULL, NULL, &sqlerr) != SQLITE_OK)
-        fail_msg("%s", sqlerr);
+    {
+        char sql[256];
+        snprintf(
+            sql, sizeof sql,
+            "UPDATE tasks SET config = replace(replace(config, '\"sender_mean_rounds\": %d, ', "
+            "''), '\"sender_mean_rounds\":%d,', '')",
+            SL_SENDER_MEAN_ROUNDS_DEFAULT, SL_SENDER_MEAN_ROUNDS_DEFAULT);
+        if (sqlite3_exec(db, sql, NULL, NULL, &sqlerr) != SQLITE_OK)
+            fail_msg("%s", sqlerr);
+    }
     {
         sqlite3_stmt *q;
         assert_int_equal(sqlite3_prepare_v2(db,
