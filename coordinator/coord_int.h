@@ -107,7 +107,6 @@ int sl__update_norm(const sl_layout *layout, const void *frame, size_t len,
 typedef struct sl__device {
     int64_t id;
     int64_t cooldown_until_ms;
-    uint32_t participations;
 } sl__device;
 
 /* A sorted set of device ids. */

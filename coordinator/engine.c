@@ -536,8 +536,9 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
     sl__task *t;
     sl__device *d;
     int64_t now;
-    int relay = 0, prc; /* relay: record the check-in in the store for the leader's selection */
-    int budget = 0;     /* a selected device of a task with time budgets */
+    int relay = 0, prc;   /* relay: record the check-in in the store for the leader's selection */
+    int budget = 0;       /* a selected device of a task with time budgets */
+    int64_t round_no = 0; /* a selected device's round: its participations before it */
     int64_t budget_end = 0;
     sl_task_config cfg;
     uint64_t params = 0, down_bytes = 0;
@@ -560,7 +561,6 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         return SL_ENOMEM;
     }
     r.task_id = t->id;
-    r.participation = d->participations;
     memcpy(r.model_spec_sha256, t->spec_sha256, sizeof r.model_spec_sha256);
     memcpy(r.data_contract_sha256, t->contract_sha256, sizeof r.data_contract_sha256);
     if (info->refusal[0] != '\0') {
@@ -634,6 +634,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         r.round_no = t->round.round_no;
         r.model_version = t->version;
         r.report_deadline_ms = t->round.report_deadline_ms;
+        round_no = t->round.round_no;
         if (t->cfg.time_budget) {
             budget = 1;
             cfg = t->cfg;
@@ -648,6 +649,12 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         }
     }
     pthread_mutex_unlock(&e->lock);
+    /* the rounds of this task that selected the device before this one, as the store's
+     * participants say (the density warm-up counts from it: 0 in its first round, after a
+     * restart and at any replica alike); outside the lock, as the pace below */
+    if (round_no > 0 && (prc = sl_store_device_rounds(e->store, task_id, device_id, round_no,
+                                                      &r.participation)) != SL_OK)
+        return prc;
     if (budget) /* outside the lock: the pace is read from or written to the store */
         r.max_steps =
             budget_for(e, &cfg, params, down_bytes, task_id, device_id, info, now, budget_end);

@@ -138,10 +138,8 @@ int sl__task_select(sl_engine *e, sl__task *t)
         for (size_t i = 0; i < n && rc == SL_OK; i++) {
             sl__device *d = sl__engine_device(e, ids[i]);
             rc = d ? sl__idset_add(&t->selected, ids[i]) : SL_ENOMEM;
-            if (d != NULL) { /* busy while the round runs; the cool-down starts at its end */
+            if (d != NULL) /* busy while the round runs; the cool-down starts at its end */
                 d->cooldown_until_ms = INT64_MAX;
-                d->participations++;
-            }
         }
         sl__idset_clear(&t->pool);
     }

@@ -103,6 +103,8 @@ typedef struct sl__store_ops {
                                     uint32_t reported, int64_t last_round_no),
                           void *ctx);
     int (*get_pace)(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pace *out);
+    int (*device_rounds)(sl_store *s, int64_t task_id, int64_t device_id, int64_t before_round_no,
+                         uint32_t *out);
     int (*list_steps)(sl_store *s, int64_t round_id,
                       int (*fn)(void *ctx, int64_t device_id, uint32_t local_steps), void *ctx);
     int (*list_checkins)(sl_store *s, int64_t task_id, int64_t since_ms,

@@ -405,6 +405,7 @@ const sl__store_ops sl__sqlite_ops = {
     .put_pace = sl__sq_put_pace,
     .report_delays = sl__sq_report_delays,
     .device_history = sl__sq_device_history,
+    .device_rounds = sl__sq_device_rounds,
     .get_pace = sl__sq_get_pace,
     .list_steps = sl__sq_list_steps,
     .list_checkins = sl__sq_list_checkins,

@@ -115,6 +115,36 @@ int sl__sq_device_history(sl_store *s, int64_t task_id,
     return rc;
 }
 
+int sl__sq_device_rounds(sl_store *s, int64_t task_id, int64_t device_id, int64_t before_round_no,
+                         uint32_t *out)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c,
+                  "SELECT count(*) FROM round_participants p JOIN rounds r ON r.id = p.round_id "
+                  "WHERE r.task_id = ?1 AND p.device_id = ?2 AND r.round_no < ?3",
+                  &st);
+    if (rc == SL_OK) {
+        sqlite3_bind_int64(st, 1, task_id);
+        sqlite3_bind_int64(st, 2, device_id);
+        sqlite3_bind_int64(st, 3, before_round_no);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            int64_t n = sqlite3_column_int64(st, 0);
+            *out = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+            rc = SL_OK;
+        } else {
+            rc = sl__status_from_sqlite(rc);
+        }
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
+}
+
 /* ---- report delays ------------------------------------------------------------------------ */
 
 int sl__sq_report_delays(sl_store *s, int64_t task_id, int64_t after_round_no,

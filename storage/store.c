@@ -719,6 +719,15 @@ int sl_store_device_history(sl_store *s, int64_t task_id,
     return OPS(s)->device_history(s, task_id, fn, ctx);
 }
 
+int sl_store_device_rounds(sl_store *s, int64_t task_id, int64_t device_id, int64_t before_round_no,
+                           uint32_t *out)
+{
+    if (s == NULL || out == NULL)
+        return SL_EINVAL;
+    *out = 0;
+    return OPS(s)->device_rounds(s, task_id, device_id, before_round_no, out);
+}
+
 int sl_store_report_delays(sl_store *s, int64_t task_id, int64_t after_round_no,
                            int (*fn)(void *ctx, int64_t delay_ms), void *ctx)
 {

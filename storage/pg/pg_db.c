@@ -471,6 +471,7 @@ static const sl__store_ops pg_ops = {
     .put_pace = sl__pg_put_pace,
     .report_delays = sl__pg_report_delays,
     .device_history = sl__pg_device_history,
+    .device_rounds = sl__pg_device_rounds,
     .get_pace = sl__pg_get_pace,
     .list_steps = sl__pg_list_steps,
     .list_checkins = sl__pg_list_checkins,

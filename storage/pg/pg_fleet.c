@@ -113,6 +113,40 @@ int sl__pg_device_history(sl_store *s, int64_t task_id,
     return rc == SL_OK ? a.stop : rc;
 }
 
+typedef struct rounds_args {
+    int64_t task, device, before;
+    uint32_t *out;
+} rounds_args;
+
+static int rounds_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    rounds_args *a = arg;
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    int rc;
+    (void)p;
+    sl__pgq_int(&q, a->task);
+    sl__pgq_int(&q, a->device);
+    sl__pgq_int(&q, a->before);
+    rc = sl__pg_exec(c,
+                     "SELECT count(*)::bigint FROM round_participants p JOIN rounds r ON r.id = "
+                     "p.round_id WHERE r.task_id = $1 AND p.device_id = $2 AND r.round_no < $3",
+                     &q, &r);
+    if (rc == SL_OK && PQntuples(r) == 1) {
+        int64_t n = sl__pg_int(r, 0, 0);
+        *a->out = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int sl__pg_device_rounds(sl_store *s, int64_t task_id, int64_t device_id, int64_t before_round_no,
+                         uint32_t *out)
+{
+    rounds_args a = {task_id, device_id, before_round_no, out};
+    return sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, rounds_exec, &a);
+}
+
 /* ---- report delays ------------------------------------------------------------------------ */
 
 typedef struct delays_args {

@@ -710,6 +710,16 @@ int sl_store_device_history(sl_store *s, int64_t task_id,
                             void *ctx);
 
 /**
+ * sl_store_device_rounds - in @out, how many of task @task_id's rounds
+ * numbered below @before_round_no selected device @device_id: the rounds it
+ * took part in before that one (0 for none), from the participants the store
+ * keeps, so it survives restarts and is the same at every replica. A device's
+ * assignment carries it (the density warm-up counts from it). Reads only.
+ */
+int sl_store_device_rounds(sl_store *s, int64_t task_id, int64_t device_id, int64_t before_round_no,
+                           uint32_t *out);
+
+/**
  * sl_store_report_delays - for task @task_id's rounds numbered above
  * @after_round_no, call @fn with each acknowledged update's delay: the time
  * from its round's selection deadline to its arrival (ms, 0 when earlier),

@@ -487,6 +487,39 @@ static void test_sender_mean(void **state)
     sim_free(&s);
 }
 
+/* An assignment's participation (the density warm-up's step) is the number of this task's
+ * earlier rounds that selected the device: 0 in its first round, counted from the store, so
+ * a restarted engine hands out the same numbers. */
+static void test_assignment_participation(void **state)
+{
+    sim s;
+    uint32_t before[64] = {0};
+    int checked = 0;
+    (void)state;
+    sim_init(&s, "engine_participation", 30, CONFIG(",\"error_feedback\":\"residual\""));
+    for (int k = 0; k < 4; k++) {
+        size_t chosen[64], n = select_round(&s, chosen);
+        assert_true(n >= 10);
+        if (k == 2)
+            sim_restart(&s);
+        for (size_t j = 0; j < n; j++) {
+            sl_checkin_result r;
+            assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[chosen[j]], &info, &r),
+                             SL_OK);
+            assert_true(r.selected);
+            assert_int_equal(r.participation, before[chosen[j]]);
+            checked += before[chosen[j]] > 0;
+        }
+        for (size_t j = 0; j < 10; j++)
+            assert_true(upload(&s, chosen[j], 1.0f).accepted);
+        assert_int_equal(status(&s).model_version, k + 2);
+        for (size_t j = 0; j < n; j++)
+            before[chosen[j]]++;
+    }
+    assert_true(checked > 0); /* some devices came back after a round that selected them */
+    sim_free(&s);
+}
+
 /* A task stored before sender_mean_rounds existed (its canonical JSON lacks the key) keeps
  * aggregating as it did after an upgrade: not today's default. */
 static void test_stored_config_keeps_its_rule(void **state)
@@ -1627,6 +1660,7 @@ int main(void)
         cmocka_unit_test(test_abandoned_updates_carried),
         cmocka_unit_test(test_server_lr_ramp),
         cmocka_unit_test(test_sender_mean),
+        cmocka_unit_test(test_assignment_participation),
         cmocka_unit_test(test_stored_config_keeps_its_rule),
         cmocka_unit_test(test_kill_after_every_transition),
         cmocka_unit_test(test_ten_thousand_devices),

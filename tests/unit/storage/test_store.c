@@ -1260,6 +1260,22 @@ static void test_device_history(void **state)
     memset(&h, 0, sizeof h);
     assert_int_equal(sl_store_device_history(f->s, 999, collect_history, &h), SL_OK);
     assert_int_equal(h.n, 0);
+    { /* one device's rounds before a round: what an assignment's participation says */
+        uint32_t k = 99;
+        assert_int_equal(sl_store_device_rounds(f->s, r.task_id, devices[1], 1, &k), SL_OK);
+        assert_int_equal(k, 0); /* its first round */
+        assert_int_equal(sl_store_device_rounds(f->s, r.task_id, devices[1], 2, &k), SL_OK);
+        assert_int_equal(k, 1);
+        assert_int_equal(sl_store_device_rounds(f->s, r.task_id, devices[1], 3, &k), SL_OK);
+        assert_int_equal(k, 2);
+        assert_int_equal(sl_store_device_rounds(f->s, r.task_id, devices[2], 2, &k), SL_OK);
+        assert_int_equal(k, 0); /* not selected in round 1 */
+        assert_int_equal(sl_store_device_rounds(f->s, r.task_id, devices[0], 3, &k), SL_OK);
+        assert_int_equal(k, 1);
+        assert_int_equal(sl_store_device_rounds(f->s, 999, devices[1], 3, &k), SL_OK);
+        assert_int_equal(k, 0); /* another task's rounds do not count */
+        assert_int_equal(sl_store_device_rounds(f->s, r.task_id, devices[1], 3, NULL), SL_EINVAL);
+    }
     { /* the one update's delay after its round's selection deadline (0 in the fixture) */
         int64_t delays[4] = {0};
         int n = 0;
