@@ -655,9 +655,11 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
      * already changed the engine's state, so a failed read does not fail it: the assignment
      * goes out with participation 0 (the warm-up's first density: more bytes, nothing lost) */
     if (round_no > 0 && (prc = sl_store_device_rounds(e->store, task_id, device_id, round_no,
-                                                      &r.participation)) != SL_OK)
+                                                      &r.participation)) != SL_OK) {
+        r.participation = 0;
         sl_log(SL_LOG_WARN, "engine", "participations of device %lld: %s (0 assumed)",
                (long long)device_id, sl_strerror(prc));
+    }
     if (budget) /* outside the lock: the pace is read from or written to the store */
         r.max_steps =
             budget_for(e, &cfg, params, down_bytes, task_id, device_id, info, now, budget_end);

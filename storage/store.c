@@ -722,10 +722,14 @@ int sl_store_device_history(sl_store *s, int64_t task_id,
 int sl_store_device_rounds(sl_store *s, int64_t task_id, int64_t device_id, int64_t before_round_no,
                            uint32_t *out)
 {
+    int rc;
     if (s == NULL || out == NULL)
         return SL_EINVAL;
     *out = 0;
-    return OPS(s)->device_rounds(s, task_id, device_id, before_round_no, out);
+    rc = OPS(s)->device_rounds(s, task_id, device_id, before_round_no, out);
+    if (rc != SL_OK)
+        *out = 0; /* whatever a failing backend left */
+    return rc;
 }
 
 int sl_store_report_delays(sl_store *s, int64_t task_id, int64_t after_round_no,

@@ -129,8 +129,10 @@ static int rounds_exec(sl__pg *p, PGconn *c, void *arg)
     sl__pgq_int(&q, a->device);
     sl__pgq_int(&q, a->before);
     rc = sl__pg_exec(c,
-                     "SELECT count(*)::bigint FROM round_participants p JOIN rounds r ON r.id = "
-                     "p.round_id WHERE r.task_id = $1 AND p.device_id = $2 AND r.round_no < $3",
+                     "SELECT count(*)::bigint FROM rounds r WHERE r.task_id = $1 AND r.round_no "
+                     "< $3 AND (EXISTS (SELECT 1 FROM round_participants p WHERE p.round_id = "
+                     "r.id AND p.device_id = $2) OR EXISTS (SELECT 1 FROM updates u WHERE "
+                     "u.round_id = r.id AND u.device_id = $2))",
                      &q, &r);
     if (rc == SL_OK && PQntuples(r) == 1) {
         int64_t n = sl__pg_int(r, 0, 0);

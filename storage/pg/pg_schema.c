@@ -238,7 +238,7 @@ int sl__pg_migrate(PGconn *c, char *err, size_t cap)
 
 static int version_exec(sl__pg *p, PGconn *c, void *arg)
 {
-    char err[8];
+    char err[160]; /* read and dropped: the caller gets the status */
     (void)p;
     return read_version(c, arg, err, sizeof err);
 }

@@ -362,9 +362,9 @@ typedef struct sl_checkin_result {
     int64_t model_version;         /* the version to train from */
     int64_t report_deadline_ms;    /* wall-clock ms */
     int64_t retry_after_ms;        /* when not selected: come back after this long */
-    uint32_t participation;        /* rounds of this task that selected the device before this
-                                      one (sl_store_device_rounds; the density warm-up's step);
-                                      0 under FedBuff, which records no participants */
+    uint32_t participation;        /* rounds of this task the device took part in before this
+                                      one: selected it, or (FedBuff) took its update
+                                      (sl_store_device_rounds; the density warm-up's step) */
     char model_spec_sha256[65];    /* hex SHA-256 of the task's model spec; "" when it has none */
     char data_contract_sha256[65]; /* hex SHA-256 of the task's data contract; "" for none */
     int refusal_changed;           /* the device began or stopped refusing: record it (the store's

@@ -711,10 +711,13 @@ int sl_store_device_history(sl_store *s, int64_t task_id,
 
 /**
  * sl_store_device_rounds - in @out, how many of task @task_id's rounds
- * numbered below @before_round_no selected device @device_id: the rounds it
- * took part in before that one (0 for none), from the participants the store
- * keeps, so it survives restarts and is the same at every replica. A device's
- * assignment carries it (the density warm-up counts from it). Reads only.
+ * numbered below @before_round_no device @device_id took part in: rounds that
+ * selected it, or whose update from it the store keeps (FedBuff's buffers
+ * select no one), each once; 0 for none. From the participants and updates
+ * the store keeps, so it survives restarts and is the same at every replica.
+ * A device's assignment carries it (the density warm-up counts from it).
+ * Reads only.
+ * On an error @out is 0.
  */
 int sl_store_device_rounds(sl_store *s, int64_t task_id, int64_t device_id, int64_t before_round_no,
                            uint32_t *out);

@@ -520,6 +520,61 @@ static void test_assignment_participation(void **state)
     sim_free(&s);
 }
 
+/* The store fails to count a device's earlier rounds at its check-in: the check-in has already
+ * changed the engine's state (the device is a participant), so it still succeeds, with the
+ * assignment's participation 0 (the warm-up's first density), and the round goes on. */
+static int failing_device_rounds(sl_store *st, int64_t task_id, int64_t device_id,
+                                 int64_t before_round_no, uint32_t *out)
+{
+    (void)st, (void)task_id, (void)device_id, (void)before_round_no;
+    *out = 7; /* whatever a failing backend left: the engine must not hand it out */
+    return SL_EIO;
+}
+
+static void test_participation_read_fails(void **state)
+{
+    sim s;
+    sl__store_ops broken;
+    const sl__store_ops *real;
+    size_t chosen[64], n;
+    uint32_t before[64] = {0};
+    int came_back = 0;
+    sl_checkin_result r;
+    (void)state;
+    sim_init(&s, "engine_participation_fails", 12, CONFIG(",\"error_feedback\":\"residual\""));
+    n = select_round(&s, chosen); /* a first round */
+    for (size_t j = 0; j < n; j++)
+        before[chosen[j]] = 1;
+    for (size_t j = 0; j < 10; j++)
+        assert_true(upload(&s, chosen[j], 1.0f).accepted);
+    assert_int_equal(status(&s).model_version, 2);
+    real = ((sl__store_head *)(void *)s.store)->ops;
+    broken = *real;
+    broken.device_rounds = failing_device_rounds;
+    ((sl__store_head *)(void *)s.store)->ops = &broken;
+    n = select_round(&s, chosen); /* every selected device's check-in succeeds */
+    assert_true(n >= 10);
+    for (size_t j = 0; j < n; j++) {
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[chosen[j]], &info, &r),
+                         SL_OK);
+        assert_true(r.selected);
+        assert_int_equal(r.participation, 0);
+        came_back += before[chosen[j]] > 0;
+    }
+    assert_true(came_back > 0); /* with the read working, some would have answered 1 */
+    ((sl__store_head *)(void *)s.store)->ops = real;
+    /* the read back, the same check-ins answer the store's count; the round closes as usual */
+    for (size_t j = 0; j < n; j++) {
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[chosen[j]], &info, &r),
+                         SL_OK);
+        assert_int_equal(r.participation, before[chosen[j]]);
+    }
+    for (size_t j = 0; j < 10; j++)
+        assert_true(upload(&s, chosen[j], 1.0f).accepted);
+    assert_int_equal(status(&s).model_version, 3);
+    sim_free(&s);
+}
+
 /* A task stored before sender_mean_rounds existed (its canonical JSON lacks the key) keeps
  * aggregating as it did after an upgrade: not today's default. */
 static void test_stored_config_keeps_its_rule(void **state)
@@ -1378,9 +1433,18 @@ static void test_fedbuff(void **state)
     for (size_t i = 0; i < 5; i++) {
         assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
         assert_true(r.selected);
+        assert_int_equal(r.participation, 0);
         assert_true(upload(&s, i, 1.0f).accepted);
     }
     assert_int_equal(status(&s).model_version, 2);
+    /* the next buffer's assignments count the buffers that took a device's update (the
+     * density warm-up's step): none selects anyone */
+    assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[0], &info, &r), SL_OK);
+    assert_true(r.selected);
+    assert_int_equal(r.participation, 1);
+    assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[19], &info, &r), SL_OK);
+    assert_true(r.selected);
+    assert_int_equal(r.participation, 0);
     /* an update from version 1 is one version stale: still accepted */
     {
         sl_task_status st = status(&s);
@@ -1661,6 +1725,7 @@ int main(void)
         cmocka_unit_test(test_server_lr_ramp),
         cmocka_unit_test(test_sender_mean),
         cmocka_unit_test(test_assignment_participation),
+        cmocka_unit_test(test_participation_read_fails),
         cmocka_unit_test(test_stored_config_keeps_its_rule),
         cmocka_unit_test(test_kill_after_every_transition),
         cmocka_unit_test(test_ten_thousand_devices),

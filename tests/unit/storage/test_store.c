@@ -1287,6 +1287,23 @@ static void test_device_history(void **state)
         assert_int_equal(sl_store_report_delays(f->s, r.task_id, 1, collect_delay, delays), SL_OK);
         assert_int_equal(delays[3], 0); /* rounds after the first: none */
     }
+    { /* an update counts its round once, whether the round selected the device (a round's
+       * participant) or not (FedBuff's buffers select no one) */
+        uint32_t k = 99;
+        sl_store_receipt rc2;
+        sl_test_update_bytes(2, frame, sizeof frame, sha);
+        sl_update_put u0 = {r2.id, devices[0], frame, sizeof frame, 5, sha, 0};
+        assert_int_equal(sl_store_put_update(f->s, &u0, 6000, &rc2), SL_OK);
+        sl_test_update_bytes(3, frame, sizeof frame, sha);
+        sl_update_put u1 = {r2.id, devices[1], frame, sizeof frame, 5, sha, 0};
+        assert_int_equal(sl_store_put_update(f->s, &u1, 6000, &rc2), SL_OK);
+        assert_int_equal(sl_store_device_rounds(f->s, r.task_id, devices[0], 2, &k), SL_OK);
+        assert_int_equal(k, 1);
+        assert_int_equal(sl_store_device_rounds(f->s, r.task_id, devices[0], 3, &k), SL_OK);
+        assert_int_equal(k, 2); /* round 1 selected it, round 2 took its update */
+        assert_int_equal(sl_store_device_rounds(f->s, r.task_id, devices[1], 3, &k), SL_OK);
+        assert_int_equal(k, 2); /* selected and reported in round 2: once */
+    }
 }
 
 /* Rows that name a task, round or device the store does not have: SL_ENOENT on both
