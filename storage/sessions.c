@@ -110,7 +110,7 @@ static int session_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_stmt *st;
     int rc = sl__stmt(c,
                       "INSERT INTO sessions (id, device_id, epoch, issued_at, expires_at) "
-                      "VALUES (?1, ?2, ?3, ?4, ?5)",
+                      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
                       &st);
     (void)s;
     if (rc != SL_OK)
@@ -122,9 +122,26 @@ static int session_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_bind_int64(st, 5, r->expires_at_ms);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
-    return rc == SQLITE_DONE                    ? SL_OK
-           : rc == SQLITE_CONSTRAINT_FOREIGNKEY ? SL_ENOENT /* no such device */
-                                                : sl__status_from_sqlite(rc);
+    if (rc != SQLITE_DONE)
+        return rc == SQLITE_CONSTRAINT_FOREIGNKEY ? SL_ENOENT /* no such device */
+                                                  : sl__status_from_sqlite(rc);
+    if (sqlite3_changes(c->db) == 1)
+        return SL_OK;
+    /* the id is taken: the same record again is done (as on PostgreSQL), another a conflict */
+    rc = sl__stmt(c,
+                  "SELECT 1 FROM sessions WHERE id = ?1 AND device_id = ?2 AND epoch = ?3 AND "
+                  "issued_at = ?4 AND expires_at = ?5",
+                  &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, r->device_id);
+    sqlite3_bind_int64(st, 3, r->epoch);
+    sqlite3_bind_int64(st, 4, r->issued_at_ms);
+    sqlite3_bind_int64(st, 5, r->expires_at_ms);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW ? SL_OK : rc == SQLITE_DONE ? SL_ECONFLICT : sl__status_from_sqlite(rc);
 }
 
 int sl__sq_put_session(sl_store *s, const sl_store_session *rec)

@@ -276,7 +276,11 @@ typedef struct sl_store_session {
     int64_t revoked_at_ms; /* 0: not revoked */
 } sl_store_session;
 
-/** sl_store_put_session - record an issued session. Durable on SL_OK. */
+/**
+ * sl_store_put_session - record an issued session. Durable on SL_OK. The
+ * same record again (a retried write) is SL_OK and changes nothing; another
+ * record under a recorded id is SL_ECONFLICT.
+ */
 int sl_store_put_session(sl_store *s, const sl_store_session *rec);
 
 /**

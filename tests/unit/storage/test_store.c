@@ -1330,6 +1330,53 @@ static void test_unknown_references(void **state)
     assert_int_equal(sl_store_put_session(f->s, &ses), SL_ENOENT);
 }
 
+static int last_session(void *ctx, const sl_store_session *rec)
+{
+    sl_store_session *last = ctx;
+    *last = *rec;
+    return 0;
+}
+
+/* Issued sessions: a retried write of the same record changes nothing, another record under
+ * a recorded id is refused; listing and revoking. */
+static void test_sessions(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[2];
+    sl_store_session ses, other, seen;
+    uint64_t n = 0;
+    int64_t now = sl_clock_wall_ns(&f->clock.clock) / 1000000;
+    sl_test_store_fixture(f->s, &round_id, devices, 2);
+    memset(&ses, 0, sizeof ses);
+    snprintf(ses.id, sizeof ses.id, "%032x", 0xabcdu);
+    ses.device_id = devices[0];
+    ses.epoch = 1;
+    ses.issued_at_ms = now;
+    ses.expires_at_ms = now + 60000;
+    assert_int_equal(sl_store_put_session(f->s, &ses), SL_OK);
+    assert_int_equal(sl_store_put_session(f->s, &ses), SL_OK); /* a retried write */
+    other = ses;
+    other.expires_at_ms = now + 90000;
+    assert_int_equal(sl_store_put_session(f->s, &other), SL_ECONFLICT);
+    other = ses;
+    other.device_id = devices[1];
+    assert_int_equal(sl_store_put_session(f->s, &other), SL_ECONFLICT);
+    memset(&seen, 0, sizeof seen);
+    assert_int_equal(sl_store_list_sessions(f->s, 0, now, last_session, &seen), SL_OK);
+    assert_string_equal(seen.id, ses.id);
+    assert_int_equal(seen.device_id, devices[0]);
+    assert_int_equal(seen.expires_at_ms, now + 60000); /* the first record, unchanged */
+    assert_int_equal(seen.revoked_at_ms, 0);
+    memset(&seen, 0, sizeof seen);
+    assert_int_equal(sl_store_list_sessions(f->s, devices[1], now, last_session, &seen), SL_OK);
+    assert_int_equal(seen.id[0], '\0'); /* none of the other device */
+    assert_int_equal(sl_store_revoke_sessions(f->s, devices[0], NULL, &n), SL_OK);
+    assert_int_equal(n, 1);
+    memset(&seen, 0, sizeof seen);
+    assert_int_equal(sl_store_list_sessions(f->s, devices[0], now, last_session, &seen), SL_OK);
+    assert_true(seen.revoked_at_ms > 0);
+}
+
 int main(int argc, char **argv)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1346,6 +1393,7 @@ int main(int argc, char **argv)
         T(test_leadership),         T(test_checkins),
         T(test_partials),           T(test_pace),
         T(test_device_history),     T(test_unknown_references),
+        T(test_sessions),
     };
     /* the store's contract, whichever backend keeps it */
     const struct CMUnitTest contract[] = {
@@ -1367,6 +1415,7 @@ int main(int argc, char **argv)
         T(test_pace),
         T(test_device_history),
         T(test_unknown_references),
+        T(test_sessions),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG
