@@ -1,23 +1,7 @@
 /*
  * agent.c - an agent's life: options, opening the state directory and
- * finishing what a killed run left, the device loop, and the choice of
- * density.
- *
- * Bandwidth-aware density. The coordinator hands out a density schedule
- * (density, warmup_rounds, warmup_density); sl_compress_density() of it at
- * this device's participation count is the scheduled density d_s, which is
- * never exceeded. The agent measures its upload throughput B (bytes/s, an
- * EWMA over uploads of at least 4 KiB, persisted in counters) and the
- * frame bytes per selected value b (an EWMA; before the first frame a
- * guess from the value mode). With T seconds left before the round's
- * report deadline, a frame of density d takes about b * k(d) / B seconds,
- * k(d) the values selected at d. The agent sends
- *     d = clamp(B * T / 2 / (b * n), d_s * f, d_s)
- * n the parameters, f = min_density_fraction (default 0.1): half the time
- * left is kept for retries of a lossy link; the floor keeps every update
- * meaningful, and what is not sent stays in the residual (error feedback),
- * so a smaller density delays information rather than losing it. Without
- * a measurement yet (or with bandwidth_aware off) d = d_s.
+ * finishing what a killed run left, and the device loop (the program, at the
+ * top of the agent's layers: agent_int.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -65,55 +49,6 @@ void sl_agent_options_default(sl_agent_options *o)
     o->data_refresh_ms = 5000;
 }
 
-/* ---- small shared helpers ----------------------------------------------------------- */
-
-void sl__agent_emit(sl_agent *a, sl_agent_event *ev)
-{
-    ev->client = a->o.client;
-    ev->device_id = a->device_id;
-    if (ev->reason == NULL)
-        ev->reason = "";
-    if (a->o.on_event != NULL)
-        a->o.on_event(a->o.event_ctx, ev);
-}
-
-int sl__agent_stopping(const sl_agent *a)
-{
-    return a->stopped || (a->o.stop != NULL && *a->o.stop);
-}
-
-int sl__agent_sleep(const sl_agent *a, int64_t ms)
-{
-    int64_t end = sl_clock_monotonic_ns(NULL) + ms * 1000000;
-    while (!sl__agent_stopping(a)) {
-        int64_t left = end - sl_clock_monotonic_ns(NULL);
-        struct timespec ts;
-        if (left <= 0)
-            return 0;
-        if (left > 50000000)
-            left = 50000000;
-        ts.tv_sec = 0;
-        ts.tv_nsec = (long)left;
-        nanosleep(&ts, NULL);
-    }
-    return 1;
-}
-
-double sl__agent_uniform(sl_agent *a)
-{
-    uint64_t x = a->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    a->rng = x;
-    return (double)((x * 0x2545F4914F6CDD1DULL) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-int64_t sl__agent_now_ms(void)
-{
-    return sl_clock_wall_ns(NULL) / 1000000;
-}
-
 /* At start, without a spec: the registry model named by the options, else the one the cached
  * model's layout names (none yet: the first model downloaded names it). */
 static int registry_model(sl_agent *a)
@@ -144,34 +79,6 @@ static int finish_resolved(sl_agent *a)
     return sl__agent_finish_resolved(a);
 }
 
-double sl__agent_choose_density(const sl_agent *a, const sl__agent_assignment *asg)
-{
-    sl_compress_params p;
-    double scheduled, floor_d, fit, bpnz, left_s;
-    sl_compress_params_default(&p);
-    p.density = asg->density;
-    p.warmup_rounds = asg->warmup_rounds;
-    p.warmup_density = asg->warmup_density;
-    scheduled = sl_compress_density(&p, asg->participation);
-    if (!a->o.bandwidth_aware || a->counters.bw_ewma <= 0 || asg->deadline_ms <= 0)
-        return scheduled;
-    floor_d = scheduled * a->o.min_density_fraction;
-    left_s = (double)(asg->deadline_ms - sl__agent_now_ms()) / 1000.0;
-    if (left_s <= 0)
-        return floor_d;
-    bpnz = a->counters.bpnz_ewma;
-    if (bpnz <= 0) {
-        static const double value_bytes[] = {4, 2, 2, 1, 0.25, 0.125};
-        bpnz = 1.5 + value_bytes[(unsigned)asg->values < 6 ? asg->values : 0];
-    }
-    fit = a->counters.bw_ewma * left_s * 0.5 / (bpnz * (double)a->n);
-    if (fit < scheduled)
-        sl_log(SL_LOG_INFO, "agent",
-               "density %.4g instead of %.4g: %.0f B/s with %.1f s left (floor %.4g)", fit,
-               scheduled, a->counters.bw_ewma, left_s, floor_d);
-    return fit >= scheduled ? scheduled : (fit <= floor_d ? floor_d : fit);
-}
-
 int sl__agent_use_relay(sl_agent *a, sl__agent_relay *relay)
 {
     const char *after = strstr(a->o.coordinator, "://"), *path;
@@ -181,28 +88,11 @@ int sl__agent_use_relay(sl_agent *a, sl__agent_relay *relay)
     snprintf(a->url_buf, sizeof a->url_buf, "http://127.0.0.1:%d%s", sl__agent_relay_port(relay),
              path ? path : "");
     a->url = a->url_buf;
-    a->relay = relay;
+    a->link = relay; /* its faults come through the hooks (runtime.c) */
+    a->link_hooks = &sl__agent_relay_hooks;
     sl_client_free(a->client);
     a->client = NULL;
     return SL_OK;
-}
-
-void sl__agent_disarm(sl_agent *a)
-{
-    if (a->relay != NULL)
-        sl__agent_relay_arm(a->relay, -1);
-}
-
-void sl__agent_maybe_cut(sl_agent *a, uint64_t expected)
-{
-    if (a->relay == NULL)
-        return;
-    if (sl__agent_uniform(a) < a->o.faults.cut) {
-        uint64_t span = expected > 0 ? expected : a->o.faults.cut_span;
-        sl__agent_relay_arm(a->relay, 1 + (int64_t)(sl__agent_uniform(a) * (double)span));
-    } else {
-        sl__agent_relay_arm(a->relay, -1);
-    }
 }
 
 /* ---- create / free -------------------------------------------------------------------- */

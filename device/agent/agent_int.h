@@ -1,21 +1,30 @@
 /*
  * agent_int.h - internals shared by the files of device/agent.
  *
- *   agent.c        options, create/free, the device loop, density choice
- *   state.c        the state directory: files, formats, recovery
- *   ledger.c       key=value text, counters, acks.log
- *   model.c        the model trained (registry by layout, or the task's spec) and the
- *                  vectors that depend on its layout
+ * Layers, bottom to top; a file calls only into the layers below it (never
+ * up, never in a circle: .ci/check_layers.py fails the style gate if one
+ * does). Faults are injected through hooks (runtime.c), not by calls up.
+ *   runtime.c      events, the stop flag, clock, random draws; link faults
+ *                  through the hooks of the agent's link
+ *   relay.c        loopback TCP relay that cuts connections (faults) and its
+ *                  hooks; poison.c: poisoned updates (faults); data.c:
+ *                  streaming IDX reader and partition (sl_agent_data); live.c:
+ *                  the device's own data through the task's contract
+ *   state.c        the state directory: files, formats, recovery, key=value text
+ *   ledger.c       counters, acks.log
+ *   model.c        the model trained (registry by layout, or the task's spec), the
+ *                  vectors that depend on its layout, error feedback's compressor
+ *                  over them and tracking's absorption of a new model
+ *   net.c          the transport: enrolment, check-in, model download, metrics,
+ *                  problems
  *   spec.c         the task's model spec: fetched, cached, checked against the
- *                  device's limits (or refused, with the reason)
- *   net.c          enrolment, check-in, model download, metrics, problems
- *   participate.c  train, compress, persist, upload, resolve the outcome
- *   data.c         streaming IDX reader and partition (sl_agent_data)
- *   evaluator.c    the evaluator loop
- *   fleet.c        N agents on threads with seeded faults
- *   relay.c        loopback TCP relay that cuts connections (faults)
- *   poison.c       poisoned updates (faults): scaled, flipped, NaN frames
- *   main.c         the starling-agent program
+ *                  device's limits (or refused, with the reason); task_data.c:
+ *                  the task's data contract applied to the device's data
+ *   participate.c  the round: density, train, compress, persist, upload, resolve
+ *                  the outcome
+ *   agent.c        the program: options, create/free, the device loop
+ *   evaluator.c    the evaluator loop; fleet.c: N agents on threads with seeded
+ *                  faults; cli.c: the command line; main.c: starling-agent
  */
 #ifndef STARLING_AGENT_INT_H
 #define STARLING_AGENT_INT_H
@@ -105,6 +114,17 @@ void sl__agent_relay_counts(const sl__agent_relay *r, uint64_t *cuts, uint64_t *
  * anything (a heterogeneous fleet's device). */
 void sl__agent_relay_set_rate(sl__agent_relay *r, double bytes_per_s);
 
+/* ---- runtime.c: link faults through hooks ------------------------------------ */
+
+/* What a link that faults can be told (a fleet's relay: sl__agent_relay_hooks). */
+typedef struct sl__agent_link_hooks {
+    void (*arm)(void *link, int64_t bytes); /* cut after @bytes more bytes (-1: disarm) */
+    void (*dark)(void *link, int dark);     /* close every connection, new ones too (1), or not */
+} sl__agent_link_hooks;
+
+/* relay.c: a relay's hooks (the link is the sl__agent_relay). */
+extern const sl__agent_link_hooks sl__agent_relay_hooks;
+
 /* ---- state ----------------------------------------------------------------- */
 
 /* How a pending upload ended (recorded in the residual file's header). */
@@ -191,8 +211,9 @@ struct sl_agent {
     sl_client *client; /* signed (or the admin's, for the evaluator) */
     const char *url;   /* where the client connects (a relay's, in fleets) */
     char url_buf[512];
-    sl__agent_relay *relay; /* borrowed from the fleet, or NULL */
-    int admin;              /* the client uses the admin token, not a key */
+    void *link;                             /* a fleet's relay (borrowed), or NULL */
+    const sl__agent_link_hooks *link_hooks; /* its faults (runtime.c); NULL with no link */
+    int admin;                              /* the client uses the admin token, not a key */
     /* the model */
     sl_model *model;        /* NULL until the layout is known */
     sl_spec *spec;          /* the task's model spec (the model runs it); NULL: none or registry */
@@ -241,11 +262,21 @@ int sl__agent_parse_assignment(const char *json, size_t len, sl__agent_assignmen
  * FedBN): such rounds train with sl_train_opt(). */
 int sl__agent_uses_optim(const sl__agent_assignment *asg);
 
-/* participate.c: TRACKING error feedback: when an acknowledged update's round
- * is still to be absorbed (a->absorb), add the move from the held model to
- * @next (@version), averaged over the versions between, to the residual and
- * save it, before the model is replaced. SL_OK without anything to absorb. */
-int sl__agent_absorb(sl_agent *a, const float *next, int64_t version);
+/* runtime.c */
+void sl__agent_emit(sl_agent *a, sl_agent_event *ev);
+int sl__agent_stopping(const sl_agent *a);
+/* Sleep @ms in slices, returning early (1) when asked to stop. */
+int sl__agent_sleep(const sl_agent *a, int64_t ms);
+double sl__agent_uniform(sl_agent *a);
+int64_t sl__agent_now_ms(void);
+/* Whether the agent's link takes faults (a fleet's relay). */
+int sl__agent_link_faults(const sl_agent *a);
+/* The cut fault: with probability faults.cut, arm the link to cut the
+ * coming transfer of about @expected bytes at a uniform offset. */
+void sl__agent_maybe_cut(sl_agent *a, uint64_t expected);
+void sl__agent_disarm(sl_agent *a);
+/* The link goes dark (1: a crash mid-upload) or comes back (0). */
+void sl__agent_link_dark(sl_agent *a, int dark);
 
 /* state.c */
 int sl__agent_path(const sl_agent *a, const char *name, char *out, size_t cap);
@@ -288,33 +319,17 @@ int sl__agent_save_upload(const sl_agent *a);
 int sl__agent_load_pending(sl_agent *a);
 int sl__agent_clear_pending(sl_agent *a);
 void sl__agent_pending_free(sl__agent_pending *p);
+/* key=value text: the value of @key into @out; SL_ENOENT when absent */
+int sl__agent_kv(const char *text, const char *key, char *out, size_t cap);
+int sl__agent_kv_i64(const char *text, const char *key, int64_t *out);
+int sl__agent_kv_u64(const char *text, const char *key, uint64_t *out);
+int sl__agent_kv_f64(const char *text, const char *key, double *out);
 /* ledger.c */
 int sl__agent_save_counters(const sl_agent *a);
 int sl__agent_load_counters(sl_agent *a);
 int sl__agent_ack_logged(const sl_agent *a, uint64_t gen, int *found);
 int sl__agent_ack_append(const sl_agent *a, const sl__agent_resolved *tag);
 int sl__agent_repair_log(const sl_agent *a);
-/* key=value text: the value of @key into @out; SL_ENOENT when absent */
-int sl__agent_kv(const char *text, const char *key, char *out, size_t cap);
-int sl__agent_kv_i64(const char *text, const char *key, int64_t *out);
-int sl__agent_kv_u64(const char *text, const char *key, uint64_t *out);
-int sl__agent_kv_f64(const char *text, const char *key, double *out);
-
-/* agent.c */
-void sl__agent_emit(sl_agent *a, sl_agent_event *ev);
-int sl__agent_stopping(const sl_agent *a);
-/* Sleep @ms in slices, returning early (1) when asked to stop. */
-int sl__agent_sleep(const sl_agent *a, int64_t ms);
-double sl__agent_uniform(sl_agent *a);
-int64_t sl__agent_now_ms(void);
-/* The density for this participation (warm-up, then bandwidth). */
-double sl__agent_choose_density(const sl_agent *a, const sl__agent_assignment *asg);
-/* Fleet hooks: connect through @relay (its port on 127.0.0.1). */
-int sl__agent_use_relay(sl_agent *a, sl__agent_relay *relay);
-/* The cut fault: with probability faults.cut, arm the relay to cut the
- * coming transfer of about @expected bytes at a uniform offset. */
-void sl__agent_maybe_cut(sl_agent *a, uint64_t expected);
-void sl__agent_disarm(sl_agent *a);
 
 /* model.c (above state.c, below net.c) */
 /* The registry model whose layout hashes to @hash; SL_ENOENT when none. */
@@ -324,6 +339,17 @@ int sl__agent_registry_model(uint64_t hash, sl_model **out);
  * saved for it; a later one must have the held layout (SL_ELAYOUT) and replaces
  * the held model (a spec arriving for the registry model that served so far). */
 int sl__agent_set_model(sl_agent *a, sl_model *m);
+/* A compressor for the held layout (@values, @density, @scope, @feedback, residual
+ * @decay, frame @seed; DGC momentum when the agent keeps it), to restore the
+ * persisted vectors into (the warm-up is applied in the density handed over). */
+int sl__agent_compressor(const sl_agent *a, sl_value_mode values, double density,
+                         sl_topk_scope scope, sl_error_feedback feedback, double decay,
+                         uint64_t seed, sl_compressor **out);
+/* TRACKING error feedback: when an acknowledged update's round is still to be
+ * absorbed (a->absorb), add the move from the held model to @next (@version),
+ * averaged over the versions between, to the residual and save it, before the
+ * model is replaced. SL_OK without anything to absorb. */
+int sl__agent_absorb(sl_agent *a, const float *next, int64_t version);
 
 /* spec.c (above net.c) */
 /* The model spec a check-in names (@sha256 hex, "" for none): held, or read from
@@ -372,6 +398,10 @@ void sl__agent_problem(const sl_client_response *r, char *type, size_t tcap, cha
                        size_t rcap);
 /* A short description of a failed exchange for logs. */
 const char *sl__agent_failure(int rc, const sl_client_response *r, char *buf, size_t cap);
+
+/* agent.c: fleets connect an agent through @relay (its port on 127.0.0.1; its
+ * faults through sl__agent_relay_hooks). */
+int sl__agent_use_relay(sl_agent *a, sl__agent_relay *relay);
 
 /* participate.c */
 int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg);

@@ -52,21 +52,51 @@ static double selected_count(const sl_layout *layout, double density, sl_topk_sc
     return k;
 }
 
-static int make_compressor(const sl_agent *a, sl_value_mode values, double density,
-                           sl_topk_scope scope, sl_error_feedback feedback, double decay,
-                           uint64_t seed, sl_compressor **out)
+/*
+ * The density for this participation (warm-up, then bandwidth).
+ *
+ * Bandwidth-aware density. The coordinator hands out a density schedule
+ * (density, warmup_rounds, warmup_density); sl_compress_density() of it at
+ * this device's participation count is the scheduled density d_s, which is
+ * never exceeded. The agent measures its upload throughput B (bytes/s, an
+ * EWMA over uploads of at least 4 KiB, persisted in counters) and the
+ * frame bytes per selected value b (an EWMA; before the first frame a
+ * guess from the value mode). With T seconds left before the round's
+ * report deadline, a frame of density d takes about b * k(d) / B seconds,
+ * k(d) the values selected at d. The agent sends
+ *     d = clamp(B * T / 2 / (b * n), d_s * f, d_s)
+ * n the parameters, f = min_density_fraction (default 0.1): half the time
+ * left is kept for retries of a lossy link; the floor keeps every update
+ * meaningful, and what is not sent stays in the residual (error feedback),
+ * so a smaller density delays information rather than losing it. Without
+ * a measurement yet (or with bandwidth_aware off) d = d_s.
+ */
+static double choose_density(const sl_agent *a, const sl__agent_assignment *asg)
 {
     sl_compress_params p;
+    double scheduled, floor_d, fit, bpnz, left_s;
     sl_compress_params_default(&p);
-    p.encode.values = values;
-    p.scope = scope;
-    p.feedback = feedback;
-    p.residual_decay = decay;
-    p.encode.seed = seed;
-    p.density = density > 0 && density <= 1 ? density : 1.0;
-    p.warmup_rounds = 0; /* the warm-up is applied in the density handed over */
-    p.momentum = a->momentum ? a->o.dgc_momentum : 0.0;
-    return sl_compressor_create(a->layout, &p, out);
+    p.density = asg->density;
+    p.warmup_rounds = asg->warmup_rounds;
+    p.warmup_density = asg->warmup_density;
+    scheduled = sl_compress_density(&p, asg->participation);
+    if (!a->o.bandwidth_aware || a->counters.bw_ewma <= 0 || asg->deadline_ms <= 0)
+        return scheduled;
+    floor_d = scheduled * a->o.min_density_fraction;
+    left_s = (double)(asg->deadline_ms - sl__agent_now_ms()) / 1000.0;
+    if (left_s <= 0)
+        return floor_d;
+    bpnz = a->counters.bpnz_ewma;
+    if (bpnz <= 0) {
+        static const double value_bytes[] = {4, 2, 2, 1, 0.25, 0.125};
+        bpnz = 1.5 + value_bytes[(unsigned)asg->values < 6 ? asg->values : 0];
+    }
+    fit = a->counters.bw_ewma * left_s * 0.5 / (bpnz * (double)a->n);
+    if (fit < scheduled)
+        sl_log(SL_LOG_INFO, "agent",
+               "density %.4g instead of %.4g: %.0f B/s with %.1f s left (floor %.4g)", fit,
+               scheduled, a->counters.bw_ewma, left_s, floor_d);
+    return fit >= scheduled ? scheduled : (fit <= floor_d ? floor_d : fit);
 }
 
 /* ---- training -------------------------------------------------------------------------- */
@@ -80,14 +110,14 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
     sl__agent_pending *p = &a->pending;
     sl_compressor *c = NULL;
     const float *acc, *acc_mu;
-    double density = sl__agent_choose_density(a, asg);
+    double density = choose_density(a, asg);
     uint64_t gen = a->counters.next_gen;
     int rc;
 
     if (gen <= a->resolved.gen)
         gen = a->resolved.gen + 1;
-    rc = make_compressor(a, asg->values, density, asg->topk_scope, asg->feedback,
-                         asg->residual_decay, gen, &c);
+    rc = sl__agent_compressor(a, asg->values, density, asg->topk_scope, asg->feedback,
+                              asg->residual_decay, gen, &c);
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, NULL, NULL, NULL, 0);
     sl__agent_pending_free(p);
@@ -162,7 +192,7 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
         a->crash_point = 1 + (int)(sl__agent_uniform(a) * 3.0);
         if (a->crash_point > 3)
             a->crash_point = 3;
-        if (a->crash_point == 2 && a->relay == NULL)
+        if (a->crash_point == 2 && !sl__agent_link_faults(a))
             a->crash_point = 3;
         a->crash_offset = (uint64_t)(sl__agent_uniform(a) * (double)p->frame_len);
     }
@@ -638,43 +668,6 @@ int sl__agent_finish_resolved(sl_agent *a)
     return SL_OK;
 }
 
-int sl__agent_absorb(sl_agent *a, const float *next, int64_t version)
-{
-    sl_compressor *c = NULL;
-    const float *res, *mu;
-    int rc;
-    if (!a->absorb || a->global == NULL || a->version < 1 || version <= a->version)
-        return SL_OK;
-    rc = make_compressor(a, SL_VALUE_FP32, 1.0, SL_TOPK_MODEL, SL_EF_TRACKING, 1.0, 0, &c);
-    if (rc == SL_OK)
-        rc = sl_compressor_restore(c, a->residual, a->momentum, NULL, NULL, NULL, 0);
-    if (rc == SL_OK)
-        rc = sl_compressor_absorb(c, a->global, next, (double)(version - a->version));
-    if (rc == SL_OK)
-        rc = sl_compressor_state(c, &res, &mu);
-    if (rc == SL_OK) {
-        float *keep = malloc(a->n * sizeof *keep);
-        if (keep == NULL) {
-            rc = SL_ENOMEM;
-        } else {
-            memcpy(keep, a->residual, a->n * sizeof *keep);
-            memcpy(a->residual, res, a->n * sizeof(float));
-            a->absorb = 0;
-            rc = sl__agent_save_residual(a, &a->resolved);
-            if (rc != SL_OK) { /* the file holds the old state: so does memory */
-                memcpy(a->residual, keep, a->n * sizeof *keep);
-                a->absorb = 1;
-            }
-            free(keep);
-        }
-    }
-    sl_compressor_free(c);
-    if (rc != SL_OK)
-        sl_log(SL_LOG_ERROR, "agent", "absorbing model %" PRId64 " into the residual: %s", version,
-               sl_strerror(rc));
-    return rc;
-}
-
 /* Apply @outcome to the residual and record it (the commit point). */
 static int resolve(sl_agent *a, int outcome, int64_t update_id, int duplicate)
 {
@@ -682,8 +675,8 @@ static int resolve(sl_agent *a, int outcome, int64_t update_id, int duplicate)
     sl__agent_resolved tag = {p->gen, outcome, duplicate, p->round_id, update_id, {0}};
     sl_compressor *c = NULL;
     const float *res, *mu;
-    int rc =
-        make_compressor(a, SL_VALUE_FP32, p->density, p->topk_scope, p->feedback, 1.0, p->gen, &c);
+    int rc = sl__agent_compressor(a, SL_VALUE_FP32, p->density, p->topk_scope, p->feedback, 1.0,
+                                  p->gen, &c);
     int absorb = a->absorb;
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, p->acc, p->acc_mu, p->frame,
@@ -735,9 +728,9 @@ static void on_progress(void *ctx, const sl_client_upload_state *st, uint64_t le
     ev.bytes = st->offset;
     ev.total = length;
     sl__agent_emit(a, &ev);
-    if (a->crash_point == 2 && st->offset >= a->crash_offset && a->relay != NULL) {
+    if (a->crash_point == 2 && st->offset >= a->crash_offset && sl__agent_link_faults(a)) {
         a->crash_now = 1; /* the link goes dark mid-upload, then the process "dies" */
-        sl__agent_relay_set_dark(a->relay, 1);
+        sl__agent_link_dark(a, 1);
     }
 }
 
@@ -747,8 +740,7 @@ static int crash(sl_agent *a, const char *where)
                          .round_id = a->pending.round_id,
                          .gen = a->pending.gen,
                          .reason = where};
-    if (a->relay != NULL)
-        sl__agent_relay_set_dark(a->relay, 0);
+    sl__agent_link_dark(a, 0);
     a->crash_point = 0;
     a->crash_now = 0;
     a->stats.crashes++;

@@ -289,3 +289,17 @@ void sl__agent_relay_counts(const sl__agent_relay *r, uint64_t *cuts, uint64_t *
     *cuts = atomic_load(&((sl__agent_relay *)r)->cuts);
     *resumes = atomic_load(&((sl__agent_relay *)r)->resumes);
 }
+
+/* ---- the hooks an agent's link faults go through (runtime.c) -------------------------------- */
+
+static void hook_arm(void *link, int64_t bytes)
+{
+    sl__agent_relay_arm(link, bytes);
+}
+
+static void hook_dark(void *link, int dark)
+{
+    sl__agent_relay_set_dark(link, dark);
+}
+
+const sl__agent_link_hooks sl__agent_relay_hooks = {hook_arm, hook_dark};

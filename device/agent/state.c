@@ -182,6 +182,72 @@ int sl__agent_read_i64(const sl_agent *a, const char *name, int64_t *out)
     return rc;
 }
 
+/* ---- key=value text ------------------------------------------------------------ */
+
+int sl__agent_kv(const char *text, const char *key, char *out, size_t cap)
+{
+    size_t klen = strlen(key);
+    const char *p = text;
+    while (p != NULL && *p != '\0') {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        if (len > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
+            size_t vlen = len - klen - 1;
+            if (vlen >= cap)
+                return SL_ETOOBIG;
+            memcpy(out, p + klen + 1, vlen);
+            out[vlen] = '\0';
+            return SL_OK;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return SL_ENOENT;
+}
+
+int sl__agent_kv_i64(const char *text, const char *key, int64_t *out)
+{
+    char v[32], *end;
+    long long x;
+    int rc = sl__agent_kv(text, key, v, sizeof v);
+    if (rc != SL_OK)
+        return rc;
+    errno = 0;
+    x = strtoll(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0')
+        return SL_ECORRUPT;
+    *out = (int64_t)x;
+    return SL_OK;
+}
+
+int sl__agent_kv_u64(const char *text, const char *key, uint64_t *out)
+{
+    char v[32], *end;
+    unsigned long long x;
+    int rc = sl__agent_kv(text, key, v, sizeof v);
+    if (rc != SL_OK)
+        return rc;
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || v[0] == '-')
+        return SL_ECORRUPT;
+    *out = (uint64_t)x;
+    return SL_OK;
+}
+
+int sl__agent_kv_f64(const char *text, const char *key, double *out)
+{
+    char v[64], *end;
+    double x;
+    int rc = sl__agent_kv(text, key, v, sizeof v);
+    if (rc != SL_OK)
+        return rc;
+    x = strtod(v, &end);
+    if (end == v || *end != '\0' || x != x)
+        return SL_ECORRUPT;
+    *out = x;
+    return SL_OK;
+}
+
 /* ---- the model cache --------------------------------------------------------------- */
 
 int sl__agent_save_model(sl_agent *a, const void *frame, size_t len, int64_t version)
