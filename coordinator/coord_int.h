@@ -146,10 +146,12 @@ typedef struct sl__task {
     int64_t quorum_at_ms;
     uint32_t rejected[SL_REJECT_REASONS];
     int select_idle; /* SELECTING with an empty pool: the window restarts at the first arrival */
-    double down_bytes_ewma; /* model bytes a device downloaded in closed rounds (deltas
-                             * included), on average; 0: none counted since this engine opened */
-    double train_ms_ewma;   /* how long closed rounds trained (select deadline to close); 0: none
-                               yet. Paces the check-ins of devices that wait for the next round. */
+    double down_bytes_ewma; /* model bytes a selected device downloaded in the last closed
+                             * rounds (deltas included), on average (sl__task_load_paces); 0: none
+                             * counted. What a time budget plans a download to weigh. */
+    double train_ms_ewma;   /* how long the last closed rounds trained (select deadline to close),
+                               on average; 0: none yet. Paces the check-ins of devices that wait
+                               for the next round. */
     /* replicas (replica.c), under the engine's partial_lock: this replica's partial sum of
      * the updates it stored in round partial_round, over exactly the devices in partial_ids */
     sl__agg *partial;
@@ -258,3 +260,7 @@ int sl__task_select(sl_engine *e, sl__task *t);
 int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason);
 int sl__task_advance(sl_engine *e, sl__task *t, int64_t *next_deadline);
 void sl__task_free(sl__task *t);
+/* What downloads weigh and how long rounds train (down_bytes_ewma, train_ms_ewma), from the
+ * task's newest SL__PACE_ROUNDS closed rounds in the store: at load and after each close. */
+#define SL__PACE_ROUNDS 16
+int sl__task_load_paces(sl_engine *e, sl__task *t);

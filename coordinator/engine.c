@@ -175,6 +175,8 @@ int sl__engine_load_task(sl_engine *e, int64_t task_id, sl__task **out, char *er
         if (t->cfg.rounds > 0 && (uint64_t)t->round.round_no >= t->cfg.rounds)
             t->finished = 1;
     }
+    if (rc == SL_OK) /* the paces of its closed rounds, as before a restart */
+        rc = sl__task_load_paces(e, t);
     if (rc != SL_OK) {
         if (errcap > 0 && err[0] == '\0')
             snprintf(err, errcap, "task %lld: %s", (long long)task_id, sl_strerror(rc));

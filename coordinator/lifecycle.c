@@ -305,6 +305,53 @@ static int count_participation(void *ctx, int64_t device_id, uint32_t selected, 
     return 0;
 }
 
+/* The task's paces over its newest SL__PACE_ROUNDS closed rounds, oldest first, into
+ * @t->down_bytes_ewma (bytes a selected device downloaded: deltas included) and
+ * @t->train_ms_ewma (the selection's deadline to the close): each an average weighing a
+ * round 0.3 and what came before 0.7, from the store alone, so that the engine computes the
+ * same after a restart, and a follower the leader's. */
+typedef struct paces {
+    sl_round_record r[SL__PACE_ROUNDS];
+    size_t n;
+} paces;
+
+static int collect_pace(void *ctx, const sl_round_record *r)
+{
+    paces *p = ctx;
+    if (p->n < SL__PACE_ROUNDS)
+        p->r[p->n++] = *r;
+    return 0;
+}
+
+int sl__task_load_paces(sl_engine *e, sl__task *t)
+{
+    paces *p = calloc(1, sizeof *p);
+    double down = 0, train = 0;
+    int rc;
+    if (p == NULL)
+        return SL_ENOMEM;
+    rc = sl_store_list_rounds(e->store, t->id, 0, SL__PACE_ROUNDS, collect_pace, p);
+    for (size_t i = p->n; rc == SL_OK && i-- > 0;) { /* newest first: from the oldest */
+        const sl_round_record *r = &p->r[i];
+        if (r->state != SL_ROUND_CLOSED)
+            continue;
+        if (r->selected > 0 && r->bytes_down > 0) {
+            double per = (double)r->bytes_down / (double)r->selected;
+            down = down > 0 ? 0.7 * down + 0.3 * per : per;
+        }
+        if (r->select_deadline_ms > 0 && r->closed_at_ms >= r->select_deadline_ms) {
+            double ms = (double)(r->closed_at_ms - r->select_deadline_ms);
+            train = train > 0 ? 0.7 * train + 0.3 * ms : ms;
+        }
+    }
+    free(p);
+    if (rc == SL_OK) {
+        t->down_bytes_ewma = down;
+        t->train_ms_ewma = train;
+    }
+    return rc;
+}
+
 /* The senders' mean's weight at this aggregate (sl_sender_mean_at): by the acknowledged updates
  * the task's devices have made on average, this round's included, as the store counts them, so
  * a restarted coordinator or another leader gets the same weight. 0 without the senders' mean. */
@@ -497,15 +544,13 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
         t->opt = next_opt;
         memset(&next_opt, 0, sizeof next_opt);
         release_participants(e, t, r.closed_at_ms);
-        if (t->downloaded.n > 0 && r.bytes_down > 0) { /* what a device's download weighs */
-            double per = (double)r.bytes_down / (double)t->downloaded.n;
-            t->down_bytes_ewma =
-                t->down_bytes_ewma > 0 ? 0.7 * t->down_bytes_ewma + 0.3 * per : per;
-        }
-        if (r.select_deadline_ms > 0 && r.closed_at_ms >= r.select_deadline_ms) {
-            double ms = (double)(r.closed_at_ms - r.select_deadline_ms);
-            t->train_ms_ewma = t->train_ms_ewma > 0 ? 0.7 * t->train_ms_ewma + 0.3 * ms : ms;
-        }
+        /* what downloads weigh and how long rounds train, from the closed rounds the store
+         * keeps (this one now among them): a restarted coordinator plans the same */
+        if (sl__task_load_paces(e, t) != SL_OK)
+            sl_log(SL_LOG_WARN, "engine",
+                   "task %lld: reading the paces of closed rounds failed; "
+                   "the last ones stay",
+                   (long long)t->id);
         t->round = r;
         t->round_open = 0;
         if (t->cfg.rounds > 0 && (uint64_t)r.round_no >= t->cfg.rounds)

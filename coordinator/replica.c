@@ -62,8 +62,6 @@ static int reload_task(sl_engine *e, sl__task *t, int64_t task_id)
     if ((rc = flush_partial(e, t)) != SL_OK)
         sl_log(SL_LOG_WARN, "replica", "storing a partial sum: %s; its updates are read",
                sl_strerror(rc));
-    /* keep what only this replica knows: the pace of closed rounds */
-    fresh->train_ms_ewma = t->train_ms_ewma;
     for (size_t i = 0; i < e->ntasks; i++)
         if (e->tasks[i] == t)
             e->tasks[i] = fresh;

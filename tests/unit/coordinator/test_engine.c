@@ -1262,9 +1262,22 @@ static void test_planned_round(void **state)
         assert_int_equal(sl_engine_count_download(s.engine, s.task, s.devices[chosen[k]], 1000),
                          SL_OK);
     }
+    sim_at(&s, st.round.select_deadline_ms + 2500); /* the round trains 2.5 s */
     for (size_t k = 0; k < 4; k++)
         assert_true(upload(&s, chosen[k], 1.0f).accepted);
     assert_int_equal(status(&s).round.round_no, 2); /* closed at the target */
+    {
+        /* what downloads weigh and how long rounds train come from the store's closed
+         * rounds: a restart before the next plan keeps them (the plan below expects
+         * 1,000 bytes, not fp32's 8,160) */
+        double down = s.engine->tasks[0]->down_bytes_ewma;
+        double train = s.engine->tasks[0]->train_ms_ewma;
+        assert_float_equal(down, 1000.0, 0);
+        assert_float_equal(train, 2500.0, 0);
+        sim_restart(&s);
+        assert_true(s.engine->tasks[0]->down_bytes_ewma == down);
+        assert_true(s.engine->tasks[0]->train_ms_ewma == train);
+    }
 
     /* round 2: the selected devices' paces plan it */
     n = select_round(&s, chosen);
