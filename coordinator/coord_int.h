@@ -146,8 +146,8 @@ typedef struct sl__task {
     int64_t quorum_at_ms;
     uint32_t rejected[SL_REJECT_REASONS];
     int select_idle; /* SELECTING with an empty pool: the window restarts at the first arrival */
-    double down_bytes_ewma; /* model bytes a selected device downloaded in the last closed
-                             * rounds (deltas included), on average (sl__task_load_paces); 0: none
+    double down_bytes_ewma; /* model bytes a device downloaded in the last closed rounds
+                             * (deltas included), on average (sl__task_load_paces); 0: none
                              * counted. What a time budget plans a download to weigh. */
     double train_ms_ewma;   /* how long the last closed rounds trained (select deadline to close),
                                on average; 0: none yet. Paces the check-ins of devices that wait

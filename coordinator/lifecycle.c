@@ -306,7 +306,8 @@ static int count_participation(void *ctx, int64_t device_id, uint32_t selected, 
 }
 
 /* The task's paces over its newest SL__PACE_ROUNDS closed rounds, oldest first, into
- * @t->down_bytes_ewma (bytes a selected device downloaded: deltas included) and
+ * @t->down_bytes_ewma (bytes a device downloaded: deltas included; with replicas, of the
+ * devices the leader served, which its record counts) and
  * @t->train_ms_ewma (the selection's deadline to the close): each an average weighing a
  * round 0.3 and what came before 0.7, from the store alone, so that the engine computes the
  * same after a restart, and a follower the leader's. */
@@ -335,8 +336,10 @@ int sl__task_load_paces(sl_engine *e, sl__task *t)
         const sl_round_record *r = &p->r[i];
         if (r->state != SL_ROUND_CLOSED)
             continue;
-        if (r->selected > 0 && r->bytes_down > 0) {
-            double per = (double)r->bytes_down / (double)r->selected;
+        if (r->bytes_down > 0 && (r->downloads > 0 || r->selected > 0)) {
+            /* rounds stored before schema 12 did not count their downloads */
+            double per =
+                (double)r->bytes_down / (double)(r->downloads > 0 ? r->downloads : r->selected);
             down = down > 0 ? 0.7 * down + 0.3 * per : per;
         }
         if (r->select_deadline_ms > 0 && r->closed_at_ms >= r->select_deadline_ms) {
@@ -490,6 +493,7 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
     int rc;
 
     r.closed_at_ms = sl__engine_now(e);
+    r.downloads = (uint32_t)t->downloaded.n; /* whose downloads bytes_down counts */
     rc = sl_store_count_updates(e->store, r.id, &stored);
     if (rc != SL_OK)
         return rc;

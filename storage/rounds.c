@@ -6,7 +6,7 @@
 #define ROUND_COLUMNS                                                                          \
     "id, task_id, round_no, base_version, state, target, quorum, opened_at, select_deadline, " \
     "report_deadline, closed_at, selected, reported, dropped, late, rejected, bytes_up, "      \
-    "bytes_down, error"
+    "bytes_down, error, downloads"
 
 static void read_round(sqlite3_stmt *st, sl_round_record *r)
 {
@@ -29,9 +29,10 @@ static void read_round(sqlite3_stmt *st, sl_round_record *r)
     r->bytes_up = sqlite3_column_int64(st, 16);
     r->bytes_down = sqlite3_column_int64(st, 17);
     sl__copy_text(st, 18, r->error, sizeof r->error);
+    r->downloads = (uint32_t)sqlite3_column_int64(st, 19);
 }
 
-/* Bind every column but id as ?2..?19 in ROUND_COLUMNS order (id is ?1). */
+/* Bind every column but id as ?2..?20 in ROUND_COLUMNS order (id is ?1). */
 static void bind_round(sqlite3_stmt *st, const sl_round_record *r)
 {
     sqlite3_bind_int64(st, 1, r->id);
@@ -53,6 +54,7 @@ static void bind_round(sqlite3_stmt *st, const sl_round_record *r)
     sqlite3_bind_int64(st, 17, r->bytes_up);
     sqlite3_bind_int64(st, 18, r->bytes_down);
     sqlite3_bind_text(st, 19, r->error, (int)strnlen(r->error, sizeof r->error), SQLITE_STATIC);
+    sqlite3_bind_int64(st, 20, r->downloads);
 }
 
 static int create_exec(sl_store *s, sl__conn *c, void *arg)
@@ -64,7 +66,7 @@ static int create_exec(sl_store *s, sl__conn *c, void *arg)
         return rc;
     rc = sl__stmt(c,
                   "INSERT INTO rounds (" ROUND_COLUMNS ") VALUES (NULL, ?2, ?3, ?4, ?5, ?6, "
-                  "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                  "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
                   &st);
     (void)s;
     if (rc != SL_OK)
@@ -92,14 +94,15 @@ int sl__sq_create_round(sl_store *s, sl_round_record *r)
 static int update_round_exec(sl_store *s, sl__conn *c, const sl_round_record *r)
 {
     sqlite3_stmt *st;
-    int rc = sl__stmt(c,
-                      "UPDATE rounds SET task_id = ?2, round_no = ?3, base_version = ?4, "
-                      "state = ?5, target = ?6, quorum = ?7, opened_at = ?8, "
-                      "select_deadline = ?9, report_deadline = ?10, closed_at = ?11, "
-                      "selected = ?12, reported = ?13, dropped = ?14, late = ?15, "
-                      "rejected = ?16, bytes_up = ?17, bytes_down = ?18, error = ?19 "
-                      "WHERE id = ?1",
-                      &st);
+    int rc =
+        sl__stmt(c,
+                 "UPDATE rounds SET task_id = ?2, round_no = ?3, base_version = ?4, "
+                 "state = ?5, target = ?6, quorum = ?7, opened_at = ?8, "
+                 "select_deadline = ?9, report_deadline = ?10, closed_at = ?11, "
+                 "selected = ?12, reported = ?13, dropped = ?14, late = ?15, "
+                 "rejected = ?16, bytes_up = ?17, bytes_down = ?18, error = ?19, downloads = ?20 "
+                 "WHERE id = ?1",
+                 &st);
     (void)s;
     if (rc != SL_OK)
         return rc;

@@ -13,7 +13,7 @@
 #define ROUND_COLUMNS                                                                          \
     "id, task_id, round_no, base_version, state, target, quorum, opened_at, select_deadline, " \
     "report_deadline, closed_at, selected, reported, dropped, late, rejected, bytes_up, "      \
-    "bytes_down, error"
+    "bytes_down, error, downloads"
 
 static void read_round(const PGresult *r, int row, sl_round_record *out)
 {
@@ -37,6 +37,7 @@ static void read_round(const PGresult *r, int row, sl_round_record *out)
     out->bytes_up = sl__pg_int(r, row, 16);
     out->bytes_down = sl__pg_int(r, row, 17);
     sl__pg_copy_text(r, row, 18, out->error, sizeof out->error);
+    out->downloads = (uint32_t)sl__pg_int(r, row, 19);
 }
 
 /* Every column but the id, in ROUND_COLUMNS order, as the next parameters. */
@@ -60,6 +61,7 @@ static void bind_round(sl__pgq *q, const sl_round_record *r)
     sl__pgq_int(q, r->bytes_up);
     sl__pgq_int(q, r->bytes_down);
     sl__pgq_text(q, r->error);
+    sl__pgq_int(q, r->downloads);
 }
 
 int sl__pg_fenced(sl__pg *p, PGconn *c)
@@ -92,7 +94,7 @@ static int create_exec(sl__pg *p, PGconn *c, void *arg)
     /* (task, round_no) is unique: a retry after a lost COMMIT answer finds its own row */
     rc = sl__pg_exec(c,
                      "INSERT INTO rounds (" ROUND_COLUMNS ") VALUES (DEFAULT, $1, $2, $3, $4, $5, "
-                     "$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) "
+                     "$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) "
                      "ON CONFLICT (task_id, round_no) DO NOTHING RETURNING id",
                      &q, &r);
     if (rc != SL_OK)
@@ -134,14 +136,15 @@ static int update_round_exec(PGconn *c, const sl_round_record *rec)
     int rc;
     sl__pgq_int(&q, rec->id);
     bind_round(&q, rec);
-    rc = sl__pg_exec(c,
-                     "UPDATE rounds SET task_id = $2, round_no = $3, base_version = $4, "
-                     "state = $5, target = $6, quorum = $7, opened_at = $8, "
-                     "select_deadline = $9, report_deadline = $10, closed_at = $11, "
-                     "selected = $12, reported = $13, dropped = $14, late = $15, "
-                     "rejected = $16, bytes_up = $17, bytes_down = $18, error = $19 "
-                     "WHERE id = $1",
-                     &q, &r);
+    rc = sl__pg_exec(
+        c,
+        "UPDATE rounds SET task_id = $2, round_no = $3, base_version = $4, "
+        "state = $5, target = $6, quorum = $7, opened_at = $8, "
+        "select_deadline = $9, report_deadline = $10, closed_at = $11, "
+        "selected = $12, reported = $13, dropped = $14, late = $15, "
+        "rejected = $16, bytes_up = $17, bytes_down = $18, error = $19, downloads = $20 "
+        "WHERE id = $1",
+        &q, &r);
     if (rc != SL_OK)
         return rc;
     rc = sl__pg_changes(r) == 1 ? SL_OK : SL_ENOENT;

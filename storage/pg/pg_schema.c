@@ -163,6 +163,8 @@ static const char *const migrations[] = {
      "  down_bps DOUBLE PRECISION NOT NULL,"
      "  at BIGINT NOT NULL,"
      "  PRIMARY KEY (task_id, device_id));"),
+    /* 11 -> 12: how many devices a round's bytes_down came from (what a download weighs) */
+    ("ALTER TABLE rounds ADD COLUMN downloads BIGINT NOT NULL DEFAULT 0;"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 11
+#define SL_STORE_SCHEMA_VERSION 12
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
@@ -390,6 +390,8 @@ typedef struct sl_round_record {
     uint32_t selected, reported, dropped, late, rejected;
     int64_t bytes_up, bytes_down;
     char error[256];
+    uint32_t downloads; /* devices whose model downloads bytes_down counts (schema 12; 0 in
+                           rounds stored before it) */
 } sl_round_record;
 
 /** sl_store_create_round - insert a round (its id is written back into @r). */

@@ -324,6 +324,8 @@ static void test_rounds_and_close(void **state)
     r.state = SL_ROUND_CLOSED;
     r.reported = 2;
     r.closed_at_ms = 99;
+    r.bytes_down = 123456;
+    r.downloads = 3; /* the devices whose downloads bytes_down counts (schema 12) */
     m.task_id = r.task_id;
     m.version = 2;
     m.parent = 1;
@@ -334,6 +336,8 @@ static void test_rounds_and_close(void **state)
     assert_int_equal(sl_store_get_round(f->s, round_id, &got), SL_OK);
     assert_int_equal(got.state, SL_ROUND_CLOSED);
     assert_int_equal(got.reported, 2);
+    assert_int_equal(got.bytes_down, 123456);
+    assert_int_equal(got.downloads, 3);
     assert_int_equal(sl_store_get_model(f->s, r.task_id, 2, &mr), SL_OK);
     sl_store_model_free(&mr);
     /* a close whose round update fails leaves no model behind */
