@@ -1,5 +1,19 @@
 /*
  * coord_int.h - internals shared by the files of libstarling-coord.
+ *
+ * Layers, bottom to top; a file calls only into the layers below it (never
+ * up, never in a circle: .ci/check_layers.py fails the style gate if one
+ * does):
+ *   aggregate.c, config.c, devices.c, server.c, spec_check.c, select.c
+ *                  aggregation, task configuration, device and id sets,
+ *                  server optimisers, model-spec checks, selection and
+ *                  time budgets' plans (over the store)
+ *   tasks.c        the engine's tasks as the store keeps them: load, table,
+ *                  paces of closed rounds, free
+ *   replica.c      replicas sharing one store: lease, partial sums, reloads
+ *   lifecycle.c    a round's life: open, select, close
+ *   engine.c       the engine's API
+ *   main.c         starling-coordinator
  */
 #ifndef STARLING_COORD_INT_H
 #define STARLING_COORD_INT_H
@@ -182,10 +196,12 @@ struct sl_engine {
     uint64_t updates_read;            /* updates it read one by one at closes (tests) */
 };
 
+/* tasks.c: the engine's clock in wall-clock ms. */
 int64_t sl__engine_now(const sl_engine *e);
 
-/* engine.c: a task as the store holds it (model, optimiser state, open round, refusals),
- * not yet in the engine; looking a task up and adding one (lock held). */
+/* tasks.c: a task as the store holds it (model, optimiser state, open round, refusals, the
+ * paces of its closed rounds), not yet in the engine; looking a task up and adding one (lock
+ * held). */
 int sl__engine_load_task(sl_engine *e, int64_t task_id, sl__task **out, char *err, size_t errcap);
 sl__task *sl__engine_find_task(sl_engine *e, int64_t task_id);
 int sl__engine_add_task(sl_engine *e, sl__task *t);
@@ -259,8 +275,9 @@ int sl__task_select(sl_engine *e, sl__task *t);
 #define SL__ABORTED "aborted by the operator"
 int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason);
 int sl__task_advance(sl_engine *e, sl__task *t, int64_t *next_deadline);
+/* tasks.c: free a task (not in the engine's table). */
 void sl__task_free(sl__task *t);
-/* What downloads weigh and how long rounds train (down_bytes_ewma, train_ms_ewma), from the
- * task's newest SL__PACE_ROUNDS closed rounds in the store: at load and after each close. */
+/* tasks.c: what downloads weigh and how long rounds train (down_bytes_ewma, train_ms_ewma), from
+ * the task's newest SL__PACE_ROUNDS closed rounds in the store: at load and after each close. */
 #define SL__PACE_ROUNDS 16
 int sl__task_load_paces(sl_engine *e, sl__task *t);

@@ -305,56 +305,6 @@ static int count_participation(void *ctx, int64_t device_id, uint32_t selected, 
     return 0;
 }
 
-/* The task's paces over its newest SL__PACE_ROUNDS closed rounds, oldest first, into
- * @t->down_bytes_ewma (bytes a device downloaded: deltas included; with replicas, of the
- * devices the leader served, which its record counts) and
- * @t->train_ms_ewma (the selection's deadline to the close): each an average weighing a
- * round 0.3 and what came before 0.7, from the store alone, so that the engine computes the
- * same after a restart, and a follower the leader's. */
-typedef struct paces {
-    sl_round_record r[SL__PACE_ROUNDS];
-    size_t n;
-} paces;
-
-static int collect_pace(void *ctx, const sl_round_record *r)
-{
-    paces *p = ctx;
-    if (p->n < SL__PACE_ROUNDS)
-        p->r[p->n++] = *r;
-    return 0;
-}
-
-int sl__task_load_paces(sl_engine *e, sl__task *t)
-{
-    paces *p = calloc(1, sizeof *p);
-    double down = 0, train = 0;
-    int rc;
-    if (p == NULL)
-        return SL_ENOMEM;
-    rc = sl_store_list_rounds(e->store, t->id, 0, SL__PACE_ROUNDS, collect_pace, p);
-    for (size_t i = p->n; rc == SL_OK && i-- > 0;) { /* newest first: from the oldest */
-        const sl_round_record *r = &p->r[i];
-        if (r->state != SL_ROUND_CLOSED)
-            continue;
-        if (r->bytes_down > 0 && (r->downloads > 0 || r->selected > 0)) {
-            /* rounds stored before schema 12 did not count their downloads */
-            double per =
-                (double)r->bytes_down / (double)(r->downloads > 0 ? r->downloads : r->selected);
-            down = down > 0 ? 0.7 * down + 0.3 * per : per;
-        }
-        if (r->select_deadline_ms > 0 && r->closed_at_ms >= r->select_deadline_ms) {
-            double ms = (double)(r->closed_at_ms - r->select_deadline_ms);
-            train = train > 0 ? 0.7 * train + 0.3 * ms : ms;
-        }
-    }
-    free(p);
-    if (rc == SL_OK) {
-        t->down_bytes_ewma = down;
-        t->train_ms_ewma = train;
-    }
-    return rc;
-}
-
 /* The senders' mean's weight at this aggregate (sl_sender_mean_at): by the acknowledged updates
  * the task's devices have made on average, this round's included, as the store counts them, so
  * a restarted coordinator or another leader gets the same weight. 0 without the senders' mean. */
@@ -592,21 +542,4 @@ int sl__task_advance(sl_engine *e, sl__task *t, int64_t *next_deadline)
             *next_deadline = d;
     }
     return rc;
-}
-
-void sl__task_free(sl__task *t)
-{
-    if (t == NULL)
-        return;
-    sl_layout_free(t->layout);
-    free(t->model);
-    sl_server_state_free(&t->opt);
-    sl__idset_free(&t->pool);
-    sl__idset_free(&t->selected);
-    sl__idset_free(&t->downloaded);
-    sl__idset_free(&t->waiting);
-    sl__idset_free(&t->refused);
-    sl__idset_free(&t->partial_ids);
-    sl__agg_free(t->partial);
-    free(t);
 }

@@ -1,5 +1,7 @@
 /*
- * select.c - selection that knows the fleet (#22): a task's "paced_selection"
+ * select.c - selection that knows the fleet (#22), and the arithmetic of time
+ * budgets (a device's steps, its full window: sl_engine_budget_steps(),
+ * sl_engine_full_window()): a task's "paced_selection"
  * prefers devices likely to report in time, and its "fairness_rounds" N puts
  * first every eligible device no round selected in the last N rounds, so
  * slow devices still take part.
@@ -245,4 +247,58 @@ int sl__budget_plan(sl_engine *e, const sl__task *t, const int64_t *ids, size_t 
     }
     free(w);
     return SL_OK;
+}
+
+/* ---- time budgets: a device's steps and full window ------------------------------------- */
+
+/* What a time budget keeps back for the unforeseen (a slower step, a retried request): a tenth
+ * of the time left, and at least this (ms). */
+#define BUDGET_MARGIN_MS 250.0
+
+/* The model's download and the update's upload at @down_bps and @up_bps (0: unknown), ms:
+ * the model's @down_bytes (0: in fp32), the update at about 6 bytes a sent value (value and
+ * position). */
+static void transfer_ms(const sl_task_config *cfg, uint64_t params, uint64_t down_bytes,
+                        double up_bps, double down_bps, double *down_ms, double *up_ms)
+{
+    if (!(up_bps > 0) || !isfinite(up_bps))
+        up_bps = 100e3;
+    if (!(down_bps > 0) || !isfinite(down_bps))
+        down_bps = 1e6;
+    *down_ms = (down_bytes > 0 ? (double)down_bytes : (double)params * 4.0) / down_bps * 1000.0;
+    *up_ms = ((double)params * cfg->density * 6.0 + 1024.0) / up_bps * 1000.0;
+}
+
+uint32_t sl_engine_budget_steps(const sl_task_config *cfg, uint64_t params, uint64_t down_bytes,
+                                int64_t now_ms, int64_t deadline_ms, double step_ms, double up_bps,
+                                double down_bps)
+{
+    double left, margin, down_ms, up_ms, steps;
+    if (cfg == NULL || !cfg->time_budget)
+        return 0;
+    if (!(step_ms > 0) || !isfinite(step_ms))
+        return cfg->max_local_steps; /* nothing measured yet: as many as the task allows */
+    transfer_ms(cfg, params, down_bytes, up_bps, down_bps, &down_ms, &up_ms);
+    left = (double)(deadline_ms - now_ms);
+    margin = left / 10 > BUDGET_MARGIN_MS ? left / 10 : BUDGET_MARGIN_MS;
+    steps = floor((left - margin - down_ms - up_ms) / step_ms);
+    if (!(steps >= cfg->min_local_steps))
+        return cfg->min_local_steps;
+    if (cfg->max_local_steps > 0 && steps > cfg->max_local_steps)
+        return cfg->max_local_steps;
+    return steps > SL_ENGINE_MAX_STEPS ? SL_ENGINE_MAX_STEPS : (uint32_t)steps;
+}
+
+int64_t sl_engine_full_window(const sl_task_config *cfg, uint64_t params, uint64_t down_bytes,
+                              double step_ms, double up_bps, double down_bps)
+{
+    double down_ms, up_ms, work, w;
+    if (cfg == NULL || !cfg->time_budget || cfg->max_local_steps == 0 || !(step_ms > 0) ||
+        !isfinite(step_ms))
+        return 0;
+    transfer_ms(cfg, params, down_bytes, up_bps, down_bps, &down_ms, &up_ms);
+    work = down_ms + (double)cfg->max_local_steps * step_ms + up_ms;
+    /* sl_engine_budget_steps keeps a tenth of the time left, at least BUDGET_MARGIN_MS */
+    w = work / 0.9 > work + BUDGET_MARGIN_MS ? work / 0.9 : work + BUDGET_MARGIN_MS;
+    return w >= 9.2e18 ? INT64_MAX : (int64_t)ceil(w);
 }
