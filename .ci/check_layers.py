@@ -29,6 +29,23 @@ COMPONENTS = {
         ["cli.c"],
         ["main.c"],
     ],
+    # store_int.h describes each layer
+    "storage": [
+        ["db.c", "devlist.c"],
+        ["writer.c", "schema.c"],
+        ["meta.c", "sessions.c", "models.c", "updates.c", "lead.c", "fleet.c", "backup.c"],
+        ["rounds.c"],
+        ["sqlite.c"],
+        ["store.c"],
+    ],
+    # pg_int.h describes each layer
+    "storage/pg": [
+        ["pg_db.c"],
+        ["pg_schema.c", "pg_meta.c", "pg_sessions.c", "pg_models.c", "pg_updates.c", "pg_lead.c",
+         "pg_fleet.c", "pg_migrate.c"],
+        ["pg_rounds.c"],
+        ["pg_store.c"],
+    ],
     # coord_int.h describes each layer
     "coordinator": [
         ["aggregate.c", "config.c", "devices.c", "server.c", "spec_check.c", "select.c"],
@@ -102,7 +119,7 @@ def main(argv):
         print(f"layers: {b}", file=sys.stderr)
     if bad:
         print("layers: a file calls up or across its layer; see the component's internal header "
-              "(agent_int.h, coord_int.h) for its layers", file=sys.stderr)
+              "(agent_int.h, coord_int.h, store_int.h, pg_int.h) for its layers", file=sys.stderr)
         return 1
     print(f"layers: {', '.join(COMPONENTS)} call down only")
     return 0

@@ -1,5 +1,14 @@
 /*
  * store_int.h - internals shared by the files of libstarling-storage.
+ *
+ * The SQLite backend's layers, bottom to top (a file calls only into the
+ * layers below it: .ci/check_layers.py): db.c (connections, statements,
+ * readers, column helpers) and devlist.c (a partial sum's device list, both
+ * backends'); writer.c, schema.c (the writer thread and group
+ * commit, migrations); meta.c, sessions.c, models.c, updates.c, lead.c,
+ * fleet.c, backup.c (the operations); rounds.c (rounds, closing one with its
+ * model); sqlite.c (open, close, the table of operations); store.c (the
+ * public API over either backend's table).
  */
 #ifndef STARLING_STORE_INT_H
 #define STARLING_STORE_INT_H

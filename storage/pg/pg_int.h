@@ -18,6 +18,13 @@
  * sl__pg_int() and sl__pg_double() read int2/int4/int8 and float8 columns
  * in network byte order. Cast aggregates in SQL (count(*)::bigint,
  * sum(...)::float8): numeric results are not decoded.
+ *
+ * Layers, bottom to top (a file calls only into the layers below it:
+ * .ci/check_layers.py): pg_db.c (connections, transactions, parameters,
+ * column readers); pg_schema.c, pg_meta.c, pg_sessions.c, pg_models.c,
+ * pg_updates.c, pg_lead.c, pg_fleet.c, pg_migrate.c (the operations);
+ * pg_rounds.c (rounds, closing one with its model); pg_store.c (open, close,
+ * the table of operations).
  */
 #ifndef STARLING_STORE_PG_INT_H
 #define STARLING_STORE_PG_INT_H
@@ -72,6 +79,9 @@ typedef int (*sl__pg_fn)(sl__pg *p, PGconn *c, void *arg);
  * REPEATABLE READ transaction (one snapshot for every statement).
  */
 int sl__pg_tx(sl__pg *p, int readonly, int64_t timeout_ms, sl__pg_fn fn, void *arg);
+
+/* A new connection to @conninfo (pg_db.c); NULL with the reason in @err. */
+PGconn *sl__pg_connect(const char *conninfo, char *err, size_t cap);
 
 /*
  * sl__pg_exec - run @sql with @q (NULL: no parameters); binary results.
