@@ -46,6 +46,25 @@ COMPONENTS = {
         ["pg_rounds.c"],
         ["pg_store.c"],
     ],
+    # server_int.h describes each layer
+    "api/server": [
+        ["http.c"],
+        ["views.c"],
+        ["metrics.c"],
+        ["sessions.c"],
+        ["auth.c"],
+        ["backup.c", "devices.c", "models.c", "uploads.c", "operators.c", "dashboard.c"],
+        ["upload_create.c"],
+        ["router.c"],
+        ["workers.c"],
+        ["daemon.c"],
+    ],
+    # client_int.h describes each layer
+    "api/client": [
+        ["http.c"],
+        ["client.c"],
+        ["transfer.c"],
+    ],
     # coord_int.h describes each layer
     "coordinator": [
         ["aggregate.c", "config.c", "devices.c", "server.c", "spec_check.c", "select.c"],
@@ -119,7 +138,7 @@ def main(argv):
         print(f"layers: {b}", file=sys.stderr)
     if bad:
         print("layers: a file calls up or across its layer; see the component's internal header "
-              "(agent_int.h, coord_int.h, store_int.h, pg_int.h) for its layers", file=sys.stderr)
+              "(agent_int.h, coord_int.h, store_int.h, pg_int.h, server_int.h, client_int.h) for its layers", file=sys.stderr)
         return 1
     print(f"layers: {', '.join(COMPONENTS)} call down only")
     return 0

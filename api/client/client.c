@@ -32,16 +32,6 @@ static void sleep_real(void *ctx, int64_t ms)
     }
 }
 
-int sl__text_ok(const char *s)
-{
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch < 0x20 || ch == 0x7f)
-            return 0;
-    }
-    return 1;
-}
-
 static int copy_opt(const char *in, char **out)
 {
     *out = NULL;
@@ -181,34 +171,6 @@ size_t sl__client_chunk(const sl_client *c)
 size_t sl__client_max_download(const sl_client *c)
 {
     return c->max_download_bytes;
-}
-
-void sl_client_response_free(sl_client_response *r)
-{
-    if (r == NULL)
-        return;
-    free(r->body);
-    memset(r, 0, sizeof *r);
-    r->upload_offset = -1;
-    r->retry_after_s = -1;
-    r->content_length = -1;
-}
-
-int sl__parse_u64(const char *s, size_t n, uint64_t *out)
-{
-    if (n == 0 || n > 20)
-        return -1;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        unsigned d = (unsigned)(s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return 0;
 }
 
 /* ------------------------------------------------------------------------ */

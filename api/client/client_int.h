@@ -1,5 +1,10 @@
 /*
  * client_int.h - internals shared by the files of api/client.
+ *
+ * Layers, bottom to top (a file calls only into the layers below it:
+ * .ci/check_layers.py): http.c (one exchange on the wire, small helpers);
+ * client.c (creation, options, sessions, the retry policy); transfer.c (the
+ * resumable uploads and downloads).
  */
 #ifndef STARLING_API_CLIENT_INT_H
 #define STARLING_API_CLIENT_INT_H

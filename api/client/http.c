@@ -1,5 +1,7 @@
 /*
- * http.c - one signed HTTP exchange through libcurl.
+ * http.c - one signed HTTP exchange through libcurl, and the small helpers
+ * the client's other files share: the bottom of its layers (client.c, then
+ * transfer.c, call down into it).
  *
  * Each attempt resets the easy handle and sets every option again, so no
  * option of one request leaks into the next, while the handle keeps its
@@ -12,6 +14,46 @@
 #include <strings.h>
 
 #include "client_int.h"
+
+/* ---- small helpers shared with client.c and transfer.c (below them) ------------------------ */
+
+int sl__text_ok(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch < 0x20 || ch == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
+void sl_client_response_free(sl_client_response *r)
+{
+    if (r == NULL)
+        return;
+    free(r->body);
+    memset(r, 0, sizeof *r);
+    r->upload_offset = -1;
+    r->retry_after_s = -1;
+    r->content_length = -1;
+}
+
+int sl__parse_u64(const char *s, size_t n, uint64_t *out)
+{
+    if (n == 0 || n > 20)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
 
 /* ------------------------------------------------------------------------ */
 /* One exchange                                                             */

@@ -148,7 +148,7 @@ int sl_server_create(const sl_server_options *o, sl_store *store, sl_engine *eng
     }
     atomic_init(&s->inflight, 0);
     atomic_init(&s->rid_counter, 1);
-    rc = sl__metrics_init(&s->metrics);
+    rc = sl__metrics_init(&s->metrics, sl__route_label, sl__route_count());
     s->listen = dup_text(o->listen ? o->listen : "127.0.0.1:8443");
     s->buckets = calloc(SL__BUCKETS, sizeof *s->buckets);
     if (rc != SL_OK || s->listen == NULL || s->buckets == NULL) {

@@ -2,8 +2,7 @@
  * dashboard.c - the operator dashboard: GET / (index.html) and
  * GET /dashboard/{file} (app.js, charts.js, style.css), compiled into the server from
  * api/dashboard/ at build time (api/dashboard/embed.cmake writes
- * dashboard_assets.c); and the model version a round produced, with the
- * evaluator's metrics of it, for GET /v1/rounds/{id}.
+ * dashboard_assets.c); and the server-rendered status page inside it.
  *
  * The page and its script hold no data: they are public, so an operator of
  * a token-protected coordinator can load them and type the token in, and
@@ -14,9 +13,12 @@
  * no inline script, no fetch elsewhere.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server_int.h"
+
+#define PAGE_ROUNDS 10 /* rounds of each task on the status page */
 
 /* dashboard_assets.c (generated): each file's bytes, NUL-terminated, and length */
 extern const unsigned char sl__dash_index_html[], sl__dash_app_js[], sl__dash_charts_js[],
@@ -137,34 +139,105 @@ void sl__dash_file(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     sl__resp_copy(rs, 200, f->ctype, f->bytes, *f->len);
 }
 
-void sl__dash_round_model(sl_server *s, const sl_round_record *r, cJSON *out)
+/* ---- the status page ------------------------------------------------------------ */
+
+static void utc(sl__text *b, int64_t ms)
 {
-    sl_model_record m;
-    cJSON *metrics = NULL;
-    int64_t version = r->base_version + 1;
-    if (r->state != SL_ROUND_CLOSED) {
-        /* only a closed round made a version (an abandoned one left the model as it was) */
-        cJSON_AddNullToObject(out, "model_version");
-        cJSON_AddNullToObject(out, "model_metrics");
+    char text[32];
+    if (ms <= 0 || sl_clock_format_utc(ms * 1000000, text, sizeof text) != SL_OK) {
+        sl__text_puts(b, "-");
         return;
     }
-    cJSON_AddNumberToObject(out, "model_version", (double)version);
-    /* a version removed by retention, or not evaluated yet, has no metrics */
-    if (sl_store_get_model(s->store, r->task_id, version, &m) == SL_OK) {
-        if (m.parent == r->base_version && m.metrics != NULL) {
-            metrics = cJSON_Parse(m.metrics);
-            /* a classifier's accuracy, or a regression's RMSE (its accuracy is null) */
-            if (!cJSON_IsObject(metrics) ||
-                (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(metrics, "accuracy")) &&
-                 !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(metrics, "rmse")))) {
-                cJSON_Delete(metrics);
-                metrics = NULL;
-            }
-        }
-        sl_store_model_free(&m);
+    sl__text_puts(b, text);
+}
+
+typedef struct page_ctx {
+    sl__text *b;
+} page_ctx;
+
+static int page_round(void *ctx, const sl_round_record *r)
+{
+    sl__text *b = ((page_ctx *)ctx)->b;
+    sl__text_printf(b,
+                    "<tr><td>%lld</td><td>%s</td><td>%lld</td><td>%u / %u</td><td>%u</td>"
+                    "<td>%u</td><td>%u</td><td>%u</td><td>%lld</td><td>",
+                    (long long)r->round_no, sl__round_state_name(r->state),
+                    (long long)r->base_version, r->reported, r->target, r->selected, r->late,
+                    r->rejected, r->dropped, (long long)r->bytes_up);
+    utc(b, r->opened_at_ms);
+    sl__text_puts(b, "</td><td>");
+    utc(b, r->closed_at_ms);
+    sl__text_puts(b, "</td><td>");
+    sl__text_html(b, r->error);
+    sl__text_puts(b, "</td></tr>\n");
+    return 0;
+}
+
+void sl__h_dashboard(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
+{
+    sl__text b = {NULL, 0, 0, 0};
+    sl_task_status *st = NULL;
+    size_t n = 0;
+    int rc = sl__all_status(s, &st, &n);
+    (void)p;
+    if (rc != SL_OK) {
+        sl__problem_status(rs, rq, rc, "listing tasks");
+        return;
     }
-    if (metrics != NULL)
-        cJSON_AddItemToObject(out, "model_metrics", metrics);
-    else
-        cJSON_AddNullToObject(out, "model_metrics");
+    sl__text_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                      "<meta http-equiv=\"refresh\" content=\"5\">"
+                      "<title>Starling coordinator</title><style>"
+                      "body{font:14px system-ui,sans-serif;margin:2em;color:#222}"
+                      "table{border-collapse:collapse;margin-bottom:1.5em}"
+                      "th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+                      "th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}"
+                      "</style></head><body>\n<h1>Starling coordinator</h1>\n<p>Now: ");
+    utc(&b, sl__wall_ms(s));
+    sl__text_printf(&b,
+                    " &middot; %zu task(s) &middot; refreshes every 5 s &middot; "
+                    "<a href=\"/v1/status\">JSON</a> &middot; <a href=\"/metrics\">metrics</a>"
+                    "</p>\n",
+                    n);
+    sl__text_puts(&b, "<h2>Tasks</h2>\n<table><tr><th>Task</th><th>Name</th><th>Model version</th>"
+                      "<th>Round</th><th>State</th><th>Checked in</th><th>Selected</th>"
+                      "<th>Reported / target</th><th>Quorum</th><th>Report deadline</th>"
+                      "<th>Aggregator</th></tr>\n");
+    for (size_t i = 0; i < n; i++) {
+        const sl_round_record *r = &st[i].round;
+        sl__text_printf(&b, "<tr><td>%lld</td><td>", (long long)st[i].task_id);
+        sl__text_html(&b, st[i].cfg.name);
+        sl__text_printf(&b,
+                        "</td><td>%lld</td><td>%lld</td><td>%s</td><td>%u</td><td>%u</td>"
+                        "<td>%u / %u</td><td>%u</td><td>",
+                        (long long)st[i].model_version, (long long)r->round_no,
+                        st[i].finished ? "finished" : sl__round_state_name(r->state),
+                        st[i].checked_in, r->selected, r->reported, r->target, r->quorum);
+        utc(&b, st[i].round_open ? r->report_deadline_ms : 0);
+        sl__text_printf(&b, "</td><td>%s</td></tr>\n", sl_aggregator_name(st[i].cfg.aggregator));
+    }
+    sl__text_puts(&b, "</table>\n");
+    for (size_t i = 0; i < n; i++) {
+        page_ctx ctx = {&b};
+        sl__text_printf(&b, "<h2>Task %lld: recent rounds</h2>\n", (long long)st[i].task_id);
+        sl__text_puts(&b, "<table><tr><th>Round</th><th>State</th><th>Base version</th>"
+                          "<th>Reported / target</th><th>Selected</th><th>Late</th>"
+                          "<th>Rejected</th><th>Dropped</th><th>Bytes up</th><th>Opened</th>"
+                          "<th>Closed</th><th>Note</th></tr>\n");
+        rc = sl_store_list_rounds(s->store, st[i].task_id, 0, PAGE_ROUNDS, page_round, &ctx);
+        if (rc != SL_OK)
+            sl__text_printf(&b, "<tr><td colspan=\"12\">rounds unavailable: %s</td></tr>\n",
+                            sl_strerror(rc));
+        sl__text_puts(&b, "</table>\n");
+    }
+    if (n == 0)
+        sl__text_puts(&b, "<p>No task yet: create one with POST /v1/tasks.</p>\n");
+    sl__text_puts(&b, "</body></html>\n");
+    free(st);
+    if (b.failed) {
+        sl__text_free(&b);
+        sl__problem_status(rs, rq, SL_ENOMEM, "rendering the page");
+        return;
+    }
+    sl__resp_bytes(rs, 200, "text/html; charset=utf-8", b.data, b.len);
+    sl__resp_header(rs, "Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'");
 }

@@ -13,9 +13,11 @@
 static const double bounds[SL__HIST_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                 0.1,   0.25,   0.5,   1,    2.5,   10};
 
-int sl__metrics_init(sl__metrics *m)
+int sl__metrics_init(sl__metrics *m, const char *(*route_label)(int route), int nroutes)
 {
     memset(m, 0, sizeof *m);
+    m->route_label = route_label;
+    m->nroutes = nroutes;
     atomic_init(&m->uploads_in_flight, 0);
     return pthread_mutex_init(&m->lock, NULL) == 0 ? SL_OK : SL_ENOMEM;
 }
@@ -189,7 +191,7 @@ void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     sl__metrics *m = &s->metrics;
     sl__metrics *snap = malloc(sizeof *snap);
     char labels[128];
-    int nroutes = sl__route_count();
+    int nroutes = m->nroutes;
     (void)p;
     if (snap == NULL) {
         sl__problem_status(rs, rq, SL_ENOMEM, "metrics");
@@ -210,7 +212,7 @@ void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 
     head(&b, "starling_http_requests_total", "counter", "HTTP requests by route and status.");
     for (int r = 0; r <= SL__MAX_ROUTES; r++) {
-        const char *label = r == SL__MAX_ROUTES ? "unmatched" : sl__route_label(r);
+        const char *label = r == SL__MAX_ROUTES ? "unmatched" : m->route_label(r);
         if (r >= nroutes && r != SL__MAX_ROUTES)
             continue;
         for (int i = 0; i < SL__MAX_STATUSES && snap->routes[r].status[i] != 0; i++)
@@ -224,7 +226,7 @@ void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
         if ((r >= nroutes && r != SL__MAX_ROUTES) || snap->routes[r].latency.count == 0)
             continue;
         snprintf(labels, sizeof labels, "route=\"%s\"",
-                 r == SL__MAX_ROUTES ? "unmatched" : sl__route_label(r));
+                 r == SL__MAX_ROUTES ? "unmatched" : m->route_label(r));
         hist_text(&b, "starling_http_request_duration_seconds", labels, &snap->routes[r].latency);
     }
     head(&b, "starling_http_received_bytes_total", "counter", "Request body bytes received.");

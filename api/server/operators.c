@@ -1,7 +1,7 @@
 /*
  * operators.c - the operator endpoints: status, rounds, a round's
- * statistics, creating tasks, aborting rounds (both audited), the status
- * page and the OpenAPI document.
+ * statistics, creating tasks, aborting rounds (both audited) and the OpenAPI
+ * document.
  */
 #include <math.h>
 #include <stdio.h>
@@ -11,111 +11,13 @@
 #include "server_int.h"
 
 #define ROUNDS_MAX_LIMIT 1000
-#define PAGE_ROUNDS      10
-
-static const char *const state_names[] = {"selecting", "training", "aggregating", "closed",
-                                          "abandoned"};
-
-const char *sl__round_state_name(sl_round_state st)
-{
-    return (unsigned)st < 5 ? state_names[st] : "unknown";
-}
-
-cJSON *sl__round_json(const sl_round_record *r)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (o == NULL)
-        return NULL;
-    cJSON_AddNumberToObject(o, "round_id", (double)r->id);
-    cJSON_AddNumberToObject(o, "task_id", (double)r->task_id);
-    cJSON_AddNumberToObject(o, "round_no", (double)r->round_no);
-    cJSON_AddNumberToObject(o, "base_version", (double)r->base_version);
-    cJSON_AddStringToObject(o, "state", sl__round_state_name(r->state));
-    cJSON_AddNumberToObject(o, "target", r->target);
-    cJSON_AddNumberToObject(o, "quorum", r->quorum);
-    sl__json_add_i64(o, "opened_at_ms", r->opened_at_ms);
-    sl__json_add_i64(o, "select_deadline_ms", r->select_deadline_ms);
-    sl__json_add_i64(o, "report_deadline_ms", r->report_deadline_ms);
-    sl__json_add_i64(o, "closed_at_ms", r->closed_at_ms);
-    cJSON_AddNumberToObject(o, "selected", r->selected);
-    cJSON_AddNumberToObject(o, "reported", r->reported);
-    cJSON_AddNumberToObject(o, "dropped", r->dropped);
-    cJSON_AddNumberToObject(o, "late", r->late);
-    cJSON_AddNumberToObject(o, "rejected", r->rejected);
-    sl__json_add_i64(o, "bytes_up", r->bytes_up);
-    sl__json_add_i64(o, "bytes_down", r->bytes_down);
-    cJSON_AddStringToObject(o, "error", r->error);
-    return o;
-}
-
-/* ---- every task's status (status, dashboard) ----------------------------- */
-
-typedef struct id_list {
-    int64_t *ids;
-    size_t n, cap;
-} id_list;
-
-static int collect_id(void *ctx, int64_t id)
-{
-    id_list *l = ctx;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        int64_t *grown = realloc(l->ids, cap * sizeof *grown);
-        if (grown == NULL)
-            return SL_ENOMEM;
-        l->ids = grown;
-        l->cap = cap;
-    }
-    l->ids[l->n++] = id;
-    return 0;
-}
-
-/* Status of every task the engine runs, oldest first (*out malloc'd). */
-static int all_status(sl_server *s, sl_task_status **out, size_t *n)
-{
-    id_list l = {NULL, 0, 0};
-    sl_task_status *st;
-    size_t k = 0;
-    int rc = sl_store_list_tasks(s->store, collect_id, &l);
-    if (rc != SL_OK) {
-        free(l.ids);
-        return rc;
-    }
-    st = malloc((l.n ? l.n : 1) * sizeof *st);
-    if (st == NULL) {
-        free(l.ids);
-        return SL_ENOMEM;
-    }
-    for (size_t i = 0; i < l.n; i++)
-        if (sl_engine_task_status(s->engine, l.ids[i], &st[k]) == SL_OK)
-            k++; /* a task whose initial model never landed is not running: skip it */
-    free(l.ids);
-    *out = st;
-    *n = k;
-    return SL_OK;
-}
-
-cJSON *sl__compression_json(const sl_task_config *cfg)
-{
-    cJSON *comp = cJSON_CreateObject();
-    if (comp == NULL)
-        return NULL;
-    cJSON_AddStringToObject(comp, "values", sl_value_mode_name(cfg->values));
-    cJSON_AddNumberToObject(comp, "density", cfg->density);
-    cJSON_AddStringToObject(comp, "topk_scope", sl_topk_scope_name(cfg->topk_scope));
-    cJSON_AddStringToObject(comp, "error_feedback", sl_error_feedback_name(cfg->error_feedback));
-    cJSON_AddNumberToObject(comp, "residual_decay", cfg->residual_decay);
-    cJSON_AddNumberToObject(comp, "warmup_rounds", cfg->warmup_rounds);
-    cJSON_AddNumberToObject(comp, "warmup_density", cfg->warmup_density);
-    return comp;
-}
 
 void sl__h_status(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 {
     sl_task_status *st = NULL;
     cJSON *out = cJSON_CreateObject(), *tasks, *server;
     size_t n = 0;
-    int rc = all_status(s, &st, &n);
+    int rc = sl__all_status(s, &st, &n);
     (void)p;
     if (rc != SL_OK || out == NULL) {
         cJSON_Delete(out);
@@ -304,7 +206,7 @@ void sl__h_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
         sl__problem_status(rs, rq, SL_ENOMEM, "reading the round");
         return;
     }
-    sl__dash_round_model(s, &st.round, out);
+    sl__round_model(s, &st.round, out);
     sl__resp_json(rs, 200, out);
 }
 
@@ -435,109 +337,6 @@ void sl__h_abort_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp 
         cJSON_AddStringToObject(out, "state", "abandoned");
     }
     sl__resp_json(rs, 200, out);
-}
-
-/* ---- the status page ------------------------------------------------------------ */
-
-static void utc(sl__text *b, int64_t ms)
-{
-    char text[32];
-    if (ms <= 0 || sl_clock_format_utc(ms * 1000000, text, sizeof text) != SL_OK) {
-        sl__text_puts(b, "-");
-        return;
-    }
-    sl__text_puts(b, text);
-}
-
-typedef struct page_ctx {
-    sl__text *b;
-} page_ctx;
-
-static int page_round(void *ctx, const sl_round_record *r)
-{
-    sl__text *b = ((page_ctx *)ctx)->b;
-    sl__text_printf(b,
-                    "<tr><td>%lld</td><td>%s</td><td>%lld</td><td>%u / %u</td><td>%u</td>"
-                    "<td>%u</td><td>%u</td><td>%u</td><td>%lld</td><td>",
-                    (long long)r->round_no, sl__round_state_name(r->state),
-                    (long long)r->base_version, r->reported, r->target, r->selected, r->late,
-                    r->rejected, r->dropped, (long long)r->bytes_up);
-    utc(b, r->opened_at_ms);
-    sl__text_puts(b, "</td><td>");
-    utc(b, r->closed_at_ms);
-    sl__text_puts(b, "</td><td>");
-    sl__text_html(b, r->error);
-    sl__text_puts(b, "</td></tr>\n");
-    return 0;
-}
-
-void sl__h_dashboard(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
-{
-    sl__text b = {NULL, 0, 0, 0};
-    sl_task_status *st = NULL;
-    size_t n = 0;
-    int rc = all_status(s, &st, &n);
-    (void)p;
-    if (rc != SL_OK) {
-        sl__problem_status(rs, rq, rc, "listing tasks");
-        return;
-    }
-    sl__text_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                      "<meta http-equiv=\"refresh\" content=\"5\">"
-                      "<title>Starling coordinator</title><style>"
-                      "body{font:14px system-ui,sans-serif;margin:2em;color:#222}"
-                      "table{border-collapse:collapse;margin-bottom:1.5em}"
-                      "th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-                      "th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}"
-                      "</style></head><body>\n<h1>Starling coordinator</h1>\n<p>Now: ");
-    utc(&b, sl__wall_ms(s));
-    sl__text_printf(&b,
-                    " &middot; %zu task(s) &middot; refreshes every 5 s &middot; "
-                    "<a href=\"/v1/status\">JSON</a> &middot; <a href=\"/metrics\">metrics</a>"
-                    "</p>\n",
-                    n);
-    sl__text_puts(&b, "<h2>Tasks</h2>\n<table><tr><th>Task</th><th>Name</th><th>Model version</th>"
-                      "<th>Round</th><th>State</th><th>Checked in</th><th>Selected</th>"
-                      "<th>Reported / target</th><th>Quorum</th><th>Report deadline</th>"
-                      "<th>Aggregator</th></tr>\n");
-    for (size_t i = 0; i < n; i++) {
-        const sl_round_record *r = &st[i].round;
-        sl__text_printf(&b, "<tr><td>%lld</td><td>", (long long)st[i].task_id);
-        sl__text_html(&b, st[i].cfg.name);
-        sl__text_printf(&b,
-                        "</td><td>%lld</td><td>%lld</td><td>%s</td><td>%u</td><td>%u</td>"
-                        "<td>%u / %u</td><td>%u</td><td>",
-                        (long long)st[i].model_version, (long long)r->round_no,
-                        st[i].finished ? "finished" : sl__round_state_name(r->state),
-                        st[i].checked_in, r->selected, r->reported, r->target, r->quorum);
-        utc(&b, st[i].round_open ? r->report_deadline_ms : 0);
-        sl__text_printf(&b, "</td><td>%s</td></tr>\n", sl_aggregator_name(st[i].cfg.aggregator));
-    }
-    sl__text_puts(&b, "</table>\n");
-    for (size_t i = 0; i < n; i++) {
-        page_ctx ctx = {&b};
-        sl__text_printf(&b, "<h2>Task %lld: recent rounds</h2>\n", (long long)st[i].task_id);
-        sl__text_puts(&b, "<table><tr><th>Round</th><th>State</th><th>Base version</th>"
-                          "<th>Reported / target</th><th>Selected</th><th>Late</th>"
-                          "<th>Rejected</th><th>Dropped</th><th>Bytes up</th><th>Opened</th>"
-                          "<th>Closed</th><th>Note</th></tr>\n");
-        rc = sl_store_list_rounds(s->store, st[i].task_id, 0, PAGE_ROUNDS, page_round, &ctx);
-        if (rc != SL_OK)
-            sl__text_printf(&b, "<tr><td colspan=\"12\">rounds unavailable: %s</td></tr>\n",
-                            sl_strerror(rc));
-        sl__text_puts(&b, "</table>\n");
-    }
-    if (n == 0)
-        sl__text_puts(&b, "<p>No task yet: create one with POST /v1/tasks.</p>\n");
-    sl__text_puts(&b, "</body></html>\n");
-    free(st);
-    if (b.failed) {
-        sl__text_free(&b);
-        sl__problem_status(rs, rq, SL_ENOMEM, "rendering the page");
-        return;
-    }
-    sl__resp_bytes(rs, 200, "text/html; charset=utf-8", b.data, b.len);
-    sl__resp_header(rs, "Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'");
 }
 
 void sl__h_openapi(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)

@@ -6,6 +6,16 @@
  * which fills an sl__resp. The libmicrohttpd glue (daemon.c) and the
  * in-process entry point sl_server_handle() build the same sl__req, so
  * tests and fuzzers exercise exactly the code the network path runs.
+ *
+ * Layers, bottom to top; a file calls only into the layers below it (never
+ * up, never in a circle: .ci/check_layers.py fails the style gate if one
+ * does): http.c (requests, responses, problems, text); views.c (records as
+ * the API shows them); metrics.c (counters, /metrics; the router's labels
+ * given at init); sessions.c (device sessions); auth.c (who may do what);
+ * the handlers: backup.c, devices.c, models.c, uploads.c, operators.c,
+ * dashboard.c; upload_create.c (creation with the bytes, over uploads.c);
+ * router.c (routes to handlers); workers.c (uploads off the HTTP threads);
+ * daemon.c (libmicrohttpd, the server's life).
  */
 #ifndef STARLING_SERVER_INT_H
 #define STARLING_SERVER_INT_H
@@ -231,9 +241,12 @@ typedef struct sl__metrics {
     uint64_t auth_failures, rate_limited;
     sl__hist store_write;
     atomic_long uploads_in_flight;
+    const char *(*route_label)(int route); /* the router's labels (given at init) */
+    int nroutes;
 } sl__metrics;
 
-int sl__metrics_init(sl__metrics *m);
+/* @route_label and @nroutes: the router's routes, by which requests are counted. */
+int sl__metrics_init(sl__metrics *m, const char *(*route_label)(int route), int nroutes);
 void sl__metrics_free(sl__metrics *m);
 void sl__metrics_request(sl__metrics *m, int route, int status, int64_t dur_ns, size_t in,
                          size_t out);
@@ -431,22 +444,27 @@ void sl__h_rounds(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_create_task(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_abort_round(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
-void sl__h_dashboard(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__h_openapi(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
-/* JSON of a round record (shared by status, rounds and round). */
-cJSON *sl__round_json(const sl_round_record *r);
 /* @ev as @parent's object @key: devices, samples, loss, accuracy, mae, rmse (null when none). */
 int sl__eval_json(cJSON *parent, const char *key, const sl_store_eval_sum *ev);
+
+/* views.c: records as the API shows them, shared by the handlers. */
+/* JSON of a round record (shared by status, rounds and round). */
+cJSON *sl__round_json(const sl_round_record *r);
 /* The compression a task's devices use (check-in and status): a new object, NULL on ENOMEM. */
 cJSON *sl__compression_json(const sl_task_config *cfg);
 const char *sl__round_state_name(sl_round_state st);
+/* Status of every task the engine runs, oldest first (*@out malloc'd, *@n of them). */
+int sl__all_status(sl_server *s, sl_task_status **out, size_t *n);
+/* The version a round made with its evaluator metrics ("model_version", "model_metrics" of
+ * GET /v1/rounds/{id}) into @out. */
+void sl__round_model(sl_server *s, const sl_round_record *r, cJSON *out);
 
-/* dashboard.c: the page (GET /, public; the status tables in it only for readers),
- * its files (GET /dashboard/{file}), and the version a round made with its
- * evaluator metrics ("model_version", "model_metrics" of GET /v1/rounds/{id}). */
+/* dashboard.c: the page (GET /, public; the status tables in it only for readers), its
+ * files (GET /dashboard/{file}), and the server-rendered status page (the tables). */
 void sl__dash_index(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 void sl__dash_file(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
-void sl__dash_round_model(sl_server *s, const sl_round_record *r, cJSON *out);
+void sl__h_dashboard(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 
 /* backup.c: online backups of the database (admin): POST /v1/backups takes
  * one into a private temporary directory, GET /v1/backups/{id} serves it
