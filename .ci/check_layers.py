@@ -65,6 +65,31 @@ COMPONENTS = {
         ["client.c"],
         ["transfer.c"],
     ],
+    # codec_int.h: scalar references and primitives, SIMD kernels (AVX-512 over AVX2's helpers),
+    # their dispatch, then the sections, frames, updates and the compressor
+    "codecs": [
+        ["accumulate.c", "buf.c", "layout.c", "select_scalar.c", "shuffle.c", "values_scalar.c"],
+        ["positions_adaptive.c", "select_avx2.c", "select_avx512.c", "select_neon.c",
+         "values_avx2.c", "values_neon.c", "zstdio.c"],
+        ["frame.c", "positions.c", "select_dispatch.c", "values_avx512.c"],
+        ["select.c", "values.c"],
+        ["update.c"],
+        ["compressor.c"],
+    ],
+    # nn_int.h: scalar references and kernels, their dispatch, layers and operators, the graph,
+    # the models, training
+    "device/nn": [
+        ["elementwise_scalar.c", "gemm_kernel_avx2.c", "gemm_scalar.c", "loss.c", "ops_norm.c",
+         "ops_shape.c", "spec.c"],
+        ["elementwise_avx2.c", "elementwise_avx512.c", "elementwise_neon.c",
+         "gemm_kernel_avx512.c", "gemm_kernel_neon.c", "optim.c"],
+        ["elementwise.c", "gemm.c"],
+        ["conv.c", "layers.c", "ops_conv.c", "ops_core.c", "ops_seq.c", "sgd.c"],
+        ["ops_act.c"],
+        ["graph.c"],
+        ["models.c"],
+        ["train.c"],
+    ],
     # coord_int.h describes each layer
     "coordinator": [
         ["aggregate.c", "config.c", "devices.c", "server.c", "spec_check.c", "select.c"],

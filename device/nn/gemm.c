@@ -1,7 +1,8 @@
 /*
  * gemm.c - sl_nn_sgemm(): argument checks, the GotoBLAS/BLIS blocking and
- * packing driver shared by every variant, threads, the scalar reference
- * micro-kernel and the run-time choice of the variant (gemm_int.h).
+ * packing driver shared by every variant, threads and the run-time choice
+ * of the variant (gemm_int.h), above the kernels (gemm_scalar.c, the
+ * scalar reference, and gemm_kernel_*.c).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,43 +23,6 @@ static size_t round_up(size_t x, size_t to)
 {
     return (x + to - 1) / to * to;
 }
-
-/* ------------------------------------------------------------------------ */
-/* Scalar reference micro-kernel                                            */
-/* ------------------------------------------------------------------------ */
-
-#define SCALAR_MR 4
-#define SCALAR_NR 8
-
-static void ukernel_scalar(size_t k, const float *a, size_t a_step, const float *b, size_t b_step,
-                           float *c, size_t ldc, float alpha, float beta)
-{
-    float acc[SCALAR_MR][SCALAR_NR] = {{0}};
-    for (size_t p = 0; p < k; p++) {
-        for (int i = 0; i < SCALAR_MR; i++)
-            for (int j = 0; j < SCALAR_NR; j++)
-                acc[i][j] += a[i] * b[j];
-        a += a_step;
-        b += b_step;
-    }
-    for (int i = 0; i < SCALAR_MR; i++) {
-        float *row = c + (size_t)i * ldc;
-        for (int j = 0; j < SCALAR_NR; j++)
-            row[j] = beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * row[j];
-    }
-}
-
-const sl__gemm_kernels sl__gemm_scalar = {
-    .name = "scalar",
-    .features = 0,
-    .nr = SCALAR_NR,
-    .mc = 128,
-    .kc = 256,
-    .nc = 2048,
-    .tiles = {{SCALAR_MR, ukernel_scalar}},
-    .pack_copy = sl__gemm_pack_copy_scalar,
-    .pack_transpose = sl__gemm_pack_transpose_scalar,
-};
 
 /* ------------------------------------------------------------------------ */
 /* Dispatch                                                                 */
@@ -210,39 +174,6 @@ typedef struct gemm_problem {
     int direct_a; /* use whole slivers of A in place (ta == 1) instead of packing them */
     int direct_b; /* use whole slivers of B in place (tb == 0) */
 } gemm_problem;
-
-void sl__gemm_pack_copy_scalar(float *dst, const float *src, size_t ld, size_t r, size_t w,
-                               size_t kb)
-{
-    for (size_t s = 0; s < w; s += r, src += r) {
-        size_t cols = min_size(r, w - s);
-        for (size_t p = 0; p < kb; p++, dst += r) {
-            const float *row = src + p * ld;
-            size_t i = 0;
-            for (; i < cols; i++)
-                dst[i] = row[i];
-            for (; i < r; i++)
-                dst[i] = 0.0f;
-        }
-    }
-}
-
-void sl__gemm_pack_transpose_scalar(float *dst, const float *src, size_t ld, size_t r, size_t w,
-                                    size_t kb)
-{
-    for (size_t s = 0; s < w; s += r, dst += r * kb) {
-        size_t rows = min_size(r, w - s);
-        for (size_t i = 0; i < r; i++) {
-            const float *col = src + (s + i) * ld;
-            if (i < rows)
-                for (size_t p = 0; p < kb; p++)
-                    dst[p * r + i] = col[p];
-            else
-                for (size_t p = 0; p < kb; p++)
-                    dst[p * r + i] = 0.0f;
-        }
-    }
-}
 
 /* Rows [i0, i0 + mb) and columns [p0, p0 + kb) of op(A) into MR-row slivers. */
 static void pack_a(const gemm_problem *pb, float *dst, size_t i0, size_t mb, size_t p0, size_t kb)
