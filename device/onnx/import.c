@@ -12,32 +12,6 @@
 
 #include "onnx_int.h"
 
-int sl__imp_fail(sl__imp *m, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    if (m->rc == SL_OK) {
-        m->rc = rc;
-        va_start(ap, fmt);
-        vsnprintf(m->err, sizeof m->err, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
-int sl__imp_unsupported(sl__imp *m, const Onnx__NodeProto *nd, const char *fmt, ...)
-{
-    char why[200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    sl__sb_printf(&m->unsupported, "%snode %.96s (%.48s%s%s)", m->nunsupported ? ", " : "",
-                  nd->name && nd->name[0] ? nd->name : "?", nd->op_type ? nd->op_type : "?",
-                  why[0] ? ": " : "", why);
-    m->nunsupported++;
-    return SL_EUNSUPPORTED;
-}
-
 static void set_err(char *err, size_t errcap, const char *fmt, ...)
 {
     va_list ap;

@@ -13,14 +13,6 @@
 
 #include "onnx_int.h"
 
-void sl__const_free(sl__cval *c)
-{
-    free(c->f);
-    free(c->i);
-    c->f = NULL;
-    c->i = NULL;
-}
-
 static float le_f32(const uint8_t *b)
 {
     uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;

@@ -16,26 +16,6 @@
 
 #define ATTRS 512
 
-const Onnx__AttributeProto *sl__attr(const Onnx__NodeProto *nd, const char *name)
-{
-    for (size_t k = 0; k < nd->n_attribute; k++)
-        if (nd->attribute[k]->name && strcmp(nd->attribute[k]->name, name) == 0)
-            return nd->attribute[k];
-    return NULL;
-}
-
-int64_t sl__attr_i(const Onnx__NodeProto *nd, const char *name, int64_t dflt)
-{
-    const Onnx__AttributeProto *a = sl__attr(nd, name);
-    return a && a->has_i ? a->i : dflt;
-}
-
-float sl__attr_f(const Onnx__NodeProto *nd, const char *name, float dflt)
-{
-    const Onnx__AttributeProto *a = sl__attr(nd, name);
-    return a && a->has_f ? a->f : dflt;
-}
-
 /* A string attribute equals @want (absent: @absent_ok). */
 static int attr_s_is(const Onnx__NodeProto *nd, const char *name, const char *want, int absent_ok)
 {

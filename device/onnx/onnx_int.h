@@ -3,6 +3,12 @@
  * state (import*.c), text building and names (util.c), the report
  * (report.c). Not part of the public API.
  *
+ * Layers, bottom to top (a file calls only into the layers below it:
+ * .ci/check_layers.py): util.c, report.c, export.c; import_base.c (errors,
+ * attributes, freeing constants); import_graph.c (values and views);
+ * import_const.c (constants and folding); import_rnn.c (GRU, LSTM);
+ * import_ops.c (every other op); import.c (sl_onnx_import()).
+ *
  * The importer walks the ONNX nodes in order. Every ONNX tensor becomes a
  * value: a constant (initializers, Constant nodes and what folds from them,
  * int64 shape vectors where SL__BATCH stands for the batch size), or an
@@ -139,7 +145,7 @@ typedef struct sl__imp {
     char err[320];
 } sl__imp;
 
-/* A fatal error (the first one sticks). Returns its status. */
+/* import_base.c: a fatal error (the first one sticks). Returns its status. */
 int sl__imp_fail(sl__imp *m, int rc, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
@@ -156,6 +162,7 @@ int sl__imp_unsupported(sl__imp *m, const Onnx__NodeProto *nd, const char *fmt, 
 
 /* Load an ONNX tensor (initializer or Constant value) into @c; @init its index or -1. */
 int sl__const_load(sl__imp *m, const Onnx__TensorProto *tp, int32_t init, sl__cval *c);
+/* import_base.c: free @c's arrays. */
 void sl__const_free(sl__cval *c);
 /* Fold node @nd when it can be (every input constant, or Shape of an activation): 1 folded
  * (outputs set), 0 not foldable, <0 an error (reported). */
@@ -194,7 +201,7 @@ int sl__emit(sl__imp *m, const char *op, const Onnx__NodeProto *nd, const int32_
 int sl__translate(sl__imp *m, size_t k);
 /* 1 when the importer handles ONNX op @op in some form (Erf, Pow, Sqrt: in decompositions). */
 int sl__op_known(const char *op);
-/* An ONNX attribute of @nd, NULL when absent. */
+/* import_base.c: an ONNX attribute of @nd, NULL when absent. */
 const Onnx__AttributeProto *sl__attr(const Onnx__NodeProto *nd, const char *name);
 int64_t sl__attr_i(const Onnx__NodeProto *nd, const char *name, int64_t dflt);
 float sl__attr_f(const Onnx__NodeProto *nd, const char *name, float dflt);
