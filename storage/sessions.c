@@ -104,6 +104,16 @@ typedef struct session_args {
     const sl_store_session *rec;
 } session_args;
 
+/* A session's record as ?1 (id) .. ?5 (expiry). */
+static void bind_session(sqlite3_stmt *st, const sl_store_session *r)
+{
+    sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, r->device_id);
+    sqlite3_bind_int64(st, 3, r->epoch);
+    sqlite3_bind_int64(st, 4, r->issued_at_ms);
+    sqlite3_bind_int64(st, 5, r->expires_at_ms);
+}
+
 static int session_exec(sl_store *s, sl__conn *c, void *arg)
 {
     const sl_store_session *r = ((session_args *)arg)->rec;
@@ -115,11 +125,7 @@ static int session_exec(sl_store *s, sl__conn *c, void *arg)
     (void)s;
     if (rc != SL_OK)
         return rc;
-    sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, r->device_id);
-    sqlite3_bind_int64(st, 3, r->epoch);
-    sqlite3_bind_int64(st, 4, r->issued_at_ms);
-    sqlite3_bind_int64(st, 5, r->expires_at_ms);
+    bind_session(st, r);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
@@ -134,11 +140,7 @@ static int session_exec(sl_store *s, sl__conn *c, void *arg)
                   &st);
     if (rc != SL_OK)
         return rc;
-    sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, r->device_id);
-    sqlite3_bind_int64(st, 3, r->epoch);
-    sqlite3_bind_int64(st, 4, r->issued_at_ms);
-    sqlite3_bind_int64(st, 5, r->expires_at_ms);
+    bind_session(st, r);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     return rc == SQLITE_ROW ? SL_OK : rc == SQLITE_DONE ? SL_ECONFLICT : sl__status_from_sqlite(rc);
