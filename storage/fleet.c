@@ -124,10 +124,11 @@ int sl__sq_device_rounds(sl_store *s, int64_t task_id, int64_t device_id, int64_
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__stmt(c,
-                  "SELECT count(*) FROM rounds r WHERE r.task_id = ?1 AND r.round_no < ?3 AND "
-                  "(EXISTS (SELECT 1 FROM round_participants p WHERE p.round_id = r.id AND "
-                  "p.device_id = ?2) OR EXISTS (SELECT 1 FROM updates u WHERE u.round_id = r.id "
-                  "AND u.device_id = ?2))",
+                  /* from the device's own rows (both tables are indexed by device), each
+                   * round once, not from every round of the task */
+                  "SELECT count(*) FROM (SELECT round_id FROM round_participants WHERE "
+                  "device_id = ?2 UNION SELECT round_id FROM updates WHERE device_id = ?2) x "
+                  "JOIN rounds r ON r.id = x.round_id WHERE r.task_id = ?1 AND r.round_no < ?3",
                   &st);
     if (rc == SL_OK) {
         sqlite3_bind_int64(st, 1, task_id);

@@ -129,10 +129,11 @@ static int rounds_exec(sl__pg *p, PGconn *c, void *arg)
     sl__pgq_int(&q, a->device);
     sl__pgq_int(&q, a->before);
     rc = sl__pg_exec(c,
-                     "SELECT count(*)::bigint FROM rounds r WHERE r.task_id = $1 AND r.round_no "
-                     "< $3 AND (EXISTS (SELECT 1 FROM round_participants p WHERE p.round_id = "
-                     "r.id AND p.device_id = $2) OR EXISTS (SELECT 1 FROM updates u WHERE "
-                     "u.round_id = r.id AND u.device_id = $2))",
+                     /* from the device's own rows (indexed by device), each round once */
+                     "SELECT count(*)::bigint FROM (SELECT round_id FROM round_participants "
+                     "WHERE device_id = $2 UNION SELECT round_id FROM updates WHERE device_id = "
+                     "$2) x JOIN rounds r ON r.id = x.round_id WHERE r.task_id = $1 AND "
+                     "r.round_no < $3",
                      &q, &r);
     if (rc == SL_OK && PQntuples(r) == 1) {
         int64_t n = sl__pg_int(r, 0, 0);
