@@ -166,6 +166,15 @@ typedef struct sl__task {
     double train_ms_ewma;   /* how long the last closed rounds trained (select deadline to close),
                                on average; 0: none yet. Paces the check-ins of devices that wait
                                for the next round. */
+    /* the senders' mean's count of the task's acknowledged updates (of its rounds' participants)
+     * and of the devices that made them, through round sm_round: taken from the store's device
+     * history at the first aggregate after the task is loaded, then added to with each closed
+     * or abandoned round's reporters, so an aggregate does not read the whole history again.
+     * sm_valid 0: not taken yet (or a close failed). */
+    int sm_valid;
+    int64_t sm_round;
+    uint64_t sm_updates;
+    sl__idset sm_devices;
     /* replicas (replica.c), under the engine's partial_lock: this replica's partial sum of
      * the updates it stored in round partial_round, over exactly the devices in partial_ids */
     sl__agg *partial;
@@ -194,6 +203,7 @@ struct sl_engine {
     pthread_mutex_t partial_lock;     /* every task's partial sum (accepts fold concurrently) */
     uint64_t partials_merged;         /* partial sums the leader added at closes (tests) */
     uint64_t updates_read;            /* updates it read one by one at closes (tests) */
+    uint64_t history_reads;           /* device histories read for the senders' mean (tests) */
 };
 
 /* tasks.c: the engine's clock in wall-clock ms. */

@@ -288,37 +288,126 @@ static int add_round(sl_engine *e, sl__task *t, int64_t round_id, agg_ctx *ctx)
     return rc;
 }
 
-/* The task's acknowledged updates and the devices that made them (sender_mean_weight). */
+/* The task's acknowledged updates and the devices that made them (sender_mean_weight): from
+ * the store's device history, ascending by device. */
 typedef struct participations {
-    uint64_t updates, devices;
+    sl__task *t;
 } participations;
 
 static int count_participation(void *ctx, int64_t device_id, uint32_t selected, uint32_t reported,
                                int64_t last_round_no)
 {
-    participations *p = ctx;
-    (void)device_id;
+    sl__task *t = ((participations *)ctx)->t;
     (void)selected;
     (void)last_round_no;
-    p->updates += reported;
-    p->devices += reported > 0;
+    t->sm_updates += reported;
+    if (reported > 0) {
+        int rc = sl__idset_add(&t->sm_devices, device_id); /* ascending: appended */
+        if (rc != SL_OK && rc != SL_EEXIST)
+            return rc;
+    }
     return 0;
+}
+
+/* A round's reporters, ascending (sl_store_list_reporters). */
+typedef struct reporters {
+    int64_t *ids;
+    size_t n, cap;
+} reporters;
+
+static int collect_reporter(void *ctx, int64_t device_id)
+{
+    reporters *r = ctx;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 256;
+        int64_t *grown = realloc(r->ids, cap * sizeof *grown);
+        if (grown == NULL)
+            return SL_ENOMEM;
+        r->ids = grown;
+        r->cap = cap;
+    }
+    r->ids[r->n++] = device_id;
+    return 0;
+}
+
+/* Round @r's reporters not counted yet (FedBuff's buffers have no participants, which the
+ * history counts: none), into @out; @fresh: how many are new to the task. */
+static int new_reporters(sl_engine *e, const sl__task *t, const sl_round_record *r, reporters *out,
+                         uint64_t *fresh)
+{
+    int rc;
+    *fresh = 0;
+    if (t->cfg.fedbuff || r->round_no <= t->sm_round)
+        return SL_OK;
+    rc = sl_store_list_reporters(e->store, r->id, collect_reporter, out);
+    for (size_t i = 0; rc == SL_OK && i < out->n; i++)
+        *fresh += !sl__idset_has(&t->sm_devices, out->ids[i]);
+    return rc;
+}
+
+/* Count round @r's reporters in (after its close committed): the ids merged in order. */
+static void count_round(sl_engine *e, sl__task *t, const sl_round_record *r)
+{
+    reporters add = {NULL, 0, 0};
+    uint64_t fresh;
+    int64_t *merged = NULL;
+    size_t i = 0, j = 0, k = 0;
+    if (!t->sm_valid || r->round_no <= t->sm_round)
+        return;
+    if (new_reporters(e, t, r, &add, &fresh) != SL_OK ||
+        (merged = malloc((t->sm_devices.n + add.n + 1) * sizeof *merged)) == NULL) {
+        free(add.ids);
+        t->sm_valid = 0; /* read again at the next aggregate */
+        return;
+    }
+    while (i < t->sm_devices.n || j < add.n) {
+        if (j == add.n || (i < t->sm_devices.n && t->sm_devices.ids[i] < add.ids[j]))
+            merged[k++] = t->sm_devices.ids[i++];
+        else if (i == t->sm_devices.n || add.ids[j] < t->sm_devices.ids[i])
+            merged[k++] = add.ids[j++];
+        else
+            merged[k++] = t->sm_devices.ids[i++], j++;
+    }
+    free(t->sm_devices.ids);
+    t->sm_devices.cap = t->sm_devices.n + add.n + 1; /* what merged holds */
+    t->sm_devices.ids = merged;
+    t->sm_devices.n = k;
+    t->sm_updates += add.n;
+    t->sm_round = r->round_no;
+    free(add.ids);
 }
 
 /* The senders' mean's weight at this aggregate (sl_sender_mean_at): by the acknowledged updates
  * the task's devices have made on average, this round's included, as the store counts them, so
- * a restarted coordinator or another leader gets the same weight. 0 without the senders' mean. */
-static int sender_mean_weight(sl_engine *e, const sl__task *t, double *weight)
+ * a restarted coordinator or another leader gets the same weight. The history is read once
+ * after the task is loaded; later rounds add their reporters (count_round). 0 without the
+ * senders' mean. */
+static int sender_mean_weight(sl_engine *e, sl__task *t, const sl_round_record *r, double *weight)
 {
-    participations p = {0, 0};
-    int rc;
+    reporters add = {NULL, 0, 0};
+    uint64_t updates, devices, fresh = 0;
+    int rc = SL_OK;
     *weight = 0;
     if (t->cfg.sender_mean_rounds == 0)
         return SL_OK;
-    rc = sl_store_device_history(e->store, t->id, count_participation, &p);
+    if (!t->sm_valid) { /* this round's stored updates included */
+        participations p = {t};
+        sl__idset_clear(&t->sm_devices);
+        t->sm_updates = 0;
+        e->history_reads++;
+        rc = sl_store_device_history(e->store, t->id, count_participation, &p);
+        if (rc != SL_OK)
+            return rc;
+        t->sm_valid = 1;
+        t->sm_round = r->round_no;
+    }
+    rc = new_reporters(e, t, r, &add, &fresh);
+    updates = t->sm_updates + add.n;
+    devices = t->sm_devices.n + fresh;
+    free(add.ids);
     if (rc != SL_OK)
         return rc;
-    *weight = sl_sender_mean_at(&t->cfg, p.devices ? (double)p.updates / (double)p.devices : 1);
+    *weight = sl_sender_mean_at(&t->cfg, devices ? (double)updates / (double)devices : 1);
     return SL_OK;
 }
 
@@ -363,7 +452,7 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
         rc = SL_ENOMEM;
     if (rc == SL_OK) { /* the senders' mean's weight, by the devices' participations */
         double weight;
-        rc = sender_mean_weight(e, t, &weight);
+        rc = sender_mean_weight(e, t, r, &weight);
         if (rc == SL_OK)
             rc = sl__agg_sender_mean(agg, weight);
     }
@@ -467,6 +556,7 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
         if (rc != SL_OK)
             return rc;
         release_participants(e, t, r.closed_at_ms);
+        count_round(e, t, &r); /* its updates count for the senders' mean all the same */
         t->round = r;
         t->round_open = 0;
         /* the budget of rounds counts abandoned ones too (as a restart does): a task whose
@@ -498,6 +588,7 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
         t->opt = next_opt;
         memset(&next_opt, 0, sizeof next_opt);
         release_participants(e, t, r.closed_at_ms);
+        count_round(e, t, &r); /* the senders' mean's counts, now that the close committed */
         /* what downloads weigh and how long rounds train, from the closed rounds the store
          * keeps (this one now among them): a restarted coordinator plans the same */
         if (sl__task_load_paces(e, t) != SL_OK)
@@ -510,6 +601,8 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
         if (t->cfg.rounds > 0 && (uint64_t)r.round_no >= t->cfg.rounds)
             t->finished = 1;
     }
+    if (rc != SL_OK)
+        t->sm_valid = 0; /* the senders' mean's counts are read again at the retry */
     sl_server_state_free(&next_opt);
     free(next_model);
     free(frame);

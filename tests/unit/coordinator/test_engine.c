@@ -471,6 +471,9 @@ static void test_sender_mean(void **state)
         p = mean_participations(acked, nacked);
         w = sl_sender_mean_at(&cfg, p);
         check_reference(&s, &cfg, idx, 10, base, 1.0, w);
+        /* the device history is read once by an engine (its first aggregate, after the start
+         * or the restart); later rounds add their reporters to what it counted */
+        assert_int_equal(s.engine->history_reads, 1);
         if (k == 0) { /* the first: a = 1, and the plain mean is another model */
             assert_float_equal(w, 1.0, 0);
             plain = cfg;
