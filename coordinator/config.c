@@ -96,7 +96,7 @@
  * server_lr_ramp, a server_lr_boost whose rate stays <= 1 (it absorbs the
  * model's move, which must be the mean of the updates sent); a
  * sender_mean_rounds above 0 (with sender_mean above 0) excludes tracking,
- * dp_noise, trimmed_mean and median; local_nesterov
+ * dp_noise, trimmed_mean and median, and, in a new task, fedbuff; local_nesterov
  * needs local_optimizer "sgd" and local_momentum > 0; local_optimizer "adam"
  * or "adamw" needs local_momentum 0 (0 when absent: the key's default 0.9 is
  * SGD's); local_betas and local_eps other than their defaults need "adam" or
@@ -1006,6 +1006,16 @@ static int parse_config(const char *json, size_t len, int stored, sl_task_config
         c.quorum = quorum_of(quorum_fraction, c.target);
     if ((rc = validate(&c, err, errcap)) != SL_OK)
         goto done;
+    /* FedBuff's buffers record no participants, so the participations the senders' mean fades
+     * by would stay at none and its weight would never fall: a new task is refused (one stored
+     * so by an earlier build keeps loading, as it ran) */
+    if (!stored && c.fedbuff && c.sender_mean_rounds > 0 && c.sender_mean > 0) {
+        set_err(err, errcap,
+                "sender_mean_rounds: not with fedbuff (its buffers record no participants, so "
+                "the weight would never fade); set \"sender_mean_rounds\": 0");
+        rc = SL_ECONFIG_VALUE;
+        goto done;
+    }
     *out = c;
 done:
     cJSON_Delete(root);

@@ -92,6 +92,15 @@ static void test_defaults(void **state)
         assert_int_equal(o.server_lr_ramp, 4);
         assert_int_equal(o.sender_mean_rounds, 3);
         assert_true(o.sender_mean == 0.5);
+        { /* FedBuff with the senders' mean: refused in a new task, loaded when stored */
+            static const char both[] = "{\"target\": 10, \"fedbuff\": true, "
+                                       "\"sender_mean_rounds\": 4}";
+            assert_int_equal(parse(both, &o, err, sizeof err), SL_ECONFIG_VALUE);
+            assert_int_equal(
+                sl_task_config_parse_stored(both, sizeof both - 1, &o, err, sizeof err), SL_OK);
+            assert_true(o.fedbuff);
+            assert_int_equal(o.sender_mean_rounds, 4);
+        }
     }
     /* the decay is the classic residual's: tracking without one gets 1 */
     assert_int_equal(
@@ -332,6 +341,8 @@ static void test_rejections(void **state)
         {"{\"target\":10,\"sender_mean_rounds\":4,\"aggregator\":\"median\"}", SL_ECONFIG_VALUE,
          "sender_mean_rounds: not with median (its statistic counts a coordinate an update did "
          "not send as 0)"},
+        {"{\"target\":10,\"sender_mean_rounds\":4,\"fedbuff\":true}", SL_ECONFIG_VALUE,
+         "sender_mean_rounds: not with fedbuff (its buffers record no participants"},
         {"{\"target\":10,\"sender_mean_rounds\":4,\"aggregator\":\"trimmed_mean\"}",
          SL_ECONFIG_VALUE, "sender_mean_rounds: not with trimmed_mean"},
         {"{\"target\":10,\"aggregator\":3}", SL_ECONFIG_VALUE, "aggregator: expected a string"},
