@@ -497,6 +497,7 @@ static void test_device_requests_off_http_threads(void **state)
     print_message("status answered in %lld ms while a check-in's write was held for 2 s\n",
                   (long long)waited);
     assert_true(waited < 1000);
+    ah_dev_free(&a);
     ah_fx_close(&f);
 }
 
