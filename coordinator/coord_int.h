@@ -132,6 +132,11 @@ typedef struct sl__idset {
 int sl__idset_add(sl__idset *s, int64_t id); /* SL_OK, or SL_EEXIST when present */
 int sl__idset_has(const sl__idset *s, int64_t id);
 int sl__idset_del(sl__idset *s, int64_t id); /* SL_OK, or SL_ENOENT when absent */
+/* A store callback (int (*)(void *, int64_t)) adding @id to the set @ctx; ids that come in
+ * ascending order are appended. */
+int sl__idset_collect(void *ctx, int64_t id);
+/* Add every id of @add to @s in one ordered merge (O(n + m)). */
+int sl__idset_merge(sl__idset *s, const sl__idset *add);
 void sl__idset_clear(sl__idset *s);
 void sl__idset_free(sl__idset *s);
 
@@ -175,6 +180,8 @@ typedef struct sl__task {
     int64_t sm_round;
     uint64_t sm_updates;
     sl__idset sm_devices;
+    sl__idset sm_pending;     /* round sm_pending_round's reporters, read for its weight and */
+    int64_t sm_pending_round; /* counted in once its close commits (0: none) */
     /* replicas (replica.c), under the engine's partial_lock: this replica's partial sum of
      * the updates it stored in round partial_round, over exactly the devices in partial_ids */
     sl__agg *partial;

@@ -55,6 +55,43 @@ int sl__idset_del(sl__idset *s, int64_t id)
     return SL_OK;
 }
 
+int sl__idset_collect(void *ctx, int64_t id)
+{
+    int rc = sl__idset_add(ctx, id);
+    return rc == SL_EEXIST ? SL_OK : rc;
+}
+
+int sl__idset_merge(sl__idset *s, const sl__idset *add)
+{
+    size_t both = 0, size, i, j, k;
+    for (size_t a = 0; a < add->n; a++)
+        both += sl__idset_has(s, add->ids[a]);
+    size = s->n + add->n - both;
+    if (size > s->cap) { /* grown by doubling, so a set merged into each round reallocates rarely */
+        size_t cap = s->cap ? s->cap : 64;
+        int64_t *grown;
+        while (cap < size)
+            cap *= 2;
+        grown = realloc(s->ids, cap * sizeof *grown);
+        if (grown == NULL)
+            return SL_ENOMEM;
+        s->ids = grown;
+        s->cap = cap;
+    }
+    /* from the back, in place: a write never passes the read ahead of it */
+    i = s->n, j = add->n, k = size;
+    while (j > 0) {
+        if (i > 0 && s->ids[i - 1] > add->ids[j - 1])
+            s->ids[--k] = s->ids[--i];
+        else if (i > 0 && s->ids[i - 1] == add->ids[j - 1])
+            s->ids[--k] = s->ids[--i], j--; /* in both: once */
+        else
+            s->ids[--k] = add->ids[--j];
+    }
+    s->n = size;
+    return SL_OK;
+}
+
 void sl__idset_clear(sl__idset *s)
 {
     s->n = 0;

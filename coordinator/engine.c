@@ -730,43 +730,10 @@ int sl_engine_tick(sl_engine *e, int64_t *next_deadline_ms)
     return rc;
 }
 
-typedef struct reporters {
-    int64_t *ids; /* ascending */
-    size_t n, cap;
-} reporters;
-
-static int add_reporter(void *ctx, int64_t device_id)
-{
-    reporters *r = ctx;
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 64;
-        int64_t *grown = realloc(r->ids, cap * sizeof *grown);
-        if (grown == NULL)
-            return SL_ENOMEM;
-        r->ids = grown;
-        r->cap = cap;
-    }
-    r->ids[r->n++] = device_id;
-    return 0;
-}
-
-static int reported_by(const reporters *r, int64_t device_id)
-{
-    size_t lo = 0, hi = r->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->ids[mid] < device_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < r->n && r->ids[lo] == device_id;
-}
-
 int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
 {
     sl_round_stats st;
-    reporters rep = {NULL, 0, 0};
+    sl__idset rep = {NULL, 0, 0};
     sl__task *t;
     int rc = SL_OK, open;
     if (e == NULL || out == NULL)
@@ -780,8 +747,9 @@ int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
     pthread_mutex_lock(&e->lock);
     open = task_of_round(e, round_id) != NULL;
     pthread_mutex_unlock(&e->lock);
-    if (open && (rc = sl_store_list_reporters(e->store, round_id, add_reporter, &rep)) != SL_OK) {
-        free(rep.ids);
+    if (open &&
+        (rc = sl_store_list_reporters(e->store, round_id, sl__idset_collect, &rep)) != SL_OK) {
+        sl__idset_free(&rep);
         return rc;
     }
     pthread_mutex_lock(&e->lock);
@@ -791,15 +759,15 @@ int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
         st.checked_in = t->checked_in;
         st.downloaded = (uint32_t)t->downloaded.n;
         for (size_t i = 0; i < t->downloaded.n; i++)
-            st.training += !reported_by(&rep, t->downloaded.ids[i]);
+            st.training += !sl__idset_has(&rep, t->downloaded.ids[i]);
         for (size_t i = 0; i < t->selected.n; i++)
-            st.downloading += !reported_by(&rep, t->selected.ids[i]) &&
+            st.downloading += !sl__idset_has(&rep, t->selected.ids[i]) &&
                               !sl__idset_has(&t->downloaded, t->selected.ids[i]);
         memcpy(st.rejected_by_reason, t->rejected, sizeof t->rejected);
         st.time_to_quorum_ms = t->quorum_at_ms;
     }
     pthread_mutex_unlock(&e->lock);
-    free(rep.ids);
+    sl__idset_free(&rep);
     if (t == NULL)
         rc = sl_store_get_round(e->store, round_id, &st.round);
     if (rc == SL_OK)

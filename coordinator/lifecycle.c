@@ -309,72 +309,45 @@ static int count_participation(void *ctx, int64_t device_id, uint32_t selected, 
     return 0;
 }
 
-/* A round's reporters, ascending (sl_store_list_reporters). */
-typedef struct reporters {
-    int64_t *ids;
-    size_t n, cap;
-} reporters;
-
-static int collect_reporter(void *ctx, int64_t device_id)
+/* Round @r's reporters not counted yet into t->sm_pending (FedBuff's buffers have no
+ * participants, which the history counts: none); @fresh: how many are new to the task. */
+static int new_reporters(sl_engine *e, sl__task *t, const sl_round_record *r, uint64_t *fresh)
 {
-    reporters *r = ctx;
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 256;
-        int64_t *grown = realloc(r->ids, cap * sizeof *grown);
-        if (grown == NULL)
-            return SL_ENOMEM;
-        r->ids = grown;
-        r->cap = cap;
-    }
-    r->ids[r->n++] = device_id;
-    return 0;
-}
-
-/* Round @r's reporters not counted yet (FedBuff's buffers have no participants, which the
- * history counts: none), into @out; @fresh: how many are new to the task. */
-static int new_reporters(sl_engine *e, const sl__task *t, const sl_round_record *r, reporters *out,
-                         uint64_t *fresh)
-{
-    int rc;
+    int rc = SL_OK;
     *fresh = 0;
-    if (t->cfg.fedbuff || r->round_no <= t->sm_round)
-        return SL_OK;
-    rc = sl_store_list_reporters(e->store, r->id, collect_reporter, out);
-    for (size_t i = 0; rc == SL_OK && i < out->n; i++)
-        *fresh += !sl__idset_has(&t->sm_devices, out->ids[i]);
+    if (t->sm_pending_round != r->round_no) {
+        sl__idset_clear(&t->sm_pending);
+        t->sm_pending_round = 0;
+        if (!t->cfg.fedbuff && r->round_no > t->sm_round) {
+            rc = sl_store_list_reporters(e->store, r->id, sl__idset_collect, &t->sm_pending);
+            if (rc != SL_OK) {
+                sl__idset_clear(&t->sm_pending);
+                return rc;
+            }
+        }
+        t->sm_pending_round = r->round_no;
+    }
+    for (size_t i = 0; i < t->sm_pending.n; i++)
+        *fresh += !sl__idset_has(&t->sm_devices, t->sm_pending.ids[i]);
     return rc;
 }
 
-/* Count round @r's reporters in (after its close committed): the ids merged in order. */
+/* Count round @r's reporters in, after its close committed: those its weight read (or, for an
+ * abandoned round, read now), merged in order. */
 static void count_round(sl_engine *e, sl__task *t, const sl_round_record *r)
 {
-    reporters add = {NULL, 0, 0};
     uint64_t fresh;
-    int64_t *merged = NULL;
-    size_t i = 0, j = 0, k = 0;
     if (!t->sm_valid || r->round_no <= t->sm_round)
         return;
-    if (new_reporters(e, t, r, &add, &fresh) != SL_OK ||
-        (merged = malloc((t->sm_devices.n + add.n + 1) * sizeof *merged)) == NULL) {
-        free(add.ids);
+    if (new_reporters(e, t, r, &fresh) != SL_OK ||
+        sl__idset_merge(&t->sm_devices, &t->sm_pending) != SL_OK) {
         t->sm_valid = 0; /* read again at the next aggregate */
-        return;
+    } else {
+        t->sm_updates += t->sm_pending.n;
+        t->sm_round = r->round_no;
     }
-    while (i < t->sm_devices.n || j < add.n) {
-        if (j == add.n || (i < t->sm_devices.n && t->sm_devices.ids[i] < add.ids[j]))
-            merged[k++] = t->sm_devices.ids[i++];
-        else if (i == t->sm_devices.n || add.ids[j] < t->sm_devices.ids[i])
-            merged[k++] = add.ids[j++];
-        else
-            merged[k++] = t->sm_devices.ids[i++], j++;
-    }
-    free(t->sm_devices.ids);
-    t->sm_devices.cap = t->sm_devices.n + add.n + 1; /* what merged holds */
-    t->sm_devices.ids = merged;
-    t->sm_devices.n = k;
-    t->sm_updates += add.n;
-    t->sm_round = r->round_no;
-    free(add.ids);
+    sl__idset_clear(&t->sm_pending);
+    t->sm_pending_round = 0;
 }
 
 /* The senders' mean's weight at this aggregate (sl_sender_mean_at): by the acknowledged updates
@@ -384,7 +357,6 @@ static void count_round(sl_engine *e, sl__task *t, const sl_round_record *r)
  * senders' mean. */
 static int sender_mean_weight(sl_engine *e, sl__task *t, const sl_round_record *r, double *weight)
 {
-    reporters add = {NULL, 0, 0};
     uint64_t updates, devices, fresh = 0;
     int rc = SL_OK;
     *weight = 0;
@@ -400,13 +372,13 @@ static int sender_mean_weight(sl_engine *e, sl__task *t, const sl_round_record *
             return rc;
         t->sm_valid = 1;
         t->sm_round = r->round_no;
+        sl__idset_clear(&t->sm_pending);
+        t->sm_pending_round = 0;
     }
-    rc = new_reporters(e, t, r, &add, &fresh);
-    updates = t->sm_updates + add.n;
-    devices = t->sm_devices.n + fresh;
-    free(add.ids);
-    if (rc != SL_OK)
+    if ((rc = new_reporters(e, t, r, &fresh)) != SL_OK)
         return rc;
+    updates = t->sm_updates + t->sm_pending.n;
+    devices = t->sm_devices.n + fresh;
     *weight = sl_sender_mean_at(&t->cfg, devices ? (double)updates / (double)devices : 1);
     return SL_OK;
 }

@@ -236,6 +236,7 @@ void sl__task_free(sl__task *t)
     sl__idset_free(&t->refused);
     sl__idset_free(&t->partial_ids);
     sl__idset_free(&t->sm_devices);
+    sl__idset_free(&t->sm_pending);
     sl__agg_free(t->partial);
     free(t);
 }

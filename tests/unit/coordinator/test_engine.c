@@ -1720,9 +1720,44 @@ static void test_model_spec_and_refusals(void **state)
     sim_free(&s);
 }
 
+/* The sorted id sets' merge (the senders' mean adds each round's reporters with it): in
+ * order, an id in both once, into the set's own array from the back. */
+static void test_idset_merge(void **state)
+{
+    sl__idset a = {NULL, 0, 0}, b = {NULL, 0, 0};
+    static const int64_t first[] = {3, 7, 9}, second[] = {1, 7, 8, 12},
+                         want[] = {1, 3, 7, 8, 9, 12};
+    (void)state;
+    assert_int_equal(sl__idset_merge(&a, &b), SL_OK); /* both empty */
+    assert_int_equal(a.n, 0);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(sl__idset_collect(&a, first[i]), SL_OK);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(sl__idset_collect(&b, second[i]), SL_OK);
+    assert_int_equal(sl__idset_collect(&b, 8), SL_OK); /* again: kept once */
+    assert_int_equal(sl__idset_merge(&a, &b), SL_OK);
+    assert_int_equal(a.n, 6);
+    for (size_t i = 0; i < 6; i++)
+        assert_int_equal(a.ids[i], want[i]);
+    assert_int_equal(sl__idset_merge(&a, &b), SL_OK); /* all already in */
+    assert_int_equal(a.n, 6);
+    sl__idset_clear(&b);
+    assert_int_equal(sl__idset_merge(&a, &b), SL_OK);
+    assert_int_equal(a.n, 6);
+    for (int64_t id = 100; id < 300; id++) /* beyond the capacity: grown */
+        assert_int_equal(sl__idset_collect(&b, id), SL_OK);
+    assert_int_equal(sl__idset_merge(&a, &b), SL_OK);
+    assert_int_equal(a.n, 206);
+    for (size_t i = 1; i < a.n; i++)
+        assert_true(a.ids[i - 1] < a.ids[i]);
+    sl__idset_free(&a);
+    sl__idset_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_idset_merge),
         cmocka_unit_test(test_round_lifecycle),
         cmocka_unit_test(test_model_spec_and_refusals),
         cmocka_unit_test(test_rejections),
