@@ -151,9 +151,18 @@ typedef struct sl__task {
     int round_open; /* round holds a SELECTING or TRAINING (or AGGREGATING) round */
     int finished;   /* cfg.rounds reached */
     sl_round_record round;
-    sl__idset pool;                /* SELECTING: eligible devices that checked in */
-    sl__idset selected;            /* TRAINING: the round's participants */
-    sl__idset downloaded;          /* devices that fetched the model this round */
+    sl__idset pool;       /* SELECTING: eligible devices that checked in */
+    sl__idset selected;   /* TRAINING: the round's participants */
+    sl__idset downloaded; /* devices that fetched the model this round (from this
+                             replica, with replicas) */
+    /* replicas (replica.c): the bytes this replica served of round dl_round's downloads (to the
+     * devices in `downloaded`), written to the store at each sync when dl_dirty, and the other
+     * replicas' as last read (dl_others_bytes to the devices in dl_others). A round's
+     * bytes_down and downloads at its close are every replica's. */
+    int64_t dl_round;
+    uint64_t dl_bytes, dl_others_bytes;
+    int dl_dirty;
+    sl__idset dl_others;
     sl__idset refused;             /* devices that refuse the task's model (their agents' limits) */
     char spec_sha256[65];          /* hex SHA-256 of the task's model spec; "" when it has none */
     char contract_sha256[65];      /* hex SHA-256 of the task's data contract; "" when none */
@@ -251,6 +260,20 @@ int sl__replica_add_round(sl_engine *e, sl__task *t, int64_t round_id, sl__agg *
                           int (*add)(void *ctx, int64_t device_id, const void *frame, size_t len,
                                      uint32_t num_samples, const uint8_t *sha256),
                           void *ctx, uint32_t *merged);
+
+/* A model download of @bytes from this replica, for @t's open round (its device already in
+ * t->downloaded; lock held): counted for the store (sl__replica_tick writes it). */
+void sl__replica_count_download(sl__task *t, uint64_t bytes);
+
+/* Every replica's downloads of @t's open round (lock held): this replica's count and the
+ * others' as last read (the figures of its status). *@bytes and @devices (cleared first):
+ * the bytes and the devices that downloaded. SL_ENOMEM. */
+int sl__replica_downloads(const sl__task *t, uint64_t *bytes, sl__idset *devices);
+
+/* The leader's close (lifecycle.c, lock held): round @r's bytes_down and downloads become
+ * every replica's, as the store holds them after this replica's are written (when the store
+ * fails, this replica's and the others' as last read). Without replicas: nothing. */
+void sl__replica_close_downloads(sl_engine *e, sl__task *t, sl_round_record *r);
 
 /*
  * sl__spec_check_layout - the one thing the coordinator checks of a model spec

@@ -733,7 +733,7 @@ int sl_engine_tick(sl_engine *e, int64_t *next_deadline_ms)
 int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
 {
     sl_round_stats st;
-    sl__idset rep = {NULL, 0, 0};
+    sl__idset rep = {NULL, 0, 0}, all = {NULL, 0, 0};
     sl__task *t;
     int rc = SL_OK, open;
     if (e == NULL || out == NULL)
@@ -755,19 +755,27 @@ int sl_engine_round_stats(sl_engine *e, int64_t round_id, sl_round_stats *out)
     pthread_mutex_lock(&e->lock);
     t = task_of_round(e, round_id);
     if (t != NULL) {
+        /* with replicas, every replica's downloads: this one's and the others' as last read */
+        const sl__idset *down = &t->downloaded;
+        uint64_t bytes = 0;
         st.round = t->round;
+        if (e->replica[0] != '\0' && sl__replica_downloads(t, &bytes, &all) == SL_OK) {
+            down = &all;
+            st.round.bytes_down = bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
+        }
         st.checked_in = t->checked_in;
-        st.downloaded = (uint32_t)t->downloaded.n;
-        for (size_t i = 0; i < t->downloaded.n; i++)
-            st.training += !sl__idset_has(&rep, t->downloaded.ids[i]);
+        st.downloaded = (uint32_t)down->n;
+        for (size_t i = 0; i < down->n; i++)
+            st.training += !sl__idset_has(&rep, down->ids[i]);
         for (size_t i = 0; i < t->selected.n; i++)
             st.downloading += !sl__idset_has(&rep, t->selected.ids[i]) &&
-                              !sl__idset_has(&t->downloaded, t->selected.ids[i]);
+                              !sl__idset_has(down, t->selected.ids[i]);
         memcpy(st.rejected_by_reason, t->rejected, sizeof t->rejected);
         st.time_to_quorum_ms = t->quorum_at_ms;
     }
     pthread_mutex_unlock(&e->lock);
     sl__idset_free(&rep);
+    sl__idset_free(&all);
     if (t == NULL)
         rc = sl_store_get_round(e->store, round_id, &st.round);
     if (rc == SL_OK)
@@ -848,6 +856,8 @@ int sl_engine_count_download(sl_engine *e, int64_t task_id, int64_t device_id, u
         rc = SL_OK;
         if (device_id > 0 && sl__idset_add(&t->downloaded, device_id) == SL_ENOMEM)
             rc = SL_ENOMEM;
+        if (e->replica[0] != '\0') /* every replica's reach the store (replica.c) */
+            sl__replica_count_download(t, bytes);
     }
     pthread_mutex_unlock(&e->lock);
     return rc;

@@ -505,6 +505,7 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
 
     r.closed_at_ms = sl__engine_now(e);
     r.downloads = (uint32_t)t->downloaded.n; /* whose downloads bytes_down counts */
+    sl__replica_close_downloads(e, t, &r);   /* with replicas: every replica's */
     rc = sl_store_count_updates(e->store, r.id, &stored);
     if (rc != SL_OK)
         return rc;

@@ -18,6 +18,10 @@
  *     updates from then on, so none is acknowledged and left out);
  *   - check-ins: a follower records them (sl_store_put_checkin()); the
  *     leader adds the devices to the round's pool before it selects;
+ *   - downloads: every replica writes what it served of the open round's
+ *     downloads (bytes, devices) at its sync and reads the others' back for
+ *     its status; the leader sums them into the round's bytes_down and
+ *     downloads at the close;
  *   - rounds, models and tasks: followers re-read a task from the store
  *     when its newest round changed, so their answers (selected or not,
  *     the model version, deadlines) follow the leader's within a sync
@@ -32,6 +36,7 @@
 #include "coord_int.h"
 
 static int flush_partial(sl_engine *e, sl__task *t);
+static int sync_downloads(sl_engine *e, sl__task *t);
 
 /* How often a replica re-reads the store (followers) or refreshes counts (the leader). */
 #define SYNC_MS 250
@@ -62,6 +67,21 @@ static int reload_task(sl_engine *e, sl__task *t, int64_t task_id)
     if ((rc = flush_partial(e, t)) != SL_OK)
         sl_log(SL_LOG_WARN, "replica", "storing a partial sum: %s; its updates are read",
                sl_strerror(rc));
+    /* and its downloads: written now, and kept while the round is the same one */
+    if ((rc = sync_downloads(e, t)) != SL_OK)
+        sl_log(SL_LOG_WARN, "replica", "storing the downloads: %s", sl_strerror(rc));
+    if (fresh->round_open && t->round_open && fresh->round.id == t->round.id) {
+        sl__idset swap = fresh->downloaded;
+        fresh->downloaded = t->downloaded;
+        t->downloaded = swap;
+        swap = fresh->dl_others;
+        fresh->dl_others = t->dl_others;
+        t->dl_others = swap;
+        fresh->dl_round = t->dl_round;
+        fresh->dl_bytes = t->dl_bytes;
+        fresh->dl_others_bytes = t->dl_others_bytes;
+        fresh->dl_dirty = t->dl_dirty;
+    }
     for (size_t i = 0; i < e->ntasks; i++)
         if (e->tasks[i] == t)
             e->tasks[i] = fresh;
@@ -260,6 +280,10 @@ int sl__replica_tick(sl_engine *e, int *lead)
         int frc = flush_partial(e, e->tasks[i]);
         if (frc != SL_OK)
             sl_log(SL_LOG_WARN, "replica", "storing a partial sum: %s", sl_strerror(frc));
+        /* and its downloads; the others' are read back (what its status counts) */
+        if ((frc = sync_downloads(e, e->tasks[i])) != SL_OK)
+            sl_log(SL_LOG_WARN, "replica", "storing or reading the downloads: %s",
+                   sl_strerror(frc));
         rc = e->leader ? lead_task(e, e->tasks[i]) : follow_task(e, e->tasks[i]);
     }
     return rc;
@@ -419,4 +443,117 @@ int sl__replica_add_round(sl_engine *e, sl__task *t, int64_t round_id, sl__agg *
     sl__idset_free(&m.covered);
     *merged = m.merged;
     return rc;
+}
+
+/* ---- downloads ----------------------------------------------------------------------------- */
+
+void sl__replica_count_download(sl__task *t, uint64_t bytes)
+{
+    if (t->dl_round != t->round.id) { /* the first of this round */
+        t->dl_round = t->round.id;
+        t->dl_bytes = t->dl_others_bytes = 0;
+        sl__idset_clear(&t->dl_others);
+    }
+    t->dl_bytes = bytes < UINT64_MAX - t->dl_bytes ? t->dl_bytes + bytes : UINT64_MAX;
+    t->dl_dirty = 1;
+}
+
+int sl__replica_downloads(const sl__task *t, uint64_t *bytes, sl__idset *devices)
+{
+    int same = t->dl_round == t->round.id;
+    int rc;
+    sl__idset_clear(devices);
+    *bytes = same ? t->dl_bytes + t->dl_others_bytes : 0;
+    rc = sl__idset_merge(devices, &t->downloaded);
+    if (rc == SL_OK && same)
+        rc = sl__idset_merge(devices, &t->dl_others);
+    return rc;
+}
+
+typedef struct downloads_ctx {
+    const char *self; /* NULL: every replica's */
+    uint64_t bytes;
+    sl__idset devices;
+    int rc;
+} downloads_ctx;
+
+static int add_downloads(void *ctx, const char *replica, uint64_t bytes, const int64_t *devices,
+                         size_t n)
+{
+    downloads_ctx *d = ctx;
+    if (d->self != NULL && strcmp(replica, d->self) == 0)
+        return 0;
+    d->bytes = bytes < UINT64_MAX - d->bytes ? d->bytes + bytes : UINT64_MAX;
+    for (size_t i = 0; i < n; i++)
+        if (sl__idset_add(&d->devices, devices[i]) == SL_ENOMEM) {
+            d->rc = SL_ENOMEM;
+            return 1;
+        }
+    return 0;
+}
+
+/* Write this replica's downloads of @t's open round when they changed; then read every
+ * replica's (@self: all but this one's), into @d. */
+static int store_downloads(sl_engine *e, sl__task *t, const char *self, downloads_ctx *d)
+{
+    int rc = SL_OK;
+    memset(d, 0, sizeof *d);
+    d->self = self;
+    if (t->dl_dirty && t->dl_round == t->round.id) {
+        rc = sl_store_put_downloads(e->store, t->round.id, e->replica, t->dl_bytes,
+                                    t->downloaded.ids, t->downloaded.n);
+        if (rc == SL_OK)
+            t->dl_dirty = 0;
+    }
+    if (rc == SL_OK)
+        rc = sl_store_foreach_downloads(e->store, t->round.id, add_downloads, d);
+    if (rc == SL_OK)
+        rc = d->rc;
+    return rc;
+}
+
+/* At each sync: this replica's downloads reach the store, the others' are read back. */
+static int sync_downloads(sl_engine *e, sl__task *t)
+{
+    downloads_ctx d;
+    int rc;
+    if (!t->round_open || t->round.id < 1)
+        return SL_OK;
+    rc = store_downloads(e, t, e->replica, &d);
+    if (rc == SL_OK) {
+        if (t->dl_round != t->round.id) { /* none served here yet */
+            t->dl_round = t->round.id;
+            t->dl_bytes = 0;
+        }
+        sl__idset_free(&t->dl_others);
+        t->dl_others = d.devices;
+        t->dl_others_bytes = d.bytes;
+        return SL_OK;
+    }
+    sl__idset_free(&d.devices);
+    return rc;
+}
+
+void sl__replica_close_downloads(sl_engine *e, sl__task *t, sl_round_record *r)
+{
+    downloads_ctx d;
+    int rc;
+    if (e->replica[0] == '\0')
+        return;
+    rc = store_downloads(e, t, NULL, &d); /* this replica's written, then every replica's read */
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_WARN, "replica",
+               "reading the replicas' downloads of round %lld: %s; counting this replica's "
+               "and the others' as last read",
+               (long long)r->id, sl_strerror(rc));
+        sl__idset_free(&d.devices);
+        memset(&d, 0, sizeof d);
+        if (sl__replica_downloads(t, &d.bytes, &d.devices) != SL_OK) {
+            sl__idset_free(&d.devices);
+            return; /* out of memory: the figures stay this replica's */
+        }
+    }
+    r->bytes_down = d.bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d.bytes;
+    r->downloads = d.devices.n > UINT32_MAX ? UINT32_MAX : (uint32_t)d.devices.n;
+    sl__idset_free(&d.devices);
 }

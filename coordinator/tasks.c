@@ -232,6 +232,7 @@ void sl__task_free(sl__task *t)
     sl__idset_free(&t->pool);
     sl__idset_free(&t->selected);
     sl__idset_free(&t->downloaded);
+    sl__idset_free(&t->dl_others);
     sl__idset_free(&t->waiting);
     sl__idset_free(&t->refused);
     sl__idset_free(&t->partial_ids);

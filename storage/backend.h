@@ -115,6 +115,12 @@ typedef struct sl__store_ops {
                            int (*fn)(void *ctx, const char *replica, const void *data, size_t len,
                                      const int64_t *devices, size_t n),
                            void *ctx);
+    int (*put_downloads)(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,
+                         const int64_t *devices, size_t n);
+    int (*foreach_downloads)(sl_store *s, int64_t round_id,
+                             int (*fn)(void *ctx, const char *replica, uint64_t bytes,
+                                       const int64_t *devices, size_t n),
+                             void *ctx);
 } sl__store_ops;
 
 /* The first member of every backend's store. */

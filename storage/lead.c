@@ -301,3 +301,86 @@ int sl__sq_foreach_partial(sl_store *s, int64_t round_id,
     sl__reader_put(s, c);
     return rc;
 }
+
+/* ---- replicas' downloads --------------------------------------------------------------- */
+
+typedef struct downloads_args {
+    int64_t round;
+    const char *replica;
+    uint64_t bytes;
+    const uint8_t *devices;
+    size_t dlen;
+} downloads_args;
+
+static int downloads_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    downloads_args *a = arg;
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c,
+                      "INSERT INTO round_downloads (round_id, replica, bytes, devices, at) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (round_id, replica) DO UPDATE "
+                      "SET bytes = excluded.bytes, devices = excluded.devices, at = excluded.at",
+                      &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, a->round);
+    sqlite3_bind_text(st, 2, a->replica, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, (int64_t)a->bytes);
+    sqlite3_bind_blob64(st, 4, a->devices ? (const void *)a->devices : "", a->dlen, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, sl__now_ms(s));
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) /* a foreign key: no such round */
+        return (rc & 0xff) == SQLITE_CONSTRAINT ? SL_ENOENT : sl__status_from_sqlite(rc);
+    return SL_OK;
+}
+
+int sl__sq_put_downloads(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,
+                         const int64_t *devices, size_t n)
+{
+    downloads_args a = {round_id, replica, bytes, NULL, 0};
+    uint8_t *enc = NULL;
+    int rc = sl__devices_encode(devices, n, &enc, &a.dlen);
+    a.devices = enc;
+    if (rc == SL_OK)
+        rc = sl__write(s, downloads_exec, &a, SL__WRITE_TIMEOUT_MS);
+    free(enc);
+    return rc;
+}
+
+int sl__sq_foreach_downloads(sl_store *s, int64_t round_id,
+                             int (*fn)(void *ctx, const char *replica, uint64_t bytes,
+                                       const int64_t *devices, size_t n),
+                             void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__stmt(c,
+                  "SELECT replica, bytes, devices FROM round_downloads WHERE round_id = ?1 "
+                  "ORDER BY replica",
+                  &st);
+    if (rc == SL_OK) {
+        int step;
+        sqlite3_bind_int64(st, 1, round_id);
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t *ids = NULL, bytes = sqlite3_column_int64(st, 1);
+            size_t n = 0;
+            const char *replica = (const char *)sqlite3_column_text(st, 0);
+            rc = sl__devices_decode(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2),
+                                    &ids, &n);
+            if (rc == SL_OK)
+                rc = fn(ctx, replica ? replica : "", bytes > 0 ? (uint64_t)bytes : 0, ids, n);
+            free(ids);
+            if (rc != 0)
+                break;
+        }
+        if (rc == 0 && step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    sl__reader_put(s, c);
+    return rc;
+}

@@ -160,6 +160,14 @@ static const char *const migrations[] = {
      "  PRIMARY KEY (task_id, device_id));"),
     /* 11 -> 12: how many devices a round's bytes_down came from (what a download weighs) */
     ("ALTER TABLE rounds ADD COLUMN downloads INTEGER NOT NULL DEFAULT 0;"),
+    /* 12 -> 13: what each replica served of a round's downloads (summed at its close) */
+    ("CREATE TABLE round_downloads ("
+     "  round_id INTEGER NOT NULL REFERENCES rounds(id),"
+     "  replica TEXT NOT NULL,"
+     "  bytes INTEGER NOT NULL,"
+     "  devices BLOB NOT NULL,"
+     "  at INTEGER NOT NULL,"
+     "  PRIMARY KEY (round_id, replica));"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -648,6 +648,25 @@ int sl_store_foreach_partial(sl_store *s, int64_t round_id,
     return OPS(s)->foreach_partial(s, round_id, fn, ctx);
 }
 
+int sl_store_put_downloads(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,
+                           const int64_t *devices, size_t n)
+{
+    if (s == NULL || round_id < 1 || !owner_ok(replica) || bytes > (uint64_t)INT64_MAX ||
+        (devices == NULL && n > 0) || n > SL__MAX_UPLOAD / 8)
+        return SL_EINVAL;
+    return OPS(s)->put_downloads(s, round_id, replica, bytes, devices, n);
+}
+
+int sl_store_foreach_downloads(sl_store *s, int64_t round_id,
+                               int (*fn)(void *ctx, const char *replica, uint64_t bytes,
+                                         const int64_t *devices, size_t n),
+                               void *ctx)
+{
+    if (s == NULL || fn == NULL)
+        return SL_EINVAL;
+    return OPS(s)->foreach_downloads(s, round_id, fn, ctx);
+}
+
 int sl_store_list_steps(sl_store *s, int64_t round_id,
                         int (*fn)(void *ctx, int64_t device_id, uint32_t local_steps), void *ctx)
 {

@@ -210,6 +210,12 @@ int sl__sq_foreach_partial(sl_store *s, int64_t round_id,
                            int (*fn)(void *ctx, const char *replica, const void *data, size_t len,
                                      const int64_t *devices, size_t n),
                            void *ctx);
+int sl__sq_put_downloads(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,
+                         const int64_t *devices, size_t n);
+int sl__sq_foreach_downloads(sl_store *s, int64_t round_id,
+                             int (*fn)(void *ctx, const char *replica, uint64_t bytes,
+                                       const int64_t *devices, size_t n),
+                             void *ctx);
 int sl__sq_list_checkins(sl_store *s, int64_t task_id, int64_t since_ms,
                          int (*fn)(void *ctx, int64_t device_id, int64_t at_ms), void *ctx);
 /* lead.c: SL_OK, or SL_EFENCED when a newer leader took over; every round write calls it. */

@@ -292,3 +292,83 @@ int sl__pg_foreach_partial(sl_store *s, int64_t round_id,
     int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, partials_exec, &a);
     return rc == SL_OK ? a.stop : rc;
 }
+
+/* ---- replicas' downloads --------------------------------------------------------------- */
+
+typedef struct downloads_args {
+    int64_t round;
+    const char *replica;
+    uint64_t bytes;
+    const uint8_t *devices;
+    size_t dlen;
+} downloads_args;
+
+static int downloads_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    downloads_args *a = arg;
+    sl__pgq q = {0};
+    sl__pgq_int(&q, a->round);
+    sl__pgq_text(&q, a->replica);
+    sl__pgq_int(&q, (int64_t)a->bytes);
+    sl__pgq_bytes(&q, a->devices ? (const void *)a->devices : "", a->dlen);
+    sl__pgq_int(&q, sl__pg_now_ms(p));
+    return sl__pg_exec(c,
+                       "INSERT INTO round_downloads (round_id, replica, bytes, devices, at) "
+                       "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (round_id, replica) DO UPDATE "
+                       "SET bytes = excluded.bytes, devices = excluded.devices, at = excluded.at",
+                       &q, NULL);
+}
+
+int sl__pg_put_downloads(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,
+                         const int64_t *devices, size_t n)
+{
+    downloads_args a = {round_id, replica, bytes, NULL, 0};
+    uint8_t *enc = NULL;
+    int rc = sl__devices_encode(devices, n, &enc, &a.dlen);
+    a.devices = enc;
+    if (rc == SL_OK)
+        rc = sl__pg_tx((sl__pg *)(void *)s, 0, SL__PG_TIMEOUT_MS, downloads_exec, &a);
+    free(enc);
+    return rc;
+}
+
+typedef struct downloads_list_args {
+    int64_t round;
+    int (*fn)(void *ctx, const char *replica, uint64_t bytes, const int64_t *devices, size_t n);
+    void *ctx;
+    int stop;
+} downloads_list_args;
+
+static int downloads_list_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    downloads_list_args *a = arg;
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    int rc;
+    (void)p;
+    sl__pgq_int(&q, a->round);
+    rc = sl__pg_exec(c,
+                     "SELECT replica, bytes, devices FROM round_downloads WHERE round_id = $1 "
+                     "ORDER BY replica COLLATE \"C\"",
+                     &q, &r);
+    for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->stop == 0; i++) {
+        int64_t *ids = NULL, bytes = sl__pg_int(r, i, 1);
+        size_t n = 0;
+        rc = sl__devices_decode(PQgetvalue(r, i, 2), (size_t)PQgetlength(r, i, 2), &ids, &n);
+        if (rc == SL_OK)
+            a->stop = a->fn(a->ctx, PQgetvalue(r, i, 0), bytes > 0 ? (uint64_t)bytes : 0, ids, n);
+        free(ids);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int sl__pg_foreach_downloads(sl_store *s, int64_t round_id,
+                             int (*fn)(void *ctx, const char *replica, uint64_t bytes,
+                                       const int64_t *devices, size_t n),
+                             void *ctx)
+{
+    downloads_list_args a = {round_id, fn, ctx, 0};
+    int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, downloads_list_exec, &a);
+    return rc == SL_OK ? a.stop : rc;
+}

@@ -18,7 +18,8 @@
 static const char *const tables[] = {
     "tasks",           "devices",  "model_versions", "rounds",          "round_participants",
     "updates",         "uploads",  "audit",          "device_refusals", "round_evals",
-    "session_secrets", "sessions", "checkins",       "round_partials",  "device_pace"};
+    "session_secrets", "sessions", "checkins",       "round_partials",  "device_pace",
+    "round_downloads"};
 /* Tables whose id is an identity column in PostgreSQL (a rowid in SQLite). */
 static const char *const identities[] = {"tasks", "devices", "rounds", "updates", "audit"};
 

@@ -165,6 +165,14 @@ static const char *const migrations[] = {
      "  PRIMARY KEY (task_id, device_id));"),
     /* 11 -> 12: how many devices a round's bytes_down came from (what a download weighs) */
     ("ALTER TABLE rounds ADD COLUMN downloads BIGINT NOT NULL DEFAULT 0;"),
+    /* 12 -> 13: what each replica served of a round's downloads (summed at its close) */
+    ("CREATE TABLE round_downloads ("
+     "  round_id BIGINT NOT NULL REFERENCES rounds(id),"
+     "  replica TEXT NOT NULL,"
+     "  bytes BIGINT NOT NULL,"
+     "  devices BYTEA NOT NULL,"
+     "  at BIGINT NOT NULL,"
+     "  PRIMARY KEY (round_id, replica));"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 12
+#define SL_STORE_SCHEMA_VERSION 13
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
@@ -683,6 +683,28 @@ int sl_store_foreach_partial(sl_store *s, int64_t round_id,
                              int (*fn)(void *ctx, const char *replica, const void *data, size_t len,
                                        const int64_t *devices, size_t n),
                              void *ctx);
+
+/**
+ * sl_store_put_downloads - record what replica @replica served of round
+ * @round_id's model downloads so far: @bytes in all, to the @n devices
+ * @devices (ascending), replacing its earlier record. Replicas record theirs
+ * as they go; the leader sums every replica's into the round's bytes_down
+ * and downloads at its close. SL_ENOENT for an unknown round. Durable on
+ * SL_OK.
+ */
+int sl_store_put_downloads(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,
+                           const int64_t *devices, size_t n);
+
+/**
+ * sl_store_foreach_downloads - call @fn with each replica's record of round
+ * @round_id's downloads (in replica-name order; the pointers are valid
+ * during the call only); stops at the first non-zero return of @fn and
+ * returns it. Reads only.
+ */
+int sl_store_foreach_downloads(sl_store *s, int64_t round_id,
+                               int (*fn)(void *ctx, const char *replica, uint64_t bytes,
+                                         const int64_t *devices, size_t n),
+                               void *ctx);
 
 /** What a device measured of itself for a task: its pace (time budgets). */
 typedef struct sl_store_pace {

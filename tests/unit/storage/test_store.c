@@ -1181,6 +1181,69 @@ static void test_partials(void **state)
     assert_int_equal(p.count, 0);
 }
 
+typedef struct seen_downloads {
+    char replica[4][16];
+    uint64_t bytes[4];
+    size_t n[4];
+    int64_t devices[4][4];
+    int count;
+} seen_downloads;
+
+static int collect_downloads(void *ctx, const char *replica, uint64_t bytes, const int64_t *devices,
+                             size_t n)
+{
+    seen_downloads *d = ctx;
+    snprintf(d->replica[d->count], sizeof d->replica[0], "%s", replica);
+    d->bytes[d->count] = bytes;
+    d->n[d->count] = n;
+    memcpy(d->devices[d->count], devices, (n < 4 ? n : 4) * sizeof *devices);
+    d->count++;
+    return 0;
+}
+
+/* Replicas' downloads of a round: one record per (round, replica), replaced by the newer one,
+ * kept across a reopen; none for another round. */
+static void test_downloads(void **state)
+{
+    fixture *f = *state;
+    int64_t round_id, devices[3], two[2];
+    seen_downloads d;
+    sl_test_store_fixture(f->s, &round_id, devices, 3);
+    two[0] = devices[0], two[1] = devices[2];
+    assert_int_equal(sl_store_put_downloads(f->s, round_id, "b", 4096, devices + 1, 1), SL_OK);
+    assert_int_equal(sl_store_put_downloads(f->s, round_id, "a", 100, two, 1), SL_OK);
+    assert_int_equal(sl_store_put_downloads(f->s, round_id, "a", 5000000000ull, two, 2), SL_OK);
+    assert_int_equal(sl_store_put_downloads(f->s, round_id, "c", 0, NULL, 0), SL_OK);
+    reopen(f);
+    memset(&d, 0, sizeof d);
+    assert_int_equal(sl_store_foreach_downloads(f->s, round_id, collect_downloads, &d), SL_OK);
+    assert_int_equal(d.count, 3);
+    assert_string_equal(d.replica[0], "a");
+    assert_true(d.bytes[0] == 5000000000ull);
+    assert_int_equal(d.n[0], 2);
+    assert_true(d.devices[0][0] == devices[0] && d.devices[0][1] == devices[2]);
+    assert_string_equal(d.replica[1], "b");
+    assert_true(d.bytes[1] == 4096);
+    assert_int_equal(d.n[1], 1);
+    assert_true(d.devices[1][0] == devices[1]);
+    assert_string_equal(d.replica[2], "c");
+    assert_true(d.bytes[2] == 0);
+    assert_int_equal(d.n[2], 0);
+    /* bad input changes nothing */
+    assert_int_equal(sl_store_put_downloads(f->s, 999, "a", 1, two, 1), SL_ENOENT);
+    assert_int_equal(sl_store_put_downloads(f->s, round_id, "", 1, two, 1), SL_EINVAL);
+    assert_int_equal(sl_store_put_downloads(f->s, round_id, "a", 1, NULL, 1), SL_EINVAL);
+    assert_int_equal(sl_store_put_downloads(f->s, round_id, "a", (uint64_t)INT64_MAX + 1, two, 1),
+                     SL_EINVAL);
+    memset(&d, 0, sizeof d);
+    assert_int_equal(sl_store_foreach_downloads(f->s, round_id, collect_downloads, &d), SL_OK);
+    assert_int_equal(d.count, 3);
+    assert_true(d.bytes[0] == 5000000000ull);
+    memset(&d, 0, sizeof d);
+    assert_int_equal(sl_store_foreach_downloads(f->s, round_id + 1, collect_downloads, &d), SL_OK);
+    assert_int_equal(d.count, 0);
+}
+
 /* A device's pace for a task: replaced by the newer one, kept across a reopen. */
 static void test_pace(void **state)
 {
@@ -1385,18 +1448,31 @@ int main(int argc, char **argv)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_schema_and_reopen),  T(test_devices),
-        T(test_tasks_and_models),   T(test_rounds_and_close),
-        T(test_updates_idempotent), T(test_list_devices),
-        T(test_group_commit),       T(test_uploads),
-        T(test_checkpointer),       T(test_delete_and_expired_upload),
-        T(test_retention),          T(test_backup_while_writing),
-        T(test_migration_from_v1),  T(test_refusals),
-        T(test_corrupt_file),       T(test_audit),
-        T(test_locked_database),    T(test_evals),
-        T(test_leadership),         T(test_checkins),
-        T(test_partials),           T(test_pace),
-        T(test_device_history),     T(test_unknown_references),
+        T(test_schema_and_reopen),
+        T(test_devices),
+        T(test_tasks_and_models),
+        T(test_rounds_and_close),
+        T(test_updates_idempotent),
+        T(test_list_devices),
+        T(test_group_commit),
+        T(test_uploads),
+        T(test_checkpointer),
+        T(test_delete_and_expired_upload),
+        T(test_retention),
+        T(test_backup_while_writing),
+        T(test_migration_from_v1),
+        T(test_refusals),
+        T(test_corrupt_file),
+        T(test_audit),
+        T(test_locked_database),
+        T(test_evals),
+        T(test_leadership),
+        T(test_checkins),
+        T(test_partials),
+        T(test_downloads),
+        T(test_pace),
+        T(test_device_history),
+        T(test_unknown_references),
         T(test_sessions),
     };
     /* the store's contract, whichever backend keeps it */
@@ -1416,6 +1492,7 @@ int main(int argc, char **argv)
         T(test_leadership),
         T(test_checkins),
         T(test_partials),
+        T(test_downloads),
         T(test_pace),
         T(test_device_history),
         T(test_unknown_references),

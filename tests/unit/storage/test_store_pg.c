@@ -166,7 +166,7 @@ static void test_migrate_like_sqlite(void **state)
                                   "table_schema = 'public' AND data_type = 'bytea' AND "
                                   "column_name IN "
                                   "('frame', 'sha256', 'data', 'public_key', 'secret', 'devices')"),
-                     10);
+                     11);
     {
         PGresult *r = PQexec(c, "INSERT INTO session_secrets VALUES (1, '\\x00', 0)");
         assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
@@ -218,7 +218,7 @@ static void test_replicas_migrate_once(void **state)
     assert_int_equal(query_int(c, "SELECT version FROM schema_version"), SL_STORE_SCHEMA_VERSION);
     assert_int_equal(query_int(c, "SELECT count(*) FROM information_schema.tables WHERE "
                                   "table_schema = 'public'"),
-                     17);
+                     18);
     PQfinish(c);
 }
 
