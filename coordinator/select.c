@@ -206,33 +206,44 @@ static int by_window(const void *pa, const void *pb)
     return a < b ? -1 : a > b;
 }
 
+typedef struct plan_ctx {
+    const sl__task *t;
+    int64_t *w; /* the full windows, one per selected device with a pace */
+    size_t m, cap;
+} plan_ctx;
+
+static int add_window(void *ctx, int64_t device_id, const sl_store_pace *p)
+{
+    plan_ctx *pc = ctx;
+    int64_t full = sl_engine_full_window(&pc->t->cfg, pc->t->n, (uint64_t)pc->t->down_bytes_ewma,
+                                         p->step_ms, p->up_bps, p->down_bps);
+    (void)device_id;
+    if (full > 0 && pc->m < pc->cap)
+        pc->w[pc->m++] = full;
+    return 0;
+}
+
 int sl__budget_plan(sl_engine *e, const sl__task *t, const int64_t *ids, size_t n, int64_t *window)
 {
     const sl_task_config *c = &t->cfg;
+    plan_ctx pc = {t, NULL, 0, n};
     int64_t *w;
-    size_t m = 0, k;
+    size_t m, k;
     double f;
+    int rc;
     *window = 0;
     if (!c->time_budget || c->fedbuff || c->max_local_steps == 0 || n == 0)
         return SL_OK;
-    w = malloc(n * sizeof *w);
+    w = pc.w = malloc(n * sizeof *w);
     if (w == NULL)
         return SL_ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        sl_store_pace p;
-        int64_t full;
-        int rc = sl_store_get_pace(e->store, t->id, ids[i], &p);
-        if (rc == SL_ENOENT)
-            continue; /* never measured: trains max_local_steps, outside the plan */
-        if (rc != SL_OK) {
-            free(w);
-            return rc;
-        }
-        full = sl_engine_full_window(c, t->n, (uint64_t)t->down_bytes_ewma, p.step_ms, p.up_bps,
-                                     p.down_bps);
-        if (full > 0)
-            w[m++] = full;
+    /* the selected devices' paces in one read (a device never measured trains
+     * max_local_steps, outside the plan) */
+    if ((rc = sl_store_get_paces(e->store, t->id, ids, n, add_window, &pc)) != SL_OK) {
+        free(w);
+        return rc;
     }
+    m = pc.m;
     if (m > 0) {
         f = c->deadline_percentile > 0 ? (double)c->deadline_percentile / 100.0
                                        : (double)(c->target < n ? c->target : n) / (double)n;

@@ -115,6 +115,8 @@ typedef struct sl__store_ops {
                            int (*fn)(void *ctx, const char *replica, const void *data, size_t len,
                                      const int64_t *devices, size_t n),
                            void *ctx);
+    int (*get_paces)(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                     int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace), void *ctx);
     int (*put_downloads)(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,
                          const int64_t *devices, size_t n);
     int (*foreach_downloads)(sl_store *s, int64_t round_id,

@@ -79,6 +79,43 @@ int sl__sq_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pa
     return rc;
 }
 
+int sl__sq_get_paces(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                     int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace), void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__exec(c, "BEGIN"); /* one snapshot for them all */
+    if (rc == SL_OK)
+        rc = sl__stmt(c,
+                      "SELECT step_ms, up_bps, down_bps, at FROM device_pace WHERE task_id = ?1 "
+                      "AND device_id = ?2",
+                      &st);
+    if (rc == SL_OK) {
+        for (size_t i = 0; i < n && rc == SL_OK; i++) {
+            int step;
+            sqlite3_bind_int64(st, 1, task_id);
+            sqlite3_bind_int64(st, 2, ids[i]);
+            step = sqlite3_step(st);
+            if (step == SQLITE_ROW) {
+                sl_store_pace p = {sqlite3_column_double(st, 0), sqlite3_column_double(st, 1),
+                                   sqlite3_column_double(st, 2), sqlite3_column_int64(st, 3)};
+                sqlite3_reset(st);
+                rc = fn(ctx, ids[i], &p);
+            } else {
+                sqlite3_reset(st);
+                if (step != SQLITE_DONE)
+                    rc = sl__status_from_sqlite(step);
+            }
+        }
+    }
+    (void)sl__exec(c, "COMMIT");
+    sl__reader_put(s, c);
+    return rc;
+}
+
 /* ---- devices' history --------------------------------------------------------------------- */
 
 int sl__sq_device_history(sl_store *s, int64_t task_id,

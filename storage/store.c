@@ -648,6 +648,17 @@ int sl_store_foreach_partial(sl_store *s, int64_t round_id,
     return OPS(s)->foreach_partial(s, round_id, fn, ctx);
 }
 
+int sl_store_get_paces(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                       int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace),
+                       void *ctx)
+{
+    if (s == NULL || fn == NULL || (ids == NULL && n > 0))
+        return SL_EINVAL;
+    if (n == 0)
+        return SL_OK;
+    return OPS(s)->get_paces(s, task_id, ids, n, fn, ctx);
+}
+
 int sl_store_put_downloads(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,
                            const int64_t *devices, size_t n)
 {

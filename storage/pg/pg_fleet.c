@@ -3,6 +3,7 @@
  * (fleet.c's twin): each device's last reported pace, its history of
  * selections and reports, and the delays of past rounds' reports.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,60 @@ int sl__pg_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pa
 {
     pace_args a = {task_id, device_id, NULL, out};
     return sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, get_pace_exec, &a);
+}
+
+typedef struct paces_args {
+    int64_t task;
+    const int64_t *ids;
+    size_t n;
+    int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace);
+    void *ctx;
+    int stop;
+} paces_args;
+
+/* The ids per query: an array literal of at most this many (a few hundred kB). */
+#define PACES_PER_QUERY 8192
+
+static int get_paces_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    paces_args *a = arg;
+    int rc = SL_OK;
+    char *list = malloc(PACES_PER_QUERY * 21 + 3);
+    (void)p;
+    if (list == NULL)
+        return SL_ENOMEM;
+    for (size_t at = 0; at < a->n && rc == SL_OK && a->stop == 0; at += PACES_PER_QUERY) {
+        size_t end = a->n - at < PACES_PER_QUERY ? a->n : at + PACES_PER_QUERY, len = 0;
+        PGresult *r = NULL;
+        sl__pgq q = {0};
+        list[len++] = '{';
+        for (size_t i = at; i < end; i++)
+            len += (size_t)sprintf(list + len, i > at ? ",%lld" : "%lld", (long long)a->ids[i]);
+        list[len++] = '}';
+        list[len] = '\0';
+        sl__pgq_int(&q, a->task);
+        sl__pgq_text(&q, list);
+        rc = sl__pg_exec(c,
+                         "SELECT device_id, step_ms, up_bps, down_bps, at FROM device_pace WHERE "
+                         "task_id = $1 AND device_id = ANY($2::bigint[])",
+                         &q, &r);
+        for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->stop == 0; i++) {
+            sl_store_pace pace = {sl__pg_double(r, i, 1), sl__pg_double(r, i, 2),
+                                  sl__pg_double(r, i, 3), sl__pg_int(r, i, 4)};
+            a->stop = a->fn(a->ctx, sl__pg_int(r, i, 0), &pace);
+        }
+        PQclear(r);
+    }
+    free(list);
+    return rc;
+}
+
+int sl__pg_get_paces(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                     int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace), void *ctx)
+{
+    paces_args a = {task_id, ids, n, fn, ctx, 0};
+    int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, get_paces_exec, &a);
+    return rc == SL_OK ? a.stop : rc;
 }
 
 /* ---- devices' history --------------------------------------------------------------------- */

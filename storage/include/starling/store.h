@@ -725,6 +725,17 @@ int sl_store_put_pace(sl_store *s, int64_t task_id, int64_t device_id, const sl_
 int sl_store_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pace *out);
 
 /**
+ * sl_store_get_paces - call @fn with the pace last recorded for task
+ * @task_id of each of the @n devices @ids that has one (a round's selected
+ * devices: one read for them all, not one per device; in no stated order),
+ * from one snapshot; stops at the first non-zero return of @fn and returns
+ * it. Reads only.
+ */
+int sl_store_get_paces(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                       int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace),
+                       void *ctx);
+
+/**
  * sl_store_device_history - for task @task_id, call @fn with each device that
  * was ever a participant of its rounds: how many rounds selected it, how many
  * of those it reported to (an acknowledged update), and the number of the

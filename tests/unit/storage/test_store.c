@@ -1245,13 +1245,28 @@ static void test_downloads(void **state)
 }
 
 /* A device's pace for a task: replaced by the newer one, kept across a reopen. */
+typedef struct seen_paces {
+    int64_t device[4];
+    double step_ms[4];
+    int n, stop_at;
+} seen_paces;
+
+static int collect_pace(void *ctx, int64_t device_id, const sl_store_pace *pace)
+{
+    seen_paces *p = ctx;
+    p->device[p->n] = device_id;
+    p->step_ms[p->n++] = pace->step_ms;
+    return p->n == p->stop_at ? 7 : 0;
+}
+
 static void test_pace(void **state)
 {
     fixture *f = *state;
-    int64_t round_id, devices[1];
+    int64_t round_id, devices[3], ask[4];
     sl_round_record r;
     sl_store_pace p = {12.5, 250000, 1e6, 0}, got;
-    sl_test_store_fixture(f->s, &round_id, devices, 1);
+    seen_paces sp;
+    sl_test_store_fixture(f->s, &round_id, devices, 3);
     assert_int_equal(sl_store_get_round(f->s, round_id, &r), SL_OK);
     assert_int_equal(sl_store_get_pace(f->s, r.task_id, devices[0], &got), SL_ENOENT);
     assert_int_equal(sl_store_put_pace(f->s, r.task_id, devices[0], &p), SL_OK);
@@ -1265,6 +1280,27 @@ static void test_pace(void **state)
     assert_int_equal(sl_store_put_pace(f->s, r.task_id, devices[0], &p), SL_EINVAL);
     p.step_ms = 1;
     assert_int_equal(sl_store_put_pace(f->s, r.task_id, 999, &p), SL_ENOENT);
+
+    /* many at once: those with a pace, each once; the others (and unknown ids) left out */
+    p.step_ms = 3.5;
+    assert_int_equal(sl_store_put_pace(f->s, r.task_id, devices[2], &p), SL_OK);
+    ask[0] = devices[2], ask[1] = devices[1], ask[2] = 999, ask[3] = devices[0];
+    memset(&sp, 0, sizeof sp);
+    assert_int_equal(sl_store_get_paces(f->s, r.task_id, ask, 4, collect_pace, &sp), SL_OK);
+    assert_int_equal(sp.n, 2);
+    for (int i = 0; i < 2; i++)
+        assert_true((sp.device[i] == devices[0] && sp.step_ms[i] == 40.25) ||
+                    (sp.device[i] == devices[2] && sp.step_ms[i] == 3.5));
+    assert_true(sp.device[0] != sp.device[1]);
+    memset(&sp, 0, sizeof sp);
+    assert_int_equal(sl_store_get_paces(f->s, r.task_id + 1, ask, 4, collect_pace, &sp), SL_OK);
+    assert_int_equal(sp.n, 0);
+    memset(&sp, 0, sizeof sp);
+    sp.stop_at = 1; /* the callback's answer stops the walk and comes back */
+    assert_int_equal(sl_store_get_paces(f->s, r.task_id, ask, 4, collect_pace, &sp), 7);
+    assert_int_equal(sp.n, 1);
+    assert_int_equal(sl_store_get_paces(f->s, r.task_id, NULL, 1, collect_pace, &sp), SL_EINVAL);
+    assert_int_equal(sl_store_get_paces(f->s, r.task_id, ask, 0, collect_pace, &sp), SL_OK);
 }
 
 typedef struct seen_history {
