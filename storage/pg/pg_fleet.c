@@ -88,7 +88,8 @@ static int get_paces_exec(sl__pg *p, PGconn *c, void *arg)
 {
     paces_args *a = arg;
     int rc = SL_OK;
-    char *list = malloc(PACES_PER_QUERY * 21 + 3);
+    size_t cap = PACES_PER_QUERY * 21 + 3; /* "{", at most 20 digits and a comma each, "}" */
+    char *list = malloc(cap);
     (void)p;
     if (list == NULL)
         return SL_ENOMEM;
@@ -98,7 +99,8 @@ static int get_paces_exec(sl__pg *p, PGconn *c, void *arg)
         sl__pgq q = {0};
         list[len++] = '{';
         for (size_t i = at; i < end; i++)
-            len += (size_t)sprintf(list + len, i > at ? ",%lld" : "%lld", (long long)a->ids[i]);
+            len += (size_t)snprintf(list + len, cap - len, i > at ? ",%lld" : "%lld",
+                                    (long long)a->ids[i]);
         list[len++] = '}';
         list[len] = '\0';
         sl__pgq_int(&q, a->task);
