@@ -18,6 +18,7 @@
 
 #include "../../support/sl_engine_test.h"
 #include "../../support/sl_store_test.h"
+#include "backend.h"
 #include "coord_int.h"
 #include "starling/round.h"
 #ifdef SL_HAVE_PG
@@ -366,6 +367,79 @@ static void test_replicas_and_failover(void **state)
     cluster_free(&single);
 }
 
+static int failing_downloads(sl_store *s, int64_t round_id,
+                             int (*fn)(void *ctx, const char *replica, uint64_t bytes,
+                                       const int64_t *devices, size_t n),
+                             void *ctx)
+{
+    (void)s, (void)round_id, (void)fn, (void)ctx;
+    return SL_EIO;
+}
+
+/* The leader cannot read the replicas' downloads at the close: the round still counts its own
+ * and the others' as it last read them (at its sync), not its own alone, and closes. */
+static void test_downloads_when_the_store_fails(void **state)
+{
+    static const size_t spread[2] = {0, 1};
+    cluster r;
+    sl__store_ops broken;
+    const sl__store_ops *real;
+    sl_round_record rec;
+    int64_t round_id;
+    uint64_t bytes = 0;
+    uint32_t downloads = 0, served[2] = {0, 0};
+    (void)state;
+    cluster_init(&r, "downloads_fail", 2);
+    tick(&r, 0, 3);
+    assert_true(leads(&r, 0));
+    check_in_all(&r, spread, 2);
+    tick(&r, 1100, 3); /* the leader selects */
+    tick(&r, 0, 3);    /* the follower sees the selection */
+    round_id = status_at(&r, 0).round.id;
+    for (size_t k = 0; k < DEVICES; k++) { /* the selected download at each replica in turn */
+        sl_checkin_result cr;
+        size_t at = spread[downloads % 2];
+        assert_int_equal(sl_engine_checkin(r.engine[at], r.task, r.devices[k], &info, &cr), SL_OK);
+        if (!cr.selected)
+            continue;
+        assert_int_equal(sl_engine_count_download(r.engine[at], r.task, r.devices[k], 500 + k),
+                         SL_OK);
+        bytes += 500 + k;
+        downloads++;
+        served[at]++;
+    }
+    assert_true(served[0] > 0 && served[1] > 0);
+    tick(&r, 0, 3); /* written */
+    tick(&r, 0, 3); /* read back */
+    real = ((sl__store_head *)(void *)r.store[0])->ops;
+    broken = *real;
+    broken.foreach_downloads = failing_downloads;
+    ((sl__store_head *)(void *)r.store[0])->ops = &broken;
+    for (size_t k = 0; k < DEVICES; k++) {
+        sl_checkin_result cr;
+        sl_accept_result res;
+        uint8_t sha[32];
+        void *frame;
+        size_t len, at = spread[k % 2]; /* any replica takes an update */
+        assert_int_equal(sl_engine_checkin(r.engine[at], r.task, r.devices[k], &info, &cr), SL_OK);
+        if (!cr.selected)
+            continue;
+        sl_test_make_update(r.layout, k, cr.round_id, cr.model_version, 1.0f, &frame, &len, sha);
+        assert_int_equal(sl_engine_accept(r.engine[at], cr.round_id, r.devices[k], frame, len,
+                                          (uint32_t)(50 + k), sha, &res),
+                         SL_OK);
+        free(frame);
+        assert_true(res.accepted);
+    }
+    tick(&r, 100, 3); /* the leader closes, its read of the downloads failing */
+    ((sl__store_head *)(void *)r.store[0])->ops = real;
+    assert_int_equal(sl_store_get_round(r.store[0], round_id, &rec), SL_OK);
+    assert_int_equal(rec.state, SL_ROUND_CLOSED);
+    assert_int_equal(rec.bytes_down, (int64_t)bytes);
+    assert_int_equal(rec.downloads, downloads);
+    cluster_free(&r);
+}
+
 /* A replica that does not lead refuses an operator's abort (503: retry, another replica
  * will), and a stale leader cannot close a round: the store fences it. */
 static void test_follower_refuses_transitions(void **state)
@@ -388,6 +462,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replicas_and_failover),
         cmocka_unit_test(test_follower_refuses_transitions),
+        cmocka_unit_test(test_downloads_when_the_store_fails),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG
