@@ -160,12 +160,15 @@ typedef struct sl__task {
      * replicas' as last read (dl_others_bytes to the devices in dl_others). A round's
      * bytes_down and downloads at its close are every replica's. */
     int64_t dl_round;
-    uint64_t dl_bytes, dl_others_bytes;
+    uint64_t dl_bytes, dl_others_bytes; /* at most INT64_MAX, what the store keeps */
     int dl_dirty;
     sl__idset dl_others;
-    sl__idset refused;             /* devices that refuse the task's model (their agents' limits) */
-    char spec_sha256[65];          /* hex SHA-256 of the task's model spec; "" when it has none */
-    char contract_sha256[65];      /* hex SHA-256 of the task's data contract; "" when none */
+    int64_t dl_adopt_round;   /* the round open when the task was loaded (a restart, a promotion):
+                                 what this replica had served of it, as the store holds it, is
+                                 still to join its counts (0: done, or none) */
+    sl__idset refused;        /* devices that refuse the task's model (their agents' limits) */
+    char spec_sha256[65];     /* hex SHA-256 of the task's model spec; "" when it has none */
+    char contract_sha256[65]; /* hex SHA-256 of the task's data contract; "" when none */
     uint32_t contract_min_samples; /* the contract's min_samples (0: no contract) */
     sl__idset waiting;             /* TRAINING: eligible devices that checked in, not selected; they
                                       join the next round's pool (they would miss a selection window

@@ -81,6 +81,7 @@ static int reload_task(sl_engine *e, sl__task *t, int64_t task_id)
         fresh->dl_bytes = t->dl_bytes;
         fresh->dl_others_bytes = t->dl_others_bytes;
         fresh->dl_dirty = t->dl_dirty;
+        fresh->dl_adopt_round = t->dl_adopt_round; /* this process's counts are the newer */
     }
     for (size_t i = 0; i < e->ntasks; i++)
         if (e->tasks[i] == t)
@@ -447,6 +448,14 @@ int sl__replica_add_round(sl_engine *e, sl__task *t, int64_t round_id, sl__agg *
 
 /* ---- downloads ----------------------------------------------------------------------------- */
 
+/* @a + @b, at most INT64_MAX (what the store keeps). */
+static uint64_t add_bytes(uint64_t a, uint64_t b)
+{
+    const uint64_t most = (uint64_t)INT64_MAX;
+    a = a < most ? a : most;
+    return b < most - a ? a + b : most;
+}
+
 void sl__replica_count_download(sl__task *t, uint64_t bytes)
 {
     if (t->dl_round != t->round.id) { /* the first of this round */
@@ -454,7 +463,7 @@ void sl__replica_count_download(sl__task *t, uint64_t bytes)
         t->dl_bytes = t->dl_others_bytes = 0;
         sl__idset_clear(&t->dl_others);
     }
-    t->dl_bytes = bytes < UINT64_MAX - t->dl_bytes ? t->dl_bytes + bytes : UINT64_MAX;
+    t->dl_bytes = add_bytes(t->dl_bytes, bytes);
     t->dl_dirty = 1;
 }
 
@@ -463,7 +472,7 @@ int sl__replica_downloads(const sl__task *t, uint64_t *bytes, sl__idset *devices
     int same = t->dl_round == t->round.id;
     int rc;
     sl__idset_clear(devices);
-    *bytes = same ? t->dl_bytes + t->dl_others_bytes : 0;
+    *bytes = same ? add_bytes(t->dl_bytes, t->dl_others_bytes) : 0;
     rc = sl__idset_merge(devices, &t->downloaded);
     if (rc == SL_OK && same)
         rc = sl__idset_merge(devices, &t->dl_others);
@@ -472,6 +481,7 @@ int sl__replica_downloads(const sl__task *t, uint64_t *bytes, sl__idset *devices
 
 typedef struct downloads_ctx {
     const char *self; /* NULL: every replica's */
+    int only_self;    /* 1: self's alone; 0: all but self's */
     uint64_t bytes;
     sl__idset devices;
     int rc;
@@ -481,9 +491,9 @@ static int add_downloads(void *ctx, const char *replica, uint64_t bytes, const i
                          size_t n)
 {
     downloads_ctx *d = ctx;
-    if (d->self != NULL && strcmp(replica, d->self) == 0)
+    if (d->self != NULL && (strcmp(replica, d->self) == 0) != d->only_self)
         return 0;
-    d->bytes = bytes < UINT64_MAX - d->bytes ? d->bytes + bytes : UINT64_MAX;
+    d->bytes = add_bytes(d->bytes, bytes);
     for (size_t i = 0; i < n; i++)
         if (sl__idset_add(&d->devices, devices[i]) == SL_ENOMEM) {
             d->rc = SL_ENOMEM;
@@ -512,13 +522,47 @@ static int store_downloads(sl_engine *e, sl__task *t, const char *self, download
     return rc;
 }
 
+/* A task loaded with its round open (this replica restarted, was promoted, or first sees the
+ * task): what it served of that round before, as the store holds it, joins its counts, once,
+ * before it writes them (the write replaces the stored record). */
+static int adopt_downloads(sl_engine *e, sl__task *t)
+{
+    downloads_ctx d;
+    int rc;
+    if (t->dl_adopt_round == 0)
+        return SL_OK;
+    if (!t->round_open || t->round.id != t->dl_adopt_round) {
+        t->dl_adopt_round = 0; /* another round since: nothing of it was served before */
+        return SL_OK;
+    }
+    memset(&d, 0, sizeof d);
+    d.self = e->replica;
+    d.only_self = 1;
+    rc = sl_store_foreach_downloads(e->store, t->round.id, add_downloads, &d);
+    if (rc == SL_OK)
+        rc = d.rc;
+    if (rc == SL_OK) {
+        if (t->dl_round != t->round.id) {
+            t->dl_round = t->round.id;
+            t->dl_bytes = t->dl_others_bytes = 0;
+            sl__idset_clear(&t->dl_others);
+        }
+        if ((rc = sl__idset_merge(&t->downloaded, &d.devices)) == SL_OK) {
+            t->dl_bytes = add_bytes(t->dl_bytes, d.bytes);
+            t->dl_adopt_round = 0;
+        }
+    }
+    sl__idset_free(&d.devices);
+    return rc;
+}
+
 /* At each sync: this replica's downloads reach the store, the others' are read back. */
 static int sync_downloads(sl_engine *e, sl__task *t)
 {
     downloads_ctx d;
     int rc;
-    if (!t->round_open || t->round.id < 1)
-        return SL_OK;
+    if ((rc = adopt_downloads(e, t)) != SL_OK || !t->round_open || t->round.id < 1)
+        return rc; /* not adopted: nothing written, which would replace the stored record */
     rc = store_downloads(e, t, e->replica, &d);
     if (rc == SL_OK) {
         if (t->dl_round != t->round.id) { /* none served here yet */
@@ -540,7 +584,10 @@ void sl__replica_close_downloads(sl_engine *e, sl__task *t, sl_round_record *r)
     int rc;
     if (e->replica[0] == '\0')
         return;
-    rc = store_downloads(e, t, NULL, &d); /* this replica's written, then every replica's read */
+    memset(&d, 0, sizeof d);
+    rc = adopt_downloads(e, t);
+    if (rc == SL_OK) /* this replica's written, then every replica's read */
+        rc = store_downloads(e, t, NULL, &d);
     if (rc != SL_OK) {
         sl_log(SL_LOG_WARN, "replica",
                "reading the replicas' downloads of round %lld: %s; counting this replica's "
@@ -553,7 +600,7 @@ void sl__replica_close_downloads(sl_engine *e, sl__task *t, sl_round_record *r)
             return; /* out of memory: the figures stay this replica's */
         }
     }
-    r->bytes_down = d.bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d.bytes;
+    r->bytes_down = (int64_t)add_bytes(d.bytes, 0);
     r->downloads = d.devices.n > UINT32_MAX ? UINT32_MAX : (uint32_t)d.devices.n;
     sl__idset_free(&d.devices);
 }

@@ -162,6 +162,8 @@ int sl__engine_load_task(sl_engine *e, int64_t task_id, sl__task **out, char *er
     }
     if (rc == SL_OK) /* the paces of its closed rounds, as before a restart */
         rc = sl__task_load_paces(e, t);
+    if (t->round_open) /* replicas: what this replica served of it before (replica.c) */
+        t->dl_adopt_round = t->round.id;
     if (rc != SL_OK) {
         if (errcap > 0 && err[0] == '\0')
             snprintf(err, errcap, "task %lld: %s", (long long)task_id, sl_strerror(rc));
@@ -173,8 +175,8 @@ int sl__engine_load_task(sl_engine *e, int64_t task_id, sl__task **out, char *er
 }
 
 /* The task's paces over its newest SL__PACE_ROUNDS closed rounds, oldest first, into
- * @t->down_bytes_ewma (bytes a device downloaded: deltas included; with replicas, of the
- * devices the leader served, which its record counts) and
+ * @t->down_bytes_ewma (bytes a device downloaded: deltas included; with replicas, every
+ * replica's, which the round's record counts) and
  * @t->train_ms_ewma (the selection's deadline to the close): each an average weighing a
  * round 0.3 and what came before 0.7, from the store alone, so that the engine computes the
  * same after a restart, and a follower the leader's. */

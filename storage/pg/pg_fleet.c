@@ -76,9 +76,9 @@ typedef struct paces_args {
     int64_t task;
     const int64_t *ids;
     size_t n;
-    int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace);
-    void *ctx;
-    int stop;
+    int64_t *found;       /* the rows read: handed out once the transaction committed, so */
+    sl_store_pace *paces; /* that a retried one does not hand any out twice */
+    size_t m;
 } paces_args;
 
 /* The ids per query: an array literal of at most this many (a few hundred kB). */
@@ -93,7 +93,8 @@ static int get_paces_exec(sl__pg *p, PGconn *c, void *arg)
     (void)p;
     if (list == NULL)
         return SL_ENOMEM;
-    for (size_t at = 0; at < a->n && rc == SL_OK && a->stop == 0; at += PACES_PER_QUERY) {
+    a->m = 0; /* a retry reads them all again */
+    for (size_t at = 0; at < a->n && rc == SL_OK; at += PACES_PER_QUERY) {
         size_t end = a->n - at < PACES_PER_QUERY ? a->n : at + PACES_PER_QUERY, len = 0;
         PGresult *r = NULL;
         sl__pgq q = {0};
@@ -109,10 +110,11 @@ static int get_paces_exec(sl__pg *p, PGconn *c, void *arg)
                          "SELECT device_id, step_ms, up_bps, down_bps, at FROM device_pace WHERE "
                          "task_id = $1 AND device_id = ANY($2::bigint[])",
                          &q, &r);
-        for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->stop == 0; i++) {
+        for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->m < a->n; i++) {
             sl_store_pace pace = {sl__pg_double(r, i, 1), sl__pg_double(r, i, 2),
                                   sl__pg_double(r, i, 3), sl__pg_int(r, i, 4)};
-            a->stop = a->fn(a->ctx, sl__pg_int(r, i, 0), &pace);
+            a->found[a->m] = sl__pg_int(r, i, 0);
+            a->paces[a->m++] = pace;
         }
         PQclear(r);
     }
@@ -123,9 +125,16 @@ static int get_paces_exec(sl__pg *p, PGconn *c, void *arg)
 int sl__pg_get_paces(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
                      int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace), void *ctx)
 {
-    paces_args a = {task_id, ids, n, fn, ctx, 0};
-    int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, get_paces_exec, &a);
-    return rc == SL_OK ? a.stop : rc;
+    paces_args a = {task_id, ids, n, malloc(n * sizeof(int64_t)), malloc(n * sizeof(sl_store_pace)),
+                    0};
+    int rc = a.found != NULL && a.paces != NULL ? SL_OK : SL_ENOMEM;
+    if (rc == SL_OK)
+        rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, get_paces_exec, &a);
+    for (size_t i = 0; rc == SL_OK && i < a.m; i++)
+        rc = fn(ctx, a.found[i], &a.paces[i]);
+    free(a.found);
+    free(a.paces);
+    return rc;
 }
 
 /* ---- devices' history --------------------------------------------------------------------- */

@@ -440,6 +440,91 @@ static void test_downloads_when_the_store_fails(void **state)
     cluster_free(&r);
 }
 
+/* Device @k downloads @bytes of the model at replica @at; 1 when it is selected (counted). */
+static int download_at(cluster *c, size_t at, size_t k, uint64_t bytes)
+{
+    sl_checkin_result cr;
+    assert_int_equal(sl_engine_checkin(c->engine[at], c->task, c->devices[k], &info, &cr), SL_OK);
+    if (!cr.selected)
+        return 0;
+    assert_int_equal(sl_engine_count_download(c->engine[at], c->task, c->devices[k], bytes), SL_OK);
+    return 1;
+}
+
+/* What a replica served of a round outlives its restart under the same name and its promotion:
+ * every replica's status and the closed round count every download. */
+static void test_downloads_across_restart_and_promotion(void **state)
+{
+    static const size_t spread[2] = {0, 1};
+    cluster r;
+    sl_round_record rec;
+    sl_round_stats st;
+    int64_t round_id;
+    size_t sel[DEVICES], nsel = 0;
+    uint64_t bytes = 0;
+    (void)state;
+    cluster_init(&r, "downloads_restart", 2);
+    tick(&r, 0, 3);
+    assert_true(leads(&r, 0));
+    check_in_all(&r, spread, 2);
+    tick(&r, 1100, 3); /* the leader selects */
+    tick(&r, 0, 3);    /* the follower sees the selection */
+    round_id = status_at(&r, 0).round.id;
+    for (size_t k = 0; k < DEVICES; k++) {
+        sl_checkin_result cr;
+        assert_int_equal(sl_engine_checkin(r.engine[1], r.task, r.devices[k], &info, &cr), SL_OK);
+        if (cr.selected)
+            sel[nsel++] = k;
+    }
+    assert_true(nsel >= 4);
+    /* the follower serves two, writes them, and restarts (same name); a third before its
+     * first sync must not replace the two in the store */
+    assert_true(download_at(&r, 1, sel[0], 1000));
+    assert_true(download_at(&r, 1, sel[1], 1100));
+    tick(&r, 0, 3);
+    sl_engine_close(r.engine[1]);
+    sl_store_close(r.store[1]);
+    open_engine(&r, 1);
+    assert_true(download_at(&r, 1, sel[2], 1200));
+    tick(&r, 0, 3); /* written */
+    tick(&r, 0, 3); /* read back */
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(sl_engine_round_stats(r.engine[i], round_id, &st), SL_OK);
+        assert_int_equal(st.downloaded, 3);
+        assert_int_equal(st.round.bytes_down, 3300);
+    }
+    /* the leader stops: the follower leads (its tasks reloaded), serves the fourth, closes */
+    tick(&r, LEASE + 100, 2);
+    tick(&r, 0, 2);
+    assert_true(leads(&r, 1));
+    assert_true(download_at(&r, 1, sel[3], 1300));
+    bytes = 4600;
+    for (size_t j = 0; j < nsel; j++) {
+        sl_checkin_result cr;
+        sl_accept_result res;
+        uint8_t sha[32];
+        void *frame;
+        size_t len;
+        assert_int_equal(sl_engine_checkin(r.engine[1], r.task, r.devices[sel[j]], &info, &cr),
+                         SL_OK);
+        assert_true(cr.selected);
+        sl_test_make_update(r.layout, sel[j], cr.round_id, cr.model_version, 1.0f, &frame, &len,
+                            sha);
+        assert_int_equal(sl_engine_accept(r.engine[1], cr.round_id, r.devices[sel[j]], frame, len,
+                                          (uint32_t)(50 + sel[j]), sha, &res),
+                         SL_OK);
+        free(frame);
+        assert_true(res.accepted);
+    }
+    tick(&r, 100, 2); /* the new leader closes */
+    tick(&r, 0, 2);
+    assert_int_equal(sl_store_get_round(r.store[1], round_id, &rec), SL_OK);
+    assert_int_equal(rec.state, SL_ROUND_CLOSED);
+    assert_int_equal(rec.bytes_down, (int64_t)bytes);
+    assert_int_equal(rec.downloads, 4);
+    cluster_free(&r);
+}
+
 /* A replica that does not lead refuses an operator's abort (503: retry, another replica
  * will), and a stale leader cannot close a round: the store fences it. */
 static void test_follower_refuses_transitions(void **state)
@@ -463,6 +548,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_replicas_and_failover),
         cmocka_unit_test(test_follower_refuses_transitions),
         cmocka_unit_test(test_downloads_when_the_store_fails),
+        cmocka_unit_test(test_downloads_across_restart_and_promotion),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG

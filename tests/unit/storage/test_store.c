@@ -1299,6 +1299,21 @@ static void test_pace(void **state)
     sp.stop_at = 1; /* the callback's answer stops the walk and comes back */
     assert_int_equal(sl_store_get_paces(f->s, r.task_id, ask, 4, collect_pace, &sp), 7);
     assert_int_equal(sp.n, 1);
+    {
+        /* more ids than one PostgreSQL statement takes (8,192): both found, once each */
+        size_t many = 9000;
+        int64_t *ids = calloc(many, sizeof *ids);
+        assert_non_null(ids);
+        for (size_t i = 0; i < many; i++)
+            ids[i] = 1000000 + (int64_t)i;
+        ids[3] = devices[0];
+        ids[8500] = devices[2];
+        memset(&sp, 0, sizeof sp);
+        assert_int_equal(sl_store_get_paces(f->s, r.task_id, ids, many, collect_pace, &sp), SL_OK);
+        assert_int_equal(sp.n, 2);
+        assert_true(sp.device[0] != sp.device[1]);
+        free(ids);
+    }
     assert_int_equal(sl_store_get_paces(f->s, r.task_id, NULL, 1, collect_pace, &sp), SL_EINVAL);
     assert_int_equal(sl_store_get_paces(f->s, r.task_id, ask, 0, collect_pace, &sp), SL_OK);
 }
