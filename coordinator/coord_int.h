@@ -264,6 +264,19 @@ int sl__replica_add_round(sl_engine *e, sl__task *t, int64_t round_id, sl__agg *
                                      uint32_t num_samples, const uint8_t *sha256),
                           void *ctx, uint32_t *merged);
 
+/* The senders' mean's device history, read ahead of a round's close so that a long task's
+ * history is not read under the engine's lock (engine.c's tick). sl__sm_wanted (lock held):
+ * 1 when @t's open round will need it, *@before its number. sl__sm_read (no lock): the
+ * acknowledged updates of the rounds before @before and the devices that made them (into
+ * @devices, ascending). sl__sm_install (lock held): they become @t's counts when its open
+ * round is still @before and nothing counted meanwhile (@devices then holds what it replaced,
+ * for the caller to free). */
+int sl__sm_wanted(const sl__task *t, int64_t *before);
+int sl__sm_read(sl_engine *e, int64_t task_id, int64_t before, sl__idset *devices,
+                uint64_t *updates);
+void sl__sm_install(sl_engine *e, sl__task *t, int64_t before, sl__idset *devices,
+                    uint64_t updates);
+
 /* A model download of @bytes from this replica, for @t's open round (its device already in
  * t->downloaded; lock held): counted for the store (sl__replica_tick writes it). */
 void sl__replica_count_download(sl__task *t, uint64_t bytes);

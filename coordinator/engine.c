@@ -705,12 +705,45 @@ out_gate:
 
 /* ---- ticks, statistics, metrics, operator actions ------------------------ */
 
+/* The senders' mean's device history of every task whose open round will need it, read outside
+ * the locks (a long task's is large) and installed under the lock (lifecycle.c); a read that
+ * fails is left to the close, which reads it itself. */
+static void read_histories(sl_engine *e)
+{
+    for (size_t i = 0;; i++) {
+        sl__idset devices = {NULL, 0, 0};
+        uint64_t updates = 0;
+        int64_t task_id, before = 0;
+        sl__task *t;
+        int rc;
+        pthread_mutex_lock(&e->lock);
+        if (i >= e->ntasks) {
+            pthread_mutex_unlock(&e->lock);
+            return;
+        }
+        t = e->tasks[i];
+        if (!sl__engine_leads(e) || !sl__sm_wanted(t, &before)) {
+            pthread_mutex_unlock(&e->lock);
+            continue;
+        }
+        task_id = t->id;
+        pthread_mutex_unlock(&e->lock);
+        rc = sl__sm_read(e, task_id, before, &devices, &updates);
+        pthread_mutex_lock(&e->lock);
+        if (rc == SL_OK && (t = sl__engine_find_task(e, task_id)) != NULL)
+            sl__sm_install(e, t, before, &devices, updates);
+        pthread_mutex_unlock(&e->lock);
+        sl__idset_free(&devices);
+    }
+}
+
 int sl_engine_tick(sl_engine *e, int64_t *next_deadline_ms)
 {
     int64_t next = INT64_MAX;
     int rc = SL_OK, lead = 1;
     if (e == NULL)
         return SL_EINVAL;
+    read_histories(e);
     pthread_rwlock_wrlock(&e->gate);
     pthread_mutex_lock(&e->lock);
     rc = sl__replica_tick(e, &lead);

@@ -350,6 +350,63 @@ static void count_round(sl_engine *e, sl__task *t, const sl_round_record *r)
     t->sm_pending_round = 0;
 }
 
+/* ---- the senders' mean's history, read ahead of the close (engine.c's tick, outside the lock) */
+
+int sl__sm_wanted(const sl__task *t, int64_t *before)
+{
+    if (t->cfg.sender_mean_rounds == 0 || t->cfg.fedbuff || t->sm_valid || !t->round_open ||
+        t->round.round_no < 1)
+        return 0;
+    *before = t->round.round_no;
+    return 1;
+}
+
+typedef struct sm_read_ctx {
+    sl__idset *devices;
+    uint64_t updates;
+} sm_read_ctx;
+
+static int count_into(void *ctx, int64_t device_id, uint32_t selected, uint32_t reported,
+                      int64_t last_round_no)
+{
+    sm_read_ctx *c = ctx;
+    (void)selected;
+    (void)last_round_no;
+    c->updates += reported;
+    if (reported > 0) {
+        int rc = sl__idset_add(c->devices, device_id); /* ascending: appended */
+        if (rc != SL_OK && rc != SL_EEXIST)
+            return rc;
+    }
+    return 0;
+}
+
+int sl__sm_read(sl_engine *e, int64_t task_id, int64_t before, sl__idset *devices,
+                uint64_t *updates)
+{
+    sm_read_ctx c = {devices, 0};
+    int rc = sl_store_device_history_before(e->store, task_id, before, count_into, &c);
+    *updates = c.updates;
+    return rc;
+}
+
+void sl__sm_install(sl_engine *e, sl__task *t, int64_t before, sl__idset *devices, uint64_t updates)
+{
+    sl__idset swap;
+    e->history_reads++;
+    if (t->sm_valid || !t->round_open || t->round.round_no != before)
+        return; /* the round moved on meanwhile (its close read the history itself) */
+    swap = t->sm_devices;
+    t->sm_devices = *devices;
+    *devices = swap; /* the caller frees what was there */
+    t->sm_updates = updates;
+    t->sm_round = before - 1; /* through the last round before the open one: its own reporters
+                                 are read at its close (new_reporters) */
+    sl__idset_clear(&t->sm_pending);
+    t->sm_pending_round = 0;
+    t->sm_valid = 1;
+}
+
 /* The senders' mean's weight at this aggregate (sl_sender_mean_at): by the acknowledged updates
  * the task's devices have made on average, this round's included, as the store counts them, so
  * a restarted coordinator or another leader gets the same weight. The history is read once

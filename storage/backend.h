@@ -98,7 +98,7 @@ typedef struct sl__store_ops {
     int (*put_pace)(sl_store *s, int64_t task_id, int64_t device_id, const sl_store_pace *p);
     int (*report_delays)(sl_store *s, int64_t task_id, int64_t after_round_no,
                          int (*fn)(void *ctx, int64_t delay_ms), void *ctx);
-    int (*device_history)(sl_store *s, int64_t task_id,
+    int (*device_history)(sl_store *s, int64_t task_id, int64_t before_round_no,
                           int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
                                     uint32_t reported, int64_t last_round_no),
                           void *ctx);

@@ -118,7 +118,7 @@ int sl__sq_get_paces(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
 
 /* ---- devices' history --------------------------------------------------------------------- */
 
-int sl__sq_device_history(sl_store *s, int64_t task_id,
+int sl__sq_device_history(sl_store *s, int64_t task_id, int64_t before_round_no,
                           int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
                                     uint32_t reported, int64_t last_round_no),
                           void *ctx)
@@ -132,12 +132,13 @@ int sl__sq_device_history(sl_store *s, int64_t task_id,
                   "SELECT p.device_id, count(*), count(u.device_id), max(r.round_no) FROM "
                   "round_participants p "
                   "JOIN rounds r ON r.id = p.round_id LEFT JOIN updates u ON u.round_id = "
-                  "p.round_id AND u.device_id = p.device_id WHERE r.task_id = ?1 GROUP BY "
-                  "p.device_id ORDER BY p.device_id",
+                  "p.round_id AND u.device_id = p.device_id WHERE r.task_id = ?1 AND "
+                  "r.round_no < ?2 GROUP BY p.device_id ORDER BY p.device_id",
                   &st);
     if (rc == SL_OK) {
         int step;
         sqlite3_bind_int64(st, 1, task_id);
+        sqlite3_bind_int64(st, 2, before_round_no);
         while ((step = sqlite3_step(st)) == SQLITE_ROW) {
             rc = fn(ctx, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1),
                     (uint32_t)sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3));

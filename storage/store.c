@@ -713,7 +713,17 @@ int sl_store_device_history(sl_store *s, int64_t task_id,
 {
     if (s == NULL || fn == NULL)
         return SL_EINVAL;
-    return OPS(s)->device_history(s, task_id, fn, ctx);
+    return OPS(s)->device_history(s, task_id, INT64_MAX, fn, ctx);
+}
+
+int sl_store_device_history_before(sl_store *s, int64_t task_id, int64_t before_round_no,
+                                   int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                             uint32_t reported, int64_t last_round_no),
+                                   void *ctx)
+{
+    if (s == NULL || fn == NULL)
+        return SL_EINVAL;
+    return OPS(s)->device_history(s, task_id, before_round_no, fn, ctx);
 }
 
 int sl_store_device_rounds(sl_store *s, int64_t task_id, int64_t device_id, int64_t before_round_no,

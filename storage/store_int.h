@@ -195,7 +195,7 @@ int sl__sq_put_checkin(sl_store *s, int64_t task_id, int64_t device_id);
 int sl__sq_put_pace(sl_store *s, int64_t task_id, int64_t device_id, const sl_store_pace *p);
 int sl__sq_report_delays(sl_store *s, int64_t task_id, int64_t after_round_no,
                          int (*fn)(void *ctx, int64_t delay_ms), void *ctx);
-int sl__sq_device_history(sl_store *s, int64_t task_id,
+int sl__sq_device_history(sl_store *s, int64_t task_id, int64_t before_round_no,
                           int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
                                     uint32_t reported, int64_t last_round_no),
                           void *ctx);

@@ -140,7 +140,7 @@ int sl__pg_get_paces(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
 /* ---- devices' history --------------------------------------------------------------------- */
 
 typedef struct history_args {
-    int64_t task;
+    int64_t task, before;
     int (*fn)(void *ctx, int64_t device_id, uint32_t selected, uint32_t reported,
               int64_t last_round_no);
     void *ctx;
@@ -155,12 +155,13 @@ static int history_exec(sl__pg *p, PGconn *c, void *arg)
     int rc;
     (void)p;
     sl__pgq_int(&q, a->task);
+    sl__pgq_int(&q, a->before);
     rc = sl__pg_exec(c,
                      "SELECT p.device_id, count(*)::bigint, count(u.device_id)::bigint, "
                      "max(r.round_no) FROM round_participants p "
                      "JOIN rounds r ON r.id = p.round_id LEFT JOIN updates u ON u.round_id = "
-                     "p.round_id AND u.device_id = p.device_id WHERE r.task_id = $1 GROUP BY "
-                     "p.device_id ORDER BY p.device_id",
+                     "p.round_id AND u.device_id = p.device_id WHERE r.task_id = $1 AND "
+                     "r.round_no < $2 GROUP BY p.device_id ORDER BY p.device_id",
                      &q, &r);
     for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->stop == 0; i++)
         a->stop = a->fn(a->ctx, sl__pg_int(r, i, 0), (uint32_t)sl__pg_int(r, i, 1),
@@ -169,12 +170,12 @@ static int history_exec(sl__pg *p, PGconn *c, void *arg)
     return rc;
 }
 
-int sl__pg_device_history(sl_store *s, int64_t task_id,
+int sl__pg_device_history(sl_store *s, int64_t task_id, int64_t before_round_no,
                           int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
                                     uint32_t reported, int64_t last_round_no),
                           void *ctx)
 {
-    history_args a = {task_id, fn, ctx, 0};
+    history_args a = {task_id, before_round_no, fn, ctx, 0};
     int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, history_exec, &a);
     return rc == SL_OK ? a.stop : rc;
 }

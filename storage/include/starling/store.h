@@ -749,6 +749,16 @@ int sl_store_device_history(sl_store *s, int64_t task_id,
                             void *ctx);
 
 /**
+ * sl_store_device_history_before - sl_store_device_history() over the task's
+ * rounds numbered below @before_round_no only (the closed ones, when it is
+ * the open round's number: what no later request changes).
+ */
+int sl_store_device_history_before(sl_store *s, int64_t task_id, int64_t before_round_no,
+                                   int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                             uint32_t reported, int64_t last_round_no),
+                                   void *ctx);
+
+/**
  * sl_store_device_rounds - in @out, how many of task @task_id's rounds
  * numbered below @before_round_no device @device_id took part in: rounds that
  * selected it, or whose update from it the store keeps (FedBuff's buffers
