@@ -70,6 +70,12 @@ static int add_hist(void *ctx, int64_t device_id, uint32_t selected, uint32_t re
     return 0;
 }
 
+static int by_device(const void *pa, const void *pb)
+{
+    const hist *a = pa, *b = pb;
+    return a->device < b->device ? -1 : a->device > b->device;
+}
+
 /* Device @id's history (zeros when it never took part); @l in device-id order. */
 static hist history_of(const hist_list *l, int64_t id)
 {
@@ -117,11 +123,15 @@ int sl__select_order(sl_engine *e, const sl__task *t, int64_t *ids, size_t n)
     hist_list l = {NULL, 0, 0};
     cand *c;
     uint64_t base = mix64(t->cfg.seed ^ mix64((uint64_t)t->round.round_no) ^ 0x5e1ec7ull);
-    int rc = sl_store_device_history(e->store, t->id, add_hist, &l);
+    /* the pool's devices' histories alone: a selection reads what it orders, not the task's
+     * whole history, which grows with every round */
+    int rc = sl_store_device_history_of(e->store, t->id, ids, n, add_hist, &l);
     if (rc != SL_OK) {
         free(l.h);
         return rc;
     }
+    if (l.n > 1)
+        qsort(l.h, l.n, sizeof *l.h, by_device);
     c = malloc((n ? n : 1) * sizeof *c);
     if (c == NULL) {
         free(l.h);

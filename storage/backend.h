@@ -115,6 +115,10 @@ typedef struct sl__store_ops {
                            int (*fn)(void *ctx, const char *replica, const void *data, size_t len,
                                      const int64_t *devices, size_t n),
                            void *ctx);
+    int (*device_history_of)(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                             int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                       uint32_t reported, int64_t last_round_no),
+                             void *ctx);
     int (*get_paces)(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
                      int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace), void *ctx);
     int (*put_downloads)(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,

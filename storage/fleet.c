@@ -79,6 +79,46 @@ int sl__sq_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pa
     return rc;
 }
 
+int sl__sq_device_history_of(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                             int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                       uint32_t reported, int64_t last_round_no),
+                             void *ctx)
+{
+    sl__conn *c;
+    sqlite3_stmt *st;
+    int rc;
+    if ((rc = sl__reader_get(s, &c)) != SL_OK)
+        return rc;
+    rc = sl__exec(c, "BEGIN"); /* one snapshot for them all */
+    if (rc == SL_OK) /* by the participants' device index: the device's rows, not the task's */
+        rc = sl__stmt(c,
+                      "SELECT count(*), count(u.device_id), max(r.round_no) FROM "
+                      "round_participants p JOIN rounds r ON r.id = p.round_id LEFT JOIN updates "
+                      "u ON u.round_id = p.round_id AND u.device_id = p.device_id WHERE "
+                      "p.device_id = ?2 AND r.task_id = ?1",
+                      &st);
+    for (size_t i = 0; rc == SL_OK && i < n; i++) {
+        int step;
+        sqlite3_bind_int64(st, 1, task_id);
+        sqlite3_bind_int64(st, 2, ids[i]);
+        step = sqlite3_step(st);
+        if (step == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0) {
+            uint32_t selected = (uint32_t)sqlite3_column_int64(st, 0),
+                     reported = (uint32_t)sqlite3_column_int64(st, 1);
+            int64_t last = sqlite3_column_int64(st, 2);
+            sqlite3_reset(st);
+            rc = fn(ctx, ids[i], selected, reported, last);
+        } else {
+            sqlite3_reset(st);
+            if (step != SQLITE_ROW && step != SQLITE_DONE)
+                rc = sl__status_from_sqlite(step);
+        }
+    }
+    (void)sl__exec(c, "COMMIT");
+    sl__reader_put(s, c);
+    return rc;
+}
+
 int sl__sq_get_paces(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
                      int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace), void *ctx)
 {

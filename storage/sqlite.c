@@ -198,6 +198,7 @@ const sl__store_ops sl__sqlite_ops = {
     .list_checkins = sl__sq_list_checkins,
     .put_partial = sl__sq_put_partial,
     .foreach_partial = sl__sq_foreach_partial,
+    .device_history_of = sl__sq_device_history_of,
     .get_paces = sl__sq_get_paces,
     .put_downloads = sl__sq_put_downloads,
     .foreach_downloads = sl__sq_foreach_downloads,

@@ -726,6 +726,18 @@ int sl_store_device_history_before(sl_store *s, int64_t task_id, int64_t before_
     return OPS(s)->device_history(s, task_id, before_round_no, fn, ctx);
 }
 
+int sl_store_device_history_of(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                               int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                         uint32_t reported, int64_t last_round_no),
+                               void *ctx)
+{
+    if (s == NULL || fn == NULL || (ids == NULL && n > 0))
+        return SL_EINVAL;
+    if (n == 0)
+        return SL_OK;
+    return OPS(s)->device_history_of(s, task_id, ids, n, fn, ctx);
+}
+
 int sl_store_device_rounds(sl_store *s, int64_t task_id, int64_t device_id, int64_t before_round_no,
                            uint32_t *out)
 {

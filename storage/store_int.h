@@ -200,6 +200,10 @@ int sl__sq_device_history(sl_store *s, int64_t task_id, int64_t before_round_no,
                                     uint32_t reported, int64_t last_round_no),
                           void *ctx);
 int sl__sq_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pace *out);
+int sl__sq_device_history_of(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                             int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                       uint32_t reported, int64_t last_round_no),
+                             void *ctx);
 int sl__sq_get_paces(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
                      int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace), void *ctx);
 int sl__sq_device_rounds(sl_store *s, int64_t task_id, int64_t device_id, int64_t before_round_no,

@@ -72,6 +72,79 @@ int sl__pg_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pa
     return sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, get_pace_exec, &a);
 }
 
+typedef struct history_of_args {
+    int64_t task;
+    const int64_t *ids;
+    size_t n;
+    int64_t *rows; /* 4 a device (id, selected, reported, last): handed out once the read
+                      committed, so that a retried one hands none out twice */
+    size_t m;
+} history_of_args;
+
+/* The ids per query: an array literal of at most this many (a few hundred kB). */
+#define IDS_PER_QUERY 8192
+
+/* "{id,id,...}" of @ids[at .. end) into @list (@cap bytes: 21 a device and 3). */
+static void id_list(char *list, size_t cap, const int64_t *ids, size_t at, size_t end)
+{
+    size_t len = 0;
+    list[len++] = '{';
+    for (size_t i = at; i < end; i++)
+        len +=
+            (size_t)snprintf(list + len, cap - len, i > at ? ",%lld" : "%lld", (long long)ids[i]);
+    list[len++] = '}';
+    list[len] = '\0';
+}
+
+static int history_of_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    history_of_args *a = arg;
+    size_t cap = IDS_PER_QUERY * 21 + 3;
+    char *list = malloc(cap);
+    int rc = SL_OK;
+    (void)p;
+    if (list == NULL)
+        return SL_ENOMEM;
+    a->m = 0; /* a retry reads them all again */
+    for (size_t at = 0; at < a->n && rc == SL_OK; at += IDS_PER_QUERY) {
+        size_t end = a->n - at < IDS_PER_QUERY ? a->n : at + IDS_PER_QUERY;
+        PGresult *r = NULL;
+        sl__pgq q = {0};
+        id_list(list, cap, a->ids, at, end);
+        sl__pgq_int(&q, a->task);
+        sl__pgq_text(&q, list);
+        rc = sl__pg_exec(c,
+                         "SELECT p.device_id, count(*)::bigint, count(u.device_id)::bigint, "
+                         "max(r.round_no) FROM round_participants p JOIN rounds r ON r.id = "
+                         "p.round_id LEFT JOIN updates u ON u.round_id = p.round_id AND "
+                         "u.device_id = p.device_id WHERE p.device_id = ANY($2::bigint[]) AND "
+                         "r.task_id = $1 GROUP BY p.device_id",
+                         &q, &r);
+        for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->m < a->n; i++, a->m++)
+            for (int k = 0; k < 4; k++)
+                a->rows[4 * a->m + (size_t)k] = sl__pg_int(r, i, k);
+        PQclear(r);
+    }
+    free(list);
+    return rc;
+}
+
+int sl__pg_device_history_of(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                             int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                       uint32_t reported, int64_t last_round_no),
+                             void *ctx)
+{
+    history_of_args a = {task_id, ids, n, malloc(4 * n * sizeof(int64_t)), 0};
+    int rc = a.rows != NULL ? SL_OK : SL_ENOMEM;
+    if (rc == SL_OK)
+        rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, history_of_exec, &a);
+    for (size_t i = 0; rc == SL_OK && i < a.m; i++)
+        rc = fn(ctx, a.rows[4 * i], (uint32_t)a.rows[4 * i + 1], (uint32_t)a.rows[4 * i + 2],
+                a.rows[4 * i + 3]);
+    free(a.rows);
+    return rc;
+}
+
 typedef struct paces_args {
     int64_t task;
     const int64_t *ids;
@@ -81,29 +154,21 @@ typedef struct paces_args {
     size_t m;
 } paces_args;
 
-/* The ids per query: an array literal of at most this many (a few hundred kB). */
-#define PACES_PER_QUERY 8192
-
 static int get_paces_exec(sl__pg *p, PGconn *c, void *arg)
 {
     paces_args *a = arg;
     int rc = SL_OK;
-    size_t cap = PACES_PER_QUERY * 21 + 3; /* "{", at most 20 digits and a comma each, "}" */
+    size_t cap = IDS_PER_QUERY * 21 + 3;
     char *list = malloc(cap);
     (void)p;
     if (list == NULL)
         return SL_ENOMEM;
     a->m = 0; /* a retry reads them all again */
-    for (size_t at = 0; at < a->n && rc == SL_OK; at += PACES_PER_QUERY) {
-        size_t end = a->n - at < PACES_PER_QUERY ? a->n : at + PACES_PER_QUERY, len = 0;
+    for (size_t at = 0; at < a->n && rc == SL_OK; at += IDS_PER_QUERY) {
+        size_t end = a->n - at < IDS_PER_QUERY ? a->n : at + IDS_PER_QUERY;
         PGresult *r = NULL;
         sl__pgq q = {0};
-        list[len++] = '{';
-        for (size_t i = at; i < end; i++)
-            len += (size_t)snprintf(list + len, cap - len, i > at ? ",%lld" : "%lld",
-                                    (long long)a->ids[i]);
-        list[len++] = '}';
-        list[len] = '\0';
+        id_list(list, cap, a->ids, at, end);
         sl__pgq_int(&q, a->task);
         sl__pgq_text(&q, list);
         rc = sl__pg_exec(c,

@@ -132,6 +132,7 @@ static const sl__store_ops pg_ops = {
     .list_checkins = sl__pg_list_checkins,
     .put_partial = sl__pg_put_partial,
     .foreach_partial = sl__pg_foreach_partial,
+    .device_history_of = sl__pg_device_history_of,
     .get_paces = sl__pg_get_paces,
     .put_downloads = sl__pg_put_downloads,
     .foreach_downloads = sl__pg_foreach_downloads,

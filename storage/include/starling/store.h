@@ -759,6 +759,18 @@ int sl_store_device_history_before(sl_store *s, int64_t task_id, int64_t before_
                                    void *ctx);
 
 /**
+ * sl_store_device_history_of - sl_store_device_history() for the @n devices
+ * @ids only (a selection's pool: one read for them all, whatever the task's
+ * length), calling @fn for those that were ever participants of the task's
+ * rounds, in no stated order, from one snapshot; stops at the first non-zero
+ * return of @fn and returns it. Reads only.
+ */
+int sl_store_device_history_of(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                               int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                         uint32_t reported, int64_t last_round_no),
+                               void *ctx);
+
+/**
  * sl_store_device_rounds - in @out, how many of task @task_id's rounds
  * numbered below @before_round_no device @device_id took part in: rounds that
  * selected it, or whose update from it the store keeps (FedBuff's buffers

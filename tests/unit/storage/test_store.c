@@ -1378,6 +1378,37 @@ static void test_device_history(void **state)
     memset(&h, 0, sizeof h);
     assert_int_equal(sl_store_device_history(f->s, 999, collect_history, &h), SL_OK);
     assert_int_equal(h.n, 0);
+    { /* the same rows, over the rounds before a round, and for some devices alone */
+        int64_t ask[3] = {devices[2], 999999, devices[1]};
+        memset(&h, 0, sizeof h);
+        assert_int_equal(sl_store_device_history_before(f->s, r.task_id, 2, collect_history, &h),
+                         SL_OK);
+        assert_int_equal(h.n, 2); /* round 1 selected devices 0 and 1 */
+        assert_true(h.device[0] == devices[0] && h.selected[0] == 1 && h.reported[0] == 0 &&
+                    h.last[0] == 1);
+        assert_true(h.device[1] == devices[1] && h.selected[1] == 1 && h.reported[1] == 1 &&
+                    h.last[1] == 1);
+        memset(&h, 0, sizeof h);
+        assert_int_equal(sl_store_device_history_before(f->s, r.task_id, 1, collect_history, &h),
+                         SL_OK);
+        assert_int_equal(h.n, 0);
+        memset(&h, 0, sizeof h);
+        assert_int_equal(sl_store_device_history_of(f->s, r.task_id, ask, 3, collect_history, &h),
+                         SL_OK);
+        assert_int_equal(h.n, 2); /* the unknown id has no history */
+        for (int i = 0; i < 2; i++) {
+            if (h.device[i] == devices[1])
+                assert_true(h.selected[i] == 2 && h.reported[i] == 1 && h.last[i] == 2);
+            else
+                assert_true(h.device[i] == devices[2] && h.selected[i] == 1 && h.reported[i] == 0 &&
+                            h.last[i] == 2);
+        }
+        memset(&h, 0, sizeof h);
+        assert_int_equal(sl_store_device_history_of(f->s, 999, ask, 3, collect_history, &h), SL_OK);
+        assert_int_equal(h.n, 0);
+        assert_int_equal(sl_store_device_history_of(f->s, r.task_id, NULL, 1, collect_history, &h),
+                         SL_EINVAL);
+    }
     { /* one device's rounds before a round: what an assignment's participation says */
         uint32_t k = 99;
         assert_int_equal(sl_store_device_rounds(f->s, r.task_id, devices[1], 1, &k), SL_OK);
