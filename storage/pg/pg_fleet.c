@@ -96,37 +96,54 @@ static void id_list(char *list, size_t cap, const int64_t *ids, size_t at, size_
     list[len] = '\0';
 }
 
-static int history_of_exec(sl__pg *p, PGconn *c, void *arg)
+/* @sql ($1 the task @task, $2 an array of device ids) over the @n devices @ids, in statements
+ * of at most IDS_PER_QUERY of them; @row gets each row of each result. */
+static int by_ids(PGconn *c, const char *sql, int64_t task, const int64_t *ids, size_t n,
+                  void (*row)(void *ctx, PGresult *r, int i), void *ctx)
 {
-    history_of_args *a = arg;
     size_t cap = IDS_PER_QUERY * 21 + 3;
     char *list = malloc(cap);
     int rc = SL_OK;
-    (void)p;
     if (list == NULL)
         return SL_ENOMEM;
-    a->m = 0; /* a retry reads them all again */
-    for (size_t at = 0; at < a->n && rc == SL_OK; at += IDS_PER_QUERY) {
-        size_t end = a->n - at < IDS_PER_QUERY ? a->n : at + IDS_PER_QUERY;
+    for (size_t at = 0; at < n && rc == SL_OK; at += IDS_PER_QUERY) {
+        size_t end = n - at < IDS_PER_QUERY ? n : at + IDS_PER_QUERY;
         PGresult *r = NULL;
         sl__pgq q = {0};
-        id_list(list, cap, a->ids, at, end);
-        sl__pgq_int(&q, a->task);
+        id_list(list, cap, ids, at, end);
+        sl__pgq_int(&q, task);
         sl__pgq_text(&q, list);
-        rc = sl__pg_exec(c,
-                         "SELECT p.device_id, count(*)::bigint, count(u.device_id)::bigint, "
-                         "max(r.round_no) FROM round_participants p JOIN rounds r ON r.id = "
-                         "p.round_id LEFT JOIN updates u ON u.round_id = p.round_id AND "
-                         "u.device_id = p.device_id WHERE p.device_id = ANY($2::bigint[]) AND "
-                         "r.task_id = $1 GROUP BY p.device_id",
-                         &q, &r);
-        for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->m < a->n; i++, a->m++)
-            for (int k = 0; k < 4; k++)
-                a->rows[4 * a->m + (size_t)k] = sl__pg_int(r, i, k);
+        rc = sl__pg_exec(c, sql, &q, &r);
+        for (int i = 0; rc == SL_OK && i < PQntuples(r); i++)
+            row(ctx, r, i);
         PQclear(r);
     }
     free(list);
     return rc;
+}
+
+static void history_of_row(void *ctx, PGresult *r, int i)
+{
+    history_of_args *a = ctx;
+    if (a->m < a->n) { /* a device per row: at most n */
+        for (int k = 0; k < 4; k++)
+            a->rows[4 * a->m + (size_t)k] = sl__pg_int(r, i, k);
+        a->m++;
+    }
+}
+
+static int history_of_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    history_of_args *a = arg;
+    (void)p;
+    a->m = 0; /* a retry reads them all again */
+    return by_ids(c,
+                  "SELECT p.device_id, count(*)::bigint, count(u.device_id)::bigint, "
+                  "max(r.round_no) FROM round_participants p JOIN rounds r ON r.id = "
+                  "p.round_id LEFT JOIN updates u ON u.round_id = p.round_id AND "
+                  "u.device_id = p.device_id WHERE p.device_id = ANY($2::bigint[]) AND "
+                  "r.task_id = $1 GROUP BY p.device_id",
+                  a->task, a->ids, a->n, history_of_row, a);
 }
 
 int sl__pg_device_history_of(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
@@ -154,37 +171,26 @@ typedef struct paces_args {
     size_t m;
 } paces_args;
 
+static void paces_row(void *ctx, PGresult *r, int i)
+{
+    paces_args *a = ctx;
+    if (a->m < a->n) { /* a device per row: at most n */
+        sl_store_pace pace = {sl__pg_double(r, i, 1), sl__pg_double(r, i, 2),
+                              sl__pg_double(r, i, 3), sl__pg_int(r, i, 4)};
+        a->found[a->m] = sl__pg_int(r, i, 0);
+        a->paces[a->m++] = pace;
+    }
+}
+
 static int get_paces_exec(sl__pg *p, PGconn *c, void *arg)
 {
     paces_args *a = arg;
-    int rc = SL_OK;
-    size_t cap = IDS_PER_QUERY * 21 + 3;
-    char *list = malloc(cap);
     (void)p;
-    if (list == NULL)
-        return SL_ENOMEM;
     a->m = 0; /* a retry reads them all again */
-    for (size_t at = 0; at < a->n && rc == SL_OK; at += IDS_PER_QUERY) {
-        size_t end = a->n - at < IDS_PER_QUERY ? a->n : at + IDS_PER_QUERY;
-        PGresult *r = NULL;
-        sl__pgq q = {0};
-        id_list(list, cap, a->ids, at, end);
-        sl__pgq_int(&q, a->task);
-        sl__pgq_text(&q, list);
-        rc = sl__pg_exec(c,
-                         "SELECT device_id, step_ms, up_bps, down_bps, at FROM device_pace WHERE "
-                         "task_id = $1 AND device_id = ANY($2::bigint[])",
-                         &q, &r);
-        for (int i = 0; rc == SL_OK && i < PQntuples(r) && a->m < a->n; i++) {
-            sl_store_pace pace = {sl__pg_double(r, i, 1), sl__pg_double(r, i, 2),
-                                  sl__pg_double(r, i, 3), sl__pg_int(r, i, 4)};
-            a->found[a->m] = sl__pg_int(r, i, 0);
-            a->paces[a->m++] = pace;
-        }
-        PQclear(r);
-    }
-    free(list);
-    return rc;
+    return by_ids(c,
+                  "SELECT device_id, step_ms, up_bps, down_bps, at FROM device_pace WHERE "
+                  "task_id = $1 AND device_id = ANY($2::bigint[])",
+                  a->task, a->ids, a->n, paces_row, a);
 }
 
 int sl__pg_get_paces(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,

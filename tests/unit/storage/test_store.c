@@ -1233,6 +1233,9 @@ static void test_downloads(void **state)
     assert_int_equal(sl_store_put_downloads(f->s, 999, "a", 1, two, 1), SL_ENOENT);
     assert_int_equal(sl_store_put_downloads(f->s, round_id, "", 1, two, 1), SL_EINVAL);
     assert_int_equal(sl_store_put_downloads(f->s, round_id, "a", 1, NULL, 1), SL_EINVAL);
+    assert_int_equal(sl_store_put_downloads(f->s, 0, "a", 1, two, 1), SL_EINVAL);
+    assert_int_equal(sl_store_put_downloads(f->s, round_id, NULL, 1, two, 1), SL_EINVAL);
+    assert_int_equal(sl_store_foreach_downloads(f->s, round_id, NULL, &d), SL_EINVAL);
     assert_int_equal(sl_store_put_downloads(f->s, round_id, "a", (uint64_t)INT64_MAX + 1, two, 1),
                      SL_EINVAL);
     memset(&d, 0, sizeof d);
@@ -1315,6 +1318,7 @@ static void test_pace(void **state)
         free(ids);
     }
     assert_int_equal(sl_store_get_paces(f->s, r.task_id, NULL, 1, collect_pace, &sp), SL_EINVAL);
+    assert_int_equal(sl_store_get_paces(f->s, r.task_id, ask, 4, NULL, &sp), SL_EINVAL);
     assert_int_equal(sl_store_get_paces(f->s, r.task_id, ask, 0, collect_pace, &sp), SL_OK);
 }
 
@@ -1408,6 +1412,8 @@ static void test_device_history(void **state)
         assert_int_equal(h.n, 0);
         assert_int_equal(sl_store_device_history_of(f->s, r.task_id, NULL, 1, collect_history, &h),
                          SL_EINVAL);
+        assert_int_equal(sl_store_device_history_of(f->s, r.task_id, ask, 3, NULL, &h), SL_EINVAL);
+        assert_int_equal(sl_store_device_history_before(f->s, r.task_id, 2, NULL, &h), SL_EINVAL);
     }
     { /* one device's rounds before a round: what an assignment's participation says */
         uint32_t k = 99;
