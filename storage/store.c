@@ -665,6 +665,9 @@ int sl_store_put_downloads(sl_store *s, int64_t round_id, const char *replica, u
     if (s == NULL || round_id < 1 || !owner_ok(replica) || bytes > (uint64_t)INT64_MAX ||
         (devices == NULL && n > 0) || n > SL__MAX_UPLOAD / 8)
         return SL_EINVAL;
+    for (size_t i = 0; i < n; i++) /* device ids: positive, strictly ascending (a set) */
+        if (devices[i] < 1 || (i > 0 && devices[i] <= devices[i - 1]))
+            return SL_EINVAL;
     return OPS(s)->put_downloads(s, round_id, replica, bytes, devices, n);
 }
 

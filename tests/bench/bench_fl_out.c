@@ -345,10 +345,20 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
             cJSON_AddStringToObject(o, "same_as", r->setting.name);
         cJSON_AddStringToObject(o, "values", r->setting.values);
         cJSON_AddNumberToObject(o, "density", r->setting.density);
-        cJSON_AddStringToObject(o, "topk_scope", r->setting.scope[0] ? r->setting.scope : "model");
-        cJSON_AddStringToObject(o, "error_feedback",
-                                r->setting.feedback[0] ? r->setting.feedback : "tracking");
-        cJSON_AddNumberToObject(o, "residual_decay", r->setting.decay > 0 ? r->setting.decay : 1);
+        if (r->ok) { /* what the task ran with: given, or the coordinator's default */
+            const char *scope = sl_topk_scope_name(r->run.config.topk_scope);
+            const char *ef = sl_error_feedback_name(r->run.config.error_feedback);
+            cJSON_AddStringToObject(o, "topk_scope", scope ? scope : "?");
+            cJSON_AddStringToObject(o, "error_feedback", ef ? ef : "?");
+            cJSON_AddNumberToObject(o, "residual_decay", r->run.config.residual_decay);
+        } else { /* what the setting gave; "default" where it left it to the coordinator */
+            cJSON_AddStringToObject(o, "topk_scope",
+                                    r->setting.scope[0] ? r->setting.scope : "default");
+            cJSON_AddStringToObject(o, "error_feedback",
+                                    r->setting.feedback[0] ? r->setting.feedback : "default");
+            if (r->setting.decay > 0)
+                cJSON_AddNumberToObject(o, "residual_decay", r->setting.decay);
+        }
         cJSON_AddStringToObject(o, "aggregator",
                                 r->setting.aggregator[0] ? r->setting.aggregator : "fedavg");
         if (r->setting.server_lr > 0)

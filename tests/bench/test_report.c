@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cjson/cJSON.h>
+
 #include "../support/sl_test.h"
 #include "fl_run.h"
 #include "starling/common.h"
@@ -497,9 +499,36 @@ static void test_bench_fl_smoke(void **state)
     snprintf(md, sizeof md, "%s/fl.md", g_dir);
     if (RUN(NULL, &out, "bench", "fl", "--smoke", "--settings",
             "dense,k1-ternary,ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", "--dir", runs,
-            "--plot", png, "--md", md) != 0)
+            "--plot", png, "--md", md, "--json") != 0)
         fail_msg("starling bench fl --smoke failed:\n%s", out);
     assert_non_null(strstr(out, "round   2/2  closed"));
+    { /* --json (stdout, after the progress): the scope, error feedback and decay each task ran
+       * with, the coordinator's defaults where the setting left them out */
+        const char *at = strstr(out, "{\n\t\"benchmark\":");
+        cJSON *root = at != NULL ? cJSON_ParseWithOpts(at, NULL, 0) : NULL, *o;
+        int seen = 0;
+        if (root == NULL)
+            fail_msg("no JSON in:\n%s", out);
+        cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(root, "settings"))
+        {
+            const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "name"));
+            const char *ef =
+                cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "error_feedback"));
+            const char *scope =
+                cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "topk_scope"));
+            double decay =
+                cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "residual_decay"));
+            assert_non_null(name);
+            assert_non_null(ef);
+            assert_non_null(scope);
+            assert_string_equal(ef, "residual");
+            assert_true(decay == SL_RESIDUAL_DECAY_DEFAULT);
+            assert_string_equal(scope, strstr(name, "@tensor") != NULL ? "tensor" : "model");
+            seen++;
+        }
+        assert_int_equal(seen, 3);
+        cJSON_Delete(root);
+    }
     /* each setting's model at the shortest run's wall clock */
     assert_non_null(strstr(out, "dense: "));
     assert_non_null(strstr(out, "of wall clock (the shortest run)"));

@@ -90,8 +90,8 @@ typedef struct sl_task_config {
     sl_value_mode values;
     double density;
     sl_topk_scope topk_scope;         /* where devices take top-k (default model) */
-    sl_error_feedback error_feedback; /* what device residuals keep (default tracking) */
-    double residual_decay;            /* residual: the residual's factor each round (1) */
+    sl_error_feedback error_feedback; /* what device residuals keep (default residual) */
+    double residual_decay; /* the residual's factor each round (0.9 with residual, 1 tracking) */
     uint32_t warmup_rounds;
     double warmup_density;
     uint32_t local_epochs, batch;

@@ -1238,6 +1238,12 @@ static void test_downloads(void **state)
     assert_int_equal(sl_store_foreach_downloads(f->s, round_id, NULL, &d), SL_EINVAL);
     assert_int_equal(sl_store_put_downloads(f->s, round_id, "a", (uint64_t)INT64_MAX + 1, two, 1),
                      SL_EINVAL);
+    { /* the devices are a set: out of order, repeated or not a device id */
+        int64_t desc[2] = {two[1], two[0]}, dup[2] = {two[0], two[0]}, zero[2] = {0, two[0]};
+        assert_int_equal(sl_store_put_downloads(f->s, round_id, "a", 1, desc, 2), SL_EINVAL);
+        assert_int_equal(sl_store_put_downloads(f->s, round_id, "a", 1, dup, 2), SL_EINVAL);
+        assert_int_equal(sl_store_put_downloads(f->s, round_id, "a", 1, zero, 2), SL_EINVAL);
+    }
     memset(&d, 0, sizeof d);
     assert_int_equal(sl_store_foreach_downloads(f->s, round_id, collect_downloads, &d), SL_OK);
     assert_int_equal(d.count, 3);
