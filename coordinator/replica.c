@@ -21,7 +21,8 @@
  *   - downloads: every replica writes what it served of the open round's
  *     downloads (bytes, devices) at its sync and reads the others' back for
  *     its status; the leader sums them into the round's bytes_down and
- *     downloads at the close;
+ *     downloads at the close, and a follower's last write, once it sees the
+ *     round over, raises them by what it served after the leader's read;
  *   - rounds, models and tasks: followers re-read a task from the store
  *     when its newest round changed, so their answers (selected or not,
  *     the model version, deadlines) follow the leader's within a sync
@@ -67,7 +68,13 @@ static int reload_task(sl_engine *e, sl__task *t, int64_t task_id)
     if ((rc = flush_partial(e, t)) != SL_OK)
         sl_log(SL_LOG_WARN, "replica", "storing a partial sum: %s; its updates are read",
                sl_strerror(rc));
-    /* and its downloads: written now, and kept while the round is the same one */
+    /* and its downloads: written now, and kept while the round is the same one; when that round
+     * is over, written once more even if unchanged, so that the store settles the closed
+     * round's figures with them (sl_store_put_downloads: the leader's read at the close may
+     * have come before this replica's last write) */
+    if (t->dl_round == t->round.id && t->round_open &&
+        !(fresh->round_open && fresh->round.id == t->round.id))
+        t->dl_dirty = 1;
     if ((rc = sync_downloads(e, t)) != SL_OK)
         sl_log(SL_LOG_WARN, "replica", "storing the downloads: %s", sl_strerror(rc));
     if (fresh->round_open && t->round_open && fresh->round.id == t->round.id) {

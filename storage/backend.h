@@ -162,6 +162,20 @@ int sl__devices_encode(const int64_t *devices, size_t n, uint8_t **out, size_t *
 /* Back: SL_ECORRUPT when @len is not a multiple of 8. @out malloc'd (NULL when n is 0). */
 int sl__devices_decode(const void *data, size_t len, int64_t **out, size_t *n);
 
+/* Replicas' download records of a closed round, summed (devlist.c): both backends' settling of
+ * the round's bytes_down and downloads after a replica's last write (sl_store_put_downloads). */
+typedef struct sl__dl_tally {
+    uint64_t bytes; /* every record's bytes, at most INT64_MAX */
+    int64_t *ids;   /* every record's devices, repeats included */
+    size_t n, cap;
+} sl__dl_tally;
+void sl__dl_tally_init(sl__dl_tally *t);
+/* One record: @bytes and its stored device list (@devices, @len). SL_ECORRUPT, SL_ENOMEM. */
+int sl__dl_tally_add(sl__dl_tally *t, int64_t bytes, const void *devices, size_t len);
+/* The distinct devices over the records added (sorts @t's ids). */
+size_t sl__dl_tally_devices(sl__dl_tally *t);
+void sl__dl_tally_free(sl__dl_tally *t);
+
 /* The largest upload or update frame, bytes. */
 #define SL__MAX_UPLOAD (256ull << 20)
 

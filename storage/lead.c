@@ -312,6 +312,51 @@ typedef struct downloads_args {
     size_t dlen;
 } downloads_args;
 
+/* A record written after its round closed (a replica's last interval, which the leader's read
+ * at the close missed): the round's bytes_down and downloads rise to every record's sum, in
+ * the same transaction. They never fall: the close may have counted what no record holds. */
+static int settle_downloads(sl__conn *c, int64_t round_id)
+{
+    sqlite3_stmt *st;
+    sl__dl_tally t;
+    int step, rc = sl__stmt(c, "SELECT state FROM rounds WHERE id = ?1", &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, round_id);
+    step = sqlite3_step(st);
+    rc = step == SQLITE_ROW ? (sqlite3_column_int(st, 0) >= SL_ROUND_CLOSED ? 1 : 0)
+                            : sl__status_from_sqlite(step == SQLITE_DONE ? SQLITE_OK : step);
+    sqlite3_reset(st);
+    if (rc <= 0)
+        return rc; /* open (or unknown: the insert's foreign key would have refused it) */
+    sl__dl_tally_init(&t);
+    rc = sl__stmt(c, "SELECT bytes, devices FROM round_downloads WHERE round_id = ?1", &st);
+    if (rc == SL_OK) {
+        sqlite3_bind_int64(st, 1, round_id);
+        while (rc == SL_OK && (step = sqlite3_step(st)) == SQLITE_ROW)
+            rc = sl__dl_tally_add(&t, sqlite3_column_int64(st, 0), sqlite3_column_blob(st, 1),
+                                  (size_t)sqlite3_column_bytes(st, 1));
+        if (rc == SL_OK && step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
+        sqlite3_reset(st);
+    }
+    if (rc == SL_OK)
+        rc = sl__stmt(c,
+                      "UPDATE rounds SET bytes_down = MAX(bytes_down, ?2), "
+                      "downloads = MAX(downloads, ?3) WHERE id = ?1",
+                      &st);
+    if (rc == SL_OK) {
+        sqlite3_bind_int64(st, 1, round_id);
+        sqlite3_bind_int64(st, 2, (int64_t)t.bytes);
+        sqlite3_bind_int64(st, 3, (int64_t)sl__dl_tally_devices(&t));
+        step = sqlite3_step(st);
+        sqlite3_reset(st);
+        rc = step == SQLITE_DONE ? SL_OK : sl__status_from_sqlite(step);
+    }
+    sl__dl_tally_free(&t);
+    return rc;
+}
+
 static int downloads_exec(sl_store *s, sl__conn *c, void *arg)
 {
     downloads_args *a = arg;
@@ -332,7 +377,7 @@ static int downloads_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_reset(st);
     if (rc != SQLITE_DONE) /* a foreign key: no such round */
         return (rc & 0xff) == SQLITE_CONSTRAINT ? SL_ENOENT : sl__status_from_sqlite(rc);
-    return SL_OK;
+    return settle_downloads(c, a->round);
 }
 
 int sl__sq_put_downloads(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,

@@ -303,20 +303,58 @@ typedef struct downloads_args {
     size_t dlen;
 } downloads_args;
 
+/* A record written after its round closed (a replica's last interval, which the leader's read
+ * at the close missed): the round's bytes_down and downloads rise to every record's sum, in
+ * the same transaction (the round's row locked first, so two replicas' last writes add up).
+ * They never fall: the close may have counted what no record holds. */
+static int settle_downloads(PGconn *c, int64_t round_id)
+{
+    PGresult *r = NULL;
+    sl__pgq q = {0};
+    sl__dl_tally t;
+    int closed, rc;
+    sl__pgq_int(&q, round_id);
+    rc = sl__pg_exec(c, "SELECT state FROM rounds WHERE id = $1 FOR UPDATE", &q, &r);
+    closed = rc == SL_OK && PQntuples(r) == 1 && sl__pg_int(r, 0, 0) >= SL_ROUND_CLOSED;
+    PQclear(r);
+    if (rc != SL_OK || !closed)
+        return rc;
+    sl__dl_tally_init(&t);
+    rc = sl__pg_exec(c, "SELECT bytes, devices FROM round_downloads WHERE round_id = $1", &q, &r);
+    for (int i = 0; rc == SL_OK && i < PQntuples(r); i++)
+        rc = sl__dl_tally_add(&t, sl__pg_int(r, i, 0), PQgetvalue(r, i, 1),
+                              (size_t)PQgetlength(r, i, 1));
+    PQclear(r);
+    if (rc == SL_OK) {
+        sl__pgq u = {0};
+        sl__pgq_int(&u, round_id);
+        sl__pgq_int(&u, (int64_t)t.bytes);
+        sl__pgq_int(&u, (int64_t)sl__dl_tally_devices(&t));
+        rc = sl__pg_exec(c,
+                         "UPDATE rounds SET bytes_down = GREATEST(bytes_down, $2), "
+                         "downloads = GREATEST(downloads, $3) WHERE id = $1",
+                         &u, NULL);
+    }
+    sl__dl_tally_free(&t);
+    return rc;
+}
+
 static int downloads_exec(sl__pg *p, PGconn *c, void *arg)
 {
     downloads_args *a = arg;
     sl__pgq q = {0};
+    int rc;
     sl__pgq_int(&q, a->round);
     sl__pgq_text(&q, a->replica);
     sl__pgq_int(&q, (int64_t)a->bytes);
     sl__pgq_bytes(&q, a->devices ? (const void *)a->devices : "", a->dlen);
     sl__pgq_int(&q, sl__pg_now_ms(p));
-    return sl__pg_exec(c,
-                       "INSERT INTO round_downloads (round_id, replica, bytes, devices, at) "
-                       "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (round_id, replica) DO UPDATE "
-                       "SET bytes = excluded.bytes, devices = excluded.devices, at = excluded.at",
-                       &q, NULL);
+    rc = sl__pg_exec(c,
+                     "INSERT INTO round_downloads (round_id, replica, bytes, devices, at) "
+                     "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (round_id, replica) DO UPDATE "
+                     "SET bytes = excluded.bytes, devices = excluded.devices, at = excluded.at",
+                     &q, NULL);
+    return rc == SL_OK ? settle_downloads(c, a->round) : rc;
 }
 
 int sl__pg_put_downloads(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,

@@ -689,9 +689,13 @@ int sl_store_foreach_partial(sl_store *s, int64_t round_id,
  * @round_id's model downloads so far: @bytes in all, to the @n devices
  * @devices (ascending), replacing its earlier record. Replicas record theirs
  * as they go; the leader sums every replica's into the round's bytes_down
- * and downloads at its close. SL_ENOENT for an unknown round; SL_EINVAL (and
- * nothing written) for device ids that are not positive and strictly
- * ascending. Durable on SL_OK.
+ * and downloads at its close. A record written once the round is closed or
+ * abandoned (what a replica served after its last write before the close)
+ * raises the round's bytes_down and downloads, in the same transaction, to
+ * the sum of every replica's bytes and the number of distinct devices over
+ * their records, where those are larger (they never fall). SL_ENOENT for an
+ * unknown round; SL_EINVAL (and nothing written) for device ids that are not
+ * positive and strictly ascending. Durable on SL_OK.
  */
 int sl_store_put_downloads(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,
                            const int64_t *devices, size_t n);

@@ -367,6 +367,57 @@ static void test_replicas_and_failover(void **state)
     cluster_free(&single);
 }
 
+/* Device @k downloads @bytes of the model at replica @at; 1 when it is selected (counted). */
+static int download_at(cluster *c, size_t at, size_t k, uint64_t bytes)
+{
+    sl_checkin_result cr;
+    assert_int_equal(sl_engine_checkin(c->engine[at], c->task, c->devices[k], &info, &cr), SL_OK);
+    if (!cr.selected)
+        return 0;
+    assert_int_equal(sl_engine_count_download(c->engine[at], c->task, c->devices[k], bytes), SL_OK);
+    return 1;
+}
+
+/* Selected device @k sends its update to replica @at, which acknowledges it. */
+static void upload_at(cluster *c, size_t at, size_t k)
+{
+    sl_checkin_result cr;
+    sl_accept_result res;
+    uint8_t sha[32];
+    void *frame;
+    size_t len;
+    assert_int_equal(sl_engine_checkin(c->engine[at], c->task, c->devices[k], &info, &cr), SL_OK);
+    assert_true(cr.selected);
+    sl_test_make_update(c->layout, k, cr.round_id, cr.model_version, 1.0f, &frame, &len, sha);
+    assert_int_equal(sl_engine_accept(c->engine[at], cr.round_id, c->devices[k], frame, len,
+                                      (uint32_t)(50 + k), sha, &res),
+                     SL_OK);
+    free(frame);
+    assert_true(res.accepted);
+}
+
+/* Two replicas (engine 0 leads) select a round of every device (spread over both); the
+ * selected, as replica @at answers them, in @sel. Returns the round's id. */
+static int64_t select_round(cluster *c, size_t at, size_t *sel, size_t *nsel)
+{
+    static const size_t spread[2] = {0, 1};
+    *nsel = 0;
+    tick(c, 0, 3);
+    assert_true(leads(c, 0));
+    check_in_all(c, spread, 2);
+    tick(c, 1100, 3); /* the leader selects */
+    tick(c, 0, 3);    /* the follower sees the selection */
+    for (size_t k = 0; k < DEVICES; k++) {
+        sl_checkin_result cr;
+        assert_int_equal(sl_engine_checkin(c->engine[at], c->task, c->devices[k], &info, &cr),
+                         SL_OK);
+        if (cr.selected)
+            sel[(*nsel)++] = k;
+    }
+    assert_true(*nsel >= 4);
+    return status_at(c, 0).round.id;
+}
+
 static int failing_downloads(sl_store *s, int64_t round_id,
                              int (*fn)(void *ctx, const char *replica, uint64_t bytes,
                                        const int64_t *devices, size_t n),
@@ -377,7 +428,8 @@ static int failing_downloads(sl_store *s, int64_t round_id,
 }
 
 /* The leader cannot read the replicas' downloads at the close: the round still counts its own
- * and the others' as it last read them (at its sync), not its own alone, and closes. */
+ * and the others' as it last read them (at its sync), not its own alone, and closes; what a
+ * follower wrote after that read joins the round at the follower's next sync. */
 static void test_downloads_when_the_store_fails(void **state)
 {
     static const size_t spread[2] = {0, 1};
@@ -388,6 +440,7 @@ static void test_downloads_when_the_store_fails(void **state)
     int64_t round_id;
     uint64_t bytes = 0;
     uint32_t downloads = 0, served[2] = {0, 0};
+    size_t again = DEVICES;
     (void)state;
     cluster_init(&r, "downloads_fail", 2);
     tick(&r, 0, 3);
@@ -407,6 +460,8 @@ static void test_downloads_when_the_store_fails(void **state)
         bytes += 500 + k;
         downloads++;
         served[at]++;
+        if (at == 0 && again == DEVICES)
+            again = k;
     }
     assert_true(served[0] > 0 && served[1] > 0);
     tick(&r, 0, 3); /* written */
@@ -431,31 +486,30 @@ static void test_downloads_when_the_store_fails(void **state)
         free(frame);
         assert_true(res.accepted);
     }
-    tick(&r, 100, 3); /* the leader closes, its read of the downloads failing */
+    /* a device the leader served fetches the model again at the follower, which writes it at
+     * its sync; the leader has not read it when it closes */
+    assert_true(again < DEVICES);
+    assert_true(download_at(&r, 1, again, 700));
+    tick(&r, 0, 2);
+    tick(&r, 100, 1); /* the leader closes, its read of the downloads failing */
     ((sl__store_head *)(void *)r.store[0])->ops = real;
     assert_int_equal(sl_store_get_round(r.store[0], round_id, &rec), SL_OK);
     assert_int_equal(rec.state, SL_ROUND_CLOSED);
     assert_int_equal(rec.bytes_down, (int64_t)bytes);
     assert_int_equal(rec.downloads, downloads);
+    /* the follower sees the close and writes its record once more, unchanged since: the store
+     * settles the round with it (the device was counted already) */
+    tick(&r, 0, 2);
+    assert_int_equal(sl_store_get_round(r.store[0], round_id, &rec), SL_OK);
+    assert_int_equal(rec.bytes_down, (int64_t)bytes + 700);
+    assert_int_equal(rec.downloads, downloads);
     cluster_free(&r);
-}
-
-/* Device @k downloads @bytes of the model at replica @at; 1 when it is selected (counted). */
-static int download_at(cluster *c, size_t at, size_t k, uint64_t bytes)
-{
-    sl_checkin_result cr;
-    assert_int_equal(sl_engine_checkin(c->engine[at], c->task, c->devices[k], &info, &cr), SL_OK);
-    if (!cr.selected)
-        return 0;
-    assert_int_equal(sl_engine_count_download(c->engine[at], c->task, c->devices[k], bytes), SL_OK);
-    return 1;
 }
 
 /* What a replica served of a round outlives its restart under the same name and its promotion:
  * every replica's status and the closed round count every download. */
 static void test_downloads_across_restart_and_promotion(void **state)
 {
-    static const size_t spread[2] = {0, 1};
     cluster r;
     sl_round_record rec;
     sl_round_stats st;
@@ -464,19 +518,7 @@ static void test_downloads_across_restart_and_promotion(void **state)
     uint64_t bytes = 0;
     (void)state;
     cluster_init(&r, "downloads_restart", 2);
-    tick(&r, 0, 3);
-    assert_true(leads(&r, 0));
-    check_in_all(&r, spread, 2);
-    tick(&r, 1100, 3); /* the leader selects */
-    tick(&r, 0, 3);    /* the follower sees the selection */
-    round_id = status_at(&r, 0).round.id;
-    for (size_t k = 0; k < DEVICES; k++) {
-        sl_checkin_result cr;
-        assert_int_equal(sl_engine_checkin(r.engine[1], r.task, r.devices[k], &info, &cr), SL_OK);
-        if (cr.selected)
-            sel[nsel++] = k;
-    }
-    assert_true(nsel >= 4);
+    round_id = select_round(&r, 1, sel, &nsel);
     /* the follower serves two, writes them, and restarts (same name); a third before its
      * first sync must not replace the two in the store */
     assert_true(download_at(&r, 1, sel[0], 1000));
@@ -499,28 +541,49 @@ static void test_downloads_across_restart_and_promotion(void **state)
     assert_true(leads(&r, 1));
     assert_true(download_at(&r, 1, sel[3], 1300));
     bytes = 4600;
-    for (size_t j = 0; j < nsel; j++) {
-        sl_checkin_result cr;
-        sl_accept_result res;
-        uint8_t sha[32];
-        void *frame;
-        size_t len;
-        assert_int_equal(sl_engine_checkin(r.engine[1], r.task, r.devices[sel[j]], &info, &cr),
-                         SL_OK);
-        assert_true(cr.selected);
-        sl_test_make_update(r.layout, sel[j], cr.round_id, cr.model_version, 1.0f, &frame, &len,
-                            sha);
-        assert_int_equal(sl_engine_accept(r.engine[1], cr.round_id, r.devices[sel[j]], frame, len,
-                                          (uint32_t)(50 + sel[j]), sha, &res),
-                         SL_OK);
-        free(frame);
-        assert_true(res.accepted);
-    }
+    for (size_t j = 0; j < nsel; j++)
+        upload_at(&r, 1, sel[j]);
     tick(&r, 100, 2); /* the new leader closes */
     tick(&r, 0, 2);
     assert_int_equal(sl_store_get_round(r.store[1], round_id, &rec), SL_OK);
     assert_int_equal(rec.state, SL_ROUND_CLOSED);
     assert_int_equal(rec.bytes_down, (int64_t)bytes);
+    assert_int_equal(rec.downloads, 4);
+    cluster_free(&r);
+}
+
+/* What a follower serves after its last write before the leader's close (the leader reads the
+ * replicas' downloads at the close) joins the closed round's figures once the follower sees
+ * the close: its last write settles them in the store. */
+static void test_downloads_after_the_leaders_read(void **state)
+{
+    cluster r;
+    sl_round_record rec;
+    int64_t round_id;
+    size_t sel[DEVICES], nsel = 0;
+    (void)state;
+    cluster_init(&r, "downloads_late", 2);
+    round_id = select_round(&r, 0, sel, &nsel);
+    /* the leader serves two, the follower one; written and read back */
+    assert_true(download_at(&r, 0, sel[0], 1000));
+    assert_true(download_at(&r, 0, sel[1], 1100));
+    assert_true(download_at(&r, 1, sel[2], 1200));
+    tick(&r, 0, 3);
+    tick(&r, 0, 3);
+    for (size_t j = 0; j < nsel; j++) /* the selected upload at the leader */
+        upload_at(&r, 0, sel[j]);
+    /* the follower serves one more, and the leader closes before the follower's next sync */
+    assert_true(download_at(&r, 1, sel[3], 1300));
+    tick(&r, 100, 1);
+    tick(&r, 0, 1);
+    assert_int_equal(sl_store_get_round(r.store[0], round_id, &rec), SL_OK);
+    assert_int_equal(rec.state, SL_ROUND_CLOSED);
+    assert_int_equal(rec.bytes_down, 3300);
+    assert_int_equal(rec.downloads, 3);
+    tick(&r, 0, 2); /* the follower sees the close */
+    assert_int_equal(sl_store_get_round(r.store[0], round_id, &rec), SL_OK);
+    assert_int_equal(rec.state, SL_ROUND_CLOSED);
+    assert_int_equal(rec.bytes_down, 4600);
     assert_int_equal(rec.downloads, 4);
     cluster_free(&r);
 }
@@ -549,6 +612,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_follower_refuses_transitions),
         cmocka_unit_test(test_downloads_when_the_store_fails),
         cmocka_unit_test(test_downloads_across_restart_and_promotion),
+        cmocka_unit_test(test_downloads_after_the_leaders_read),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG

@@ -1251,6 +1251,49 @@ static void test_downloads(void **state)
     memset(&d, 0, sizeof d);
     assert_int_equal(sl_store_foreach_downloads(f->s, round_id + 1, collect_downloads, &d), SL_OK);
     assert_int_equal(d.count, 0);
+    { /* the round's own figures: untouched while it is open; a record written after its close
+       * raises them to every record's sum (5,000,004,096 bytes, 3 distinct devices), never
+       * lowers them, and an abandoned round settles too */
+        sl_round_record rec;
+        int64_t more[3];
+        assert_int_equal(sl_store_get_round(f->s, round_id, &rec), SL_OK);
+        assert_true(rec.state < SL_ROUND_CLOSED);
+        assert_int_equal(rec.bytes_down, 0);
+        assert_int_equal(rec.downloads, 0);
+        rec.state = SL_ROUND_CLOSED;
+        rec.bytes_down = 7;
+        rec.downloads = 1;
+        assert_int_equal(sl_store_update_round(f->s, &rec), SL_OK);
+        assert_int_equal(sl_store_put_downloads(f->s, round_id, "c", 0, NULL, 0), SL_OK);
+        assert_int_equal(sl_store_get_round(f->s, round_id, &rec), SL_OK);
+        assert_int_equal(rec.state, SL_ROUND_CLOSED);
+        assert_int_equal(rec.bytes_down, 5000004096ll);
+        assert_int_equal(rec.downloads, 3);
+        memcpy(more, devices, sizeof more); /* "c" now served all three, 10 bytes */
+        assert_int_equal(sl_store_put_downloads(f->s, round_id, "c", 10, more, 3), SL_OK);
+        assert_int_equal(sl_store_get_round(f->s, round_id, &rec), SL_OK);
+        assert_int_equal(rec.bytes_down, 5000004106ll);
+        assert_int_equal(rec.downloads, 3);
+        rec.bytes_down = 6000000000ll;
+        rec.downloads = 5;
+        assert_int_equal(sl_store_update_round(f->s, &rec), SL_OK);
+        assert_int_equal(sl_store_put_downloads(f->s, round_id, "c", 10, more, 3), SL_OK);
+        assert_int_equal(sl_store_get_round(f->s, round_id, &rec), SL_OK);
+        assert_int_equal(rec.bytes_down, 6000000000ll);
+        assert_int_equal(rec.downloads, 5);
+        rec.state = SL_ROUND_ABANDONED;
+        rec.bytes_down = 0;
+        rec.downloads = 0;
+        assert_int_equal(sl_store_update_round(f->s, &rec), SL_OK);
+        assert_int_equal(sl_store_put_downloads(f->s, round_id, "b", 4096, devices + 1, 1), SL_OK);
+        assert_int_equal(sl_store_get_round(f->s, round_id, &rec), SL_OK);
+        assert_int_equal(rec.bytes_down, 5000004106ll);
+        assert_int_equal(rec.downloads, 3);
+        /* bad input changes nothing, after the close as before */
+        assert_int_equal(sl_store_put_downloads(f->s, round_id, "b", 1, NULL, 1), SL_EINVAL);
+        assert_int_equal(sl_store_get_round(f->s, round_id, &rec), SL_OK);
+        assert_int_equal(rec.bytes_down, 5000004106ll);
+    }
 }
 
 /* A device's pace for a task: replaced by the newer one, kept across a reopen. */
