@@ -315,22 +315,35 @@ double sl_fl_run_accuracy_at(const sl_fl_run *r, double seconds)
     return acc;
 }
 
-void sl_fl_run_reach(const sl_fl_run *r, double accuracy, sl_fl_reach *out)
+/* The first round whose accuracy is at least @level (@rmse 0), or whose RMSE is at most @level
+ * (@rmse 1). */
+static void reach(const sl_fl_run *r, double level, int rmse, sl_fl_reach *out)
 {
     memset(out, 0, sizeof *out);
-    out->accuracy = accuracy;
+    out->level = level;
     out->seconds = NAN;
     for (size_t i = 0; r != NULL && i < r->nrounds; i++) {
         const sl_fl_round *x = &r->rounds[i];
+        double v = rmse ? x->rmse : x->accuracy;
         out->bytes_up += x->bytes_up;
         out->bytes_down += x->bytes_down;
-        if (!isnan(x->accuracy) && x->accuracy >= accuracy) {
+        if (!isnan(v) && (rmse ? v <= level : v >= level)) {
             out->round_no = x->round_no;
             if (x->closed_at_ms > 0 && r->rounds[0].opened_at_ms > 0)
                 out->seconds = (double)(x->closed_at_ms - r->rounds[0].opened_at_ms) / 1000.0;
             return;
         }
     }
+}
+
+void sl_fl_run_reach(const sl_fl_run *r, double accuracy, sl_fl_reach *out)
+{
+    reach(r, accuracy, 0, out);
+}
+
+void sl_fl_run_reach_rmse(const sl_fl_run *r, double rmse, sl_fl_reach *out)
+{
+    reach(r, rmse, 1, out);
 }
 
 void sl_fl_run_totals(const sl_fl_run *r, double acc_target, sl_fl_totals *t)

@@ -213,6 +213,23 @@ static double torch_best(const fl_task *t, const fl_torch *p)
     return best;
 }
 
+/* The example's own target, as its issue (#19) set it: within 1 point of PyTorch FedAvg's final
+ * accuracy on the same split, or within 5% of its final RMSE. NaN when PyTorch did not run. */
+static double own_target(const fl_task *t, const fl_torch *p)
+{
+    double f = p->ran && p->n > 0 ? p->metric[p->n - 1] : NAN;
+    return isnan(f) ? NAN : t->regression ? 1.05 * f : f - 0.01;
+}
+
+/* What run @r spent until it first reached @target (the rounds, the wall clock, the bytes). */
+static void to_target(const fl_task *t, const fl_result *r, double target, sl_fl_reach *h)
+{
+    if (t->regression)
+        sl_fl_run_reach_rmse(&r->run, target, h);
+    else
+        sl_fl_run_reach(&r->run, target, h);
+}
+
 /* The newest round with a federated evaluation, or NULL. */
 static const sl_fl_round *last_fed(const fl_result *r)
 {
@@ -272,6 +289,54 @@ static void describe(const fl_task *t, FILE *f)
                           : "accuracy (difference in points)");
 }
 
+/* Each run's rounds and bytes to the example's own target; "vs dense": the dense run's bytes up
+ * to it over this run's. */
+static void target_table(const fl_task *t, const fl_result *res, size_t n, const fl_torch *p,
+                         FILE *f)
+{
+    double target = own_target(t, p), dense_up = NAN;
+    char v[32];
+    if (isnan(target)) {
+        fprintf(f, "\nto the example's own target: no PyTorch run to set it\n");
+        return;
+    }
+    show(t, target, v, sizeof v);
+    fprintf(f, "\nto the example's own target, %s %s (%s):\n", t->regression ? "RMSE" : "accuracy",
+            v,
+            t->regression ? "within 5%% of PyTorch FedAvg's final RMSE"
+                          : "within 1 point of PyTorch FedAvg's final accuracy");
+    for (size_t i = 0; i < n; i++) {
+        sl_fl_reach h;
+        if (!res[i].ok || strcmp(res[i].setting.name, "dense") != 0)
+            continue;
+        to_target(t, &res[i], target, &h);
+        if (h.round_no > 0 && h.bytes_up > 0)
+            dense_up = (double)h.bytes_up;
+    }
+    fprintf(f, "%-22s %7s %9s %10s %10s %9s\n", "run", "round", "seconds", "bytes up", "bytes down",
+            "vs dense");
+    for (size_t i = 0; i < n; i++) {
+        sl_fl_reach h;
+        char name[64], up[24], down[24], ratio[24];
+        if (!res[i].ok)
+            continue;
+        snprintf(name, sizeof name, "Starling (%.48s)", res[i].setting.name);
+        to_target(t, &res[i], target, &h);
+        if (h.round_no == 0) {
+            fprintf(f, "%-22s   never\n", name);
+            continue;
+        }
+        sl_fl_human_bytes((double)h.bytes_up, up, sizeof up);
+        sl_fl_human_bytes((double)h.bytes_down, down, sizeof down);
+        if (!isnan(dense_up) && h.bytes_up > 0)
+            snprintf(ratio, sizeof ratio, "%.1fx", dense_up / (double)h.bytes_up);
+        else
+            snprintf(ratio, sizeof ratio, "-");
+        fprintf(f, "%-22s %7lld %9.1f %10s %10s %9s\n", name, (long long)h.round_no, h.seconds, up,
+                down, ratio);
+    }
+}
+
 static void table(const fl_task *t, const fl_result *res, size_t n, const fl_torch *p, FILE *f)
 {
     double tf = p->ran ? p->metric[p->n - 1] : NAN, tb = p->ran ? torch_best(t, p) : NAN;
@@ -315,6 +380,7 @@ static void table(const fl_task *t, const fl_result *res, size_t n, const fl_tor
     } else {
         fprintf(f, "%-22s %s\n", "PyTorch FedAvg", p->note);
     }
+    target_table(t, res, n, p, f);
 }
 
 static void json_number(cJSON *o, const char *key, double v)
@@ -328,6 +394,7 @@ static void json_number(cJSON *o, const char *key, double v)
 static void json_out(const fl_task *t, const fl_result *res, size_t n, const fl_torch *p)
 {
     cJSON *doc = cJSON_CreateObject(), *runs, *tj, *clients;
+    double target = own_target(t, p);
     char *text;
     if (doc == NULL)
         return;
@@ -341,6 +408,7 @@ static void json_out(const fl_task *t, const fl_result *res, size_t n, const fl_
         cJSON_AddItemToArray(clients,
                              cJSON_CreateNumber((double)sl_agent_data_samples(t->train, k)));
     cJSON_AddNumberToObject(doc, "test_samples", (double)sl_agent_data_samples(t->test, 0));
+    json_number(doc, "target", target); /* the example's own (own_target); null without PyTorch */
     runs = cJSON_AddArrayToObject(doc, "starling");
     for (size_t i = 0; runs != NULL && i < n; i++) {
         const fl_result *r = &res[i];
@@ -358,6 +426,19 @@ static void json_out(const fl_task *t, const fl_result *res, size_t n, const fl_
         json_number(o, "best", best_metric(t, r));
         cJSON_AddNumberToObject(o, "bytes_up", (double)r->totals.bytes_up);
         cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+        if (!isnan(target)) { /* what it spent to the example's own target (null: never) */
+            sl_fl_reach h;
+            cJSON *to = cJSON_AddObjectToObject(o, "to_target");
+            to_target(t, r, target, &h);
+            if (to != NULL && h.round_no > 0) {
+                cJSON_AddNumberToObject(to, "round", (double)h.round_no);
+                json_number(to, "seconds", h.seconds);
+                cJSON_AddNumberToObject(to, "bytes_up", (double)h.bytes_up);
+                cJSON_AddNumberToObject(to, "bytes_down", (double)h.bytes_down);
+            } else if (to != NULL) {
+                cJSON_AddNullToObject(to, "round");
+            }
+        }
         rounds = cJSON_AddArrayToObject(o, "rounds");
         for (size_t k = 0; rounds != NULL && k < r->run.nrounds; k++) {
             const sl_fl_round *x = &r->run.rounds[k];

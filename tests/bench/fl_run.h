@@ -107,7 +107,7 @@ double sl_fl_run_accuracy_at(const sl_fl_run *r, double seconds);
 
 /** What a run spent until its model first reached an accuracy (sl_fl_run_reach). */
 typedef struct sl_fl_reach {
-    double accuracy;              /* the level asked for (0..1) */
+    double level;                 /* the level asked for: an accuracy (0..1), or an RMSE */
     int64_t round_no;             /* the first round whose model reached it; 0: never */
     double seconds;               /* first round opened to that round's close (NaN: never) */
     int64_t bytes_up, bytes_down; /* every round up to and including it, abandoned ones too
@@ -122,6 +122,12 @@ typedef struct sl_fl_reach {
  * without a measured accuracy reaches nothing but its bytes count.
  */
 void sl_fl_run_reach(const sl_fl_run *r, double accuracy, sl_fl_reach *out);
+
+/**
+ * sl_fl_run_reach_rmse - the same for a regression: until the RMSE of one of
+ * @r's round models was first at most @rmse.
+ */
+void sl_fl_run_reach_rmse(const sl_fl_run *r, double rmse, sl_fl_reach *out);
 
 /**
  * sl_fl_human_bytes - "1.23 MB" (decimal units) into @out; "-" for a

@@ -747,7 +747,7 @@ static void test_reach(void **state)
     assert_int_equal(r.bytes_up, 700);
     assert_int_equal(r.bytes_down, 3003);
     assert_float_equal(r.seconds, 12.0, 1e-12);
-    assert_float_equal(r.accuracy, 0.80, 1e-12);
+    assert_float_equal(r.level, 0.80, 1e-12);
     sl_fl_run_reach(&run, 0.86, &r); /* exactly the level counts */
     assert_int_equal(r.round_no, 4);
     assert_int_equal(r.bytes_up, 1500);
@@ -759,6 +759,21 @@ static void test_reach(void **state)
     sl_fl_run_reach(NULL, 0.5, &r);
     assert_int_equal(r.round_no, 0);
     assert_int_equal(r.bytes_up, 0);
+    /* a regression: the first round whose RMSE is at most the level */
+    rounds[0].rmse = 9.0;
+    rounds[2].rmse = 5.0;
+    rounds[3].rmse = 4.0;
+    sl_fl_run_reach_rmse(&run, 5.0, &r); /* exactly the level counts */
+    assert_int_equal(r.round_no, 3);
+    assert_int_equal(r.bytes_up, 700);
+    assert_int_equal(r.bytes_down, 3003);
+    assert_float_equal(r.seconds, 12.0, 1e-12);
+    assert_float_equal(r.level, 5.0, 1e-12);
+    sl_fl_run_reach_rmse(&run, 9.5, &r);
+    assert_int_equal(r.round_no, 1);
+    sl_fl_run_reach_rmse(&run, 3.0, &r); /* never */
+    assert_int_equal(r.round_no, 0);
+    assert_int_equal(r.bytes_up, 1500);
 }
 
 static int setup(void **state)

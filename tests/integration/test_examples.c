@@ -275,11 +275,37 @@ static void test_example(void **state)
     if (strcmp(example, "wine") == 0) {
         /* PyTorch, where it is installed, ran on the same split from the same model */
         const cJSON *t = cJSON_GetObjectItem(doc, "torch");
-        if (cJSON_IsTrue(cJSON_GetObjectItem(t, "ran")))
+        if (cJSON_IsTrue(cJSON_GetObjectItem(t, "ran"))) {
+            /* the example's own target: 1 point below PyTorch's final accuracy; the run's
+             * round to it is the first whose accuracy reached it */
+            const cJSON *target = cJSON_GetObjectItem(doc, "target");
+            const cJSON *to = cJSON_GetObjectItem(run0, "to_target");
+            double level = cJSON_GetObjectItem(t, "final")->valuedouble - 0.01;
+            int first = 0;
             assert_true(fabs(cJSON_GetObjectItem(t, "initial")->valuedouble - initial) < 1e-6);
-        else
+            assert_true(cJSON_IsNumber(target) && fabs(target->valuedouble - level) < 1e-9);
+            for (int k = 0; k < 3 && first == 0; k++) {
+                const cJSON *rk = cJSON_GetArrayItem(rounds, k);
+                const cJSON *v = cJSON_GetObjectItem(rk, "value");
+                if (cJSON_IsNumber(v) && v->valuedouble >= level)
+                    first = (int)cJSON_GetObjectItem(rk, "round")->valuedouble;
+            }
+            assert_non_null(to);
+            if (first > 0) {
+                assert_int_equal((int)cJSON_GetObjectItem(to, "round")->valuedouble, first);
+                assert_true(cJSON_GetObjectItem(to, "bytes_up")->valuedouble > 0);
+            } else {
+                assert_true(cJSON_IsNull(cJSON_GetObjectItem(to, "round")));
+            }
+        } else {
+            assert_true(cJSON_IsNull(cJSON_GetObjectItem(doc, "target")));
+        }
+        if (!cJSON_IsTrue(cJSON_GetObjectItem(t, "ran")))
             fprintf(stderr, "PyTorch side: %s\n",
                     cJSON_GetStringValue(cJSON_GetObjectItem(t, "note")));
+    } else { /* no PyTorch run (--no-torch): no target to reach */
+        assert_true(cJSON_IsNull(cJSON_GetObjectItem(doc, "target")));
+        assert_null(cJSON_GetObjectItem(run0, "to_target"));
     }
     cJSON_Delete(doc);
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); /* kept when a check failed */
