@@ -303,7 +303,7 @@ static void target_table(const fl_task *t, const fl_result *res, size_t n, const
     show(t, target, v, sizeof v);
     fprintf(f, "\nto the example's own target, %s %s (%s):\n", t->regression ? "RMSE" : "accuracy",
             v,
-            t->regression ? "within 5%% of PyTorch FedAvg's final RMSE"
+            t->regression ? "within 5% of PyTorch FedAvg's final RMSE"
                           : "within 1 point of PyTorch FedAvg's final accuracy");
     for (size_t i = 0; i < n; i++) {
         sl_fl_reach h;
