@@ -218,7 +218,8 @@ int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fle
         d->o.client = k;
         d->target = o->rounds ? o->rounds : (o->once ? 1 : 0);
         d->o.seed = o->seed + k;
-        d->o.threads = 0; /* the process-wide GEMM setting stays 1 */
+        d->o.seed_alone = 1; /* training draws by the device's place, not its id: runs repeat */
+        d->o.threads = 0;    /* the process-wide GEMM setting stays 1 */
         d->o.on_event = on_event;
         d->o.event_ctx = d;
         /* 1 or 0, so the device's own draw (agent.c) gives the fleet's pick */

@@ -473,7 +473,8 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
     sl_sgd *sgd = NULL;
     optim_round orr;
     float *params = NULL, loss = 0;
-    uint64_t seed = mix(a->o.seed ^ mix((uint64_t)a->device_id) ^ (uint64_t)asg->round_id);
+    uint64_t who = a->o.seed_alone ? 0 : (uint64_t)a->device_id; /* sl_agent_options.seed_alone */
+    uint64_t seed = mix(a->o.seed ^ mix(who) ^ (uint64_t)asg->round_id);
     int64_t t0 = sl_clock_monotonic_ns(NULL);
     uint32_t done = 0;
     uint64_t steps = 0, per_epoch; /* optimiser steps run; each epoch takes ceil(n / batch) */

@@ -97,6 +97,9 @@ static int usage(FILE *out)
         "                     drop out, 10%% of transfers cut, devices up to 10x slower\n"
         "                     and links of 256 kbit/s to 20 Mbit/s (log-uniform, seeded)\n"
         "  --rounds R  --epochs E  --clients N  --model M   change the setup\n"
+        "  --seed S           the split's, the fleet's and the task's seed (default 1): a run\n"
+        "                     of every device every round repeats bit for bit; another seed\n"
+        "                     samples another run\n"
         "  --target-acc A     accuracy for \"rounds to\" (default 0.85)\n"
         "  --at-wall S        each setting's accuracy after S seconds of wall clock (default:\n"
         "                     the shortest run's)\n"
@@ -461,7 +464,7 @@ int sl_bench_fl(int argc, char **argv)
     fl_setting settings[MAX_SETTINGS];
     const char *list = NULL, *plot_path = NULL, *md_path = NULL, *dir = NULL;
     const char *data = NULL, *v = NULL, *fleet = "full";
-    uint32_t rounds = 0, epochs = 0, clients = 0, deadline_s = 0;
+    uint32_t rounds = 0, epochs = 0, clients = 0, deadline_s = 0, seed = 1;
     const char *model = NULL;
     int quick = 0, smoke = 0, json = 0, status = 0, tmpdir = 0;
     double dense_bytes = 0;
@@ -533,6 +536,9 @@ int sl_bench_fl(int argc, char **argv)
         } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--deadline", &v)) != 0) {
             if (o < 0 || sl__bench_fl_u32(v, 1, 7 * 86400, &deadline_s) != 0)
                 return o < 0 ? 2 : bad("--deadline: \"%s\" is not in 1..604800 seconds", v);
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--seed", &v)) != 0) {
+            if (o < 0 || sl__bench_fl_u32(v, 0, 4000000000u, &seed) != 0)
+                return o < 0 ? 2 : bad("--seed: \"%s\" is not a whole number", v);
         } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--at-wall", &v)) != 0) {
             if (o < 0 || parse_double(v, 1e-3, 1e7, &su.at_wall_s) != 0)
                 return o < 0 ? 2 : bad("--at-wall: \"%s\" is not a number of seconds", v);
@@ -557,7 +563,7 @@ int sl_bench_fl(int argc, char **argv)
     su.rounds = 50;
     su.window_ms = 1000;
     su.deadline_ms = 1800000;
-    su.seed = 1;
+    su.seed = seed;
     su.fleet = fleet;
     su.over_selection = 1;
     su.straggle_factor = 1;

@@ -30,15 +30,17 @@
 
 static char g_dir[512];
 
-/* Run starling with @args (NULL-terminated) and @env_set ("NAME=value" or NULL) with
- * stdout and stderr into files; returns the exit status and the output (caller frees). */
+/* Run starling with @args (NULL-terminated) and @env_set ("NAME=value" or NULL) with stderr
+ * and stdout into two files (so nothing the child's children leave behind lands in the middle
+ * of stdout); returns the exit status and the output, stderr's then stdout's (caller frees). */
 static int run(const char *env_set, char **output, const char *const *args)
 {
-    char out_path[600], *argv[32];
+    char out_path[600], err_path[600], *argv[32];
     size_t n = 0;
     pid_t pid;
     int status = -1;
     snprintf(out_path, sizeof out_path, "%s/out.txt", g_dir);
+    snprintf(err_path, sizeof err_path, "%s/err.txt", g_dir);
     argv[n++] = (char *)SL_STARLING_BIN;
     for (size_t i = 0; args[i] != NULL && n < 31; i++)
         argv[n++] = (char *)args[i];
@@ -47,10 +49,11 @@ static int run(const char *env_set, char **output, const char *const *args)
     assert_true(pid >= 0);
     if (pid == 0) {
         int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0)
+        int efd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || efd < 0)
             _exit(126);
         dup2(fd, 1);
-        dup2(fd, 2);
+        dup2(efd, 2);
         if (env_set != NULL)
             putenv((char *)env_set);
         sl_test_execv(SL_STARLING_BIN, argv);
@@ -58,10 +61,19 @@ static int run(const char *env_set, char **output, const char *const *args)
     }
     assert_int_equal(waitpid(pid, &status, 0), pid);
     if (output != NULL) {
-        void *text = NULL;
-        size_t len = 0;
-        assert_int_equal(sl_fs_read_file(out_path, 1 << 24, &text, &len), SL_OK);
-        *output = text;
+        void *out = NULL, *err = NULL;
+        size_t len = 0, elen = 0;
+        char *both;
+        assert_int_equal(sl_fs_read_file(out_path, 1 << 24, &out, &len), SL_OK);
+        assert_int_equal(sl_fs_read_file(err_path, 1 << 24, &err, &elen), SL_OK);
+        both = malloc(elen + len + 1);
+        assert_non_null(both);
+        memcpy(both, err, elen);
+        memcpy(both + elen, out, len);
+        both[elen + len] = '\0';
+        free(out);
+        free(err);
+        *output = both;
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -419,6 +431,8 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot", "out.jpg"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--plot"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--rounds", "0"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--seed", "x"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--seed", "-1"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--rounds", "12x"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--epochs", "-1"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--target-acc", "1.5"), 2);
@@ -479,6 +493,32 @@ static void reach_cell(const sl_fl_run *fl, int l, int report, char *want, size_
         snprintf(want, cap, " %lld / %s / %s | 1.0x |", (long long)r.round_no, up, down);
     else
         snprintf(want, cap, " never | - |");
+}
+
+/* The SHA-256 of every model version of the only task in the store of data directory @data,
+ * in order (at most @cap): how many. */
+static size_t model_digests(const char *data, uint8_t (*sha)[32], size_t cap)
+{
+    char path[800], err[256];
+    sl_store_options o;
+    sl_store *s = NULL;
+    sl_fl_run fl;
+    size_t n = 0;
+    assert_int_equal(sl_fl_run_load(data, 0, &fl, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/starling.db", data);
+    sl_store_options_default(&o);
+    o.path = path;
+    assert_int_equal(sl_store_open(&o, &s, err, sizeof err), SL_OK);
+    for (int64_t v = 1; n < cap; v++) {
+        sl_model_record m;
+        if (sl_store_get_model(s, fl.task_id, v, &m) != SL_OK)
+            break;
+        memcpy(sha[n++], m.sha256, 32);
+        sl_store_model_free(&m);
+    }
+    sl_store_close(s);
+    sl_fl_run_free(&fl);
+    return n;
 }
 
 static void test_bench_fl_smoke(void **state)
@@ -592,6 +632,28 @@ static void test_bench_fl_smoke(void **state)
                          fl.config.sender_mean);
             sl_fl_run_free(&fl);
         }
+    }
+    /* a simulated fleet's run repeats: the same setting again gives every model version's
+     * bits (each device's training draws from its place in the fleet, not the id its
+     * enrolment got, which follows the devices' race to enrol) */
+    {
+        char runs2[700], a[800], b[800];
+        uint8_t first[8][32], again[8][32];
+        size_t n1, n2;
+        snprintf(runs2, sizeof runs2, "%s/runs-again", g_dir);
+        if (RUN(NULL, &out, "bench", "fl", "--smoke", "--settings", "k1-ternary", "--dir", runs2) !=
+            0)
+            fail_msg("starling bench fl --smoke, again, failed:\n%s", out);
+        free(out);
+        snprintf(a, sizeof a, "%s/k1-ternary/data", runs);
+        snprintf(b, sizeof b, "%s/k1-ternary/data", runs2);
+        n1 = model_digests(a, first, 8);
+        n2 = model_digests(b, again, 8);
+        assert_int_equal(n1, 3); /* the initial model and two rounds' */
+        assert_int_equal(n2, n1);
+        for (size_t v = 0; v < n1; v++)
+            if (memcmp(first[v], again[v], 32) != 0)
+                fail_msg("model version %zu differs between two runs of one setting", v + 1);
     }
     /* the report of one of its runs: two closed rounds of 10 devices */
     snprintf(data, sizeof data, "%s/dense/data", runs);

@@ -337,6 +337,11 @@ typedef struct sl_agent_options {
     /* faults (see sl_agent_faults), seeded by @seed */
     sl_agent_faults faults;
     uint64_t seed;
+    /* 1: local training's shuffles draw from @seed and the round alone; 0 (a lone agent): from
+     * the device id as well, so real devices started with one seed shuffle apart. A fleet
+     * (sl_agent_fleet_run) sets it on its devices, whose seeds differ already (seed + K) and
+     * whose ids follow the order they enrol in (a race): its runs then repeat. */
+    int seed_alone;
     /* a heterogeneous fleet (sl_agent_fleet_run): each device's slowdown drawn log-uniform in
      * [1, @speed_max] (1: none), its link log-uniform in [@link_min_bps, @link_max_bps]
      * bytes/s (both 0: unlimited); seeded by @seed, so a run can be repeated */
