@@ -72,9 +72,9 @@ static int reload_task(sl_engine *e, sl__task *t, int64_t task_id)
      * is over, written once more even if unchanged, so that the store settles the closed
      * round's figures with them (sl_store_put_downloads: the leader's read at the close may
      * have come before this replica's last write) */
-    if (t->dl_round == t->round.id && t->round_open &&
+    if (t->dl_round == t->round.id && t->round_open && (t->dl_bytes > 0 || t->downloaded.n > 0) &&
         !(fresh->round_open && fresh->round.id == t->round.id))
-        t->dl_dirty = 1;
+        t->dl_dirty = 1; /* (a replica that served nothing of the round writes nothing) */
     if ((rc = sync_downloads(e, t)) != SL_OK)
         sl_log(SL_LOG_WARN, "replica", "storing the downloads: %s", sl_strerror(rc));
     if (fresh->round_open && t->round_open && fresh->round.id == t->round.id) {

@@ -305,7 +305,8 @@ typedef struct downloads_args {
 
 /* A record written after its round closed (a replica's last interval, which the leader's read
  * at the close missed): the round's bytes_down and downloads rise to every record's sum, in
- * the same transaction (the round's row locked first, so two replicas' last writes add up).
+ * the same transaction (the round's row locked first once closed, so two replicas' last writes
+ * add up).
  * They never fall: the close may have counted what no record holds. */
 static int settle_downloads(PGconn *c, int64_t round_id)
 {
@@ -314,10 +315,16 @@ static int settle_downloads(PGconn *c, int64_t round_id)
     sl__dl_tally t;
     int closed, rc;
     sl__pgq_int(&q, round_id);
-    rc = sl__pg_exec(c, "SELECT state FROM rounds WHERE id = $1 FOR UPDATE", &q, &r);
+    rc = sl__pg_exec(c, "SELECT state FROM rounds WHERE id = $1", &q, &r);
     closed = rc == SL_OK && PQntuples(r) == 1 && sl__pg_int(r, 0, 0) >= SL_ROUND_CLOSED;
     PQclear(r);
     if (rc != SL_OK || !closed)
+        return rc; /* open: no lock, so the replicas' writes at every sync never wait */
+    /* closed: two replicas' last writes take turns, each then reading the other's committed
+     * record (a statement's snapshot under READ COMMITTED); NO KEY, so the lock does not wait
+     * for the key-share lock of another record's insert (its foreign key) */
+    rc = sl__pg_exec(c, "SELECT 1 FROM rounds WHERE id = $1 FOR NO KEY UPDATE", &q, NULL);
+    if (rc != SL_OK)
         return rc;
     sl__dl_tally_init(&t);
     rc = sl__pg_exec(c, "SELECT bytes, devices FROM round_downloads WHERE round_id = $1", &q, &r);

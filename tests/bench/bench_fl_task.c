@@ -317,7 +317,7 @@ static void target_table(const fl_task *t, const fl_result *res, size_t n, const
             "vs dense");
     for (size_t i = 0; i < n; i++) {
         sl_fl_reach h;
-        char name[64], up[24], down[24], ratio[24];
+        char name[64], up[24], down[24], ratio[24], secs[24];
         if (!res[i].ok)
             continue;
         snprintf(name, sizeof name, "Starling (%.48s)", res[i].setting.name);
@@ -332,8 +332,12 @@ static void target_table(const fl_task *t, const fl_result *res, size_t n, const
             snprintf(ratio, sizeof ratio, "%.1fx", dense_up / (double)h.bytes_up);
         else
             snprintf(ratio, sizeof ratio, "-");
-        fprintf(f, "%-22s %7lld %9.1f %10s %10s %9s\n", name, (long long)h.round_no, h.seconds, up,
-                down, ratio);
+        if (isnan(h.seconds))
+            snprintf(secs, sizeof secs, "-");
+        else
+            snprintf(secs, sizeof secs, "%.1f", h.seconds);
+        fprintf(f, "%-22s %7lld %9s %10s %10s %9s\n", name, (long long)h.round_no, secs, up, down,
+                ratio);
     }
 }
 
