@@ -79,81 +79,94 @@ int sl__sq_get_pace(sl_store *s, int64_t task_id, int64_t device_id, sl_store_pa
     return rc;
 }
 
-int sl__sq_device_history_of(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
-                             int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
-                                       uint32_t reported, int64_t last_round_no),
-                             void *ctx)
+/* Run @sql (?1 the task, ?2 a device) for each of the @n devices @ids in one read snapshot; for
+ * each that has a row, its first @ncol (<= 4) columns, as integers and as doubles, go to @row
+ * after the statement is reset. Stops at @row's first non-zero return (returned). pg_fleet.c's
+ * by_ids is its PostgreSQL twin. */
+static int by_ids(sl_store *s, const char *sql, int64_t task_id, const int64_t *ids, size_t n,
+                  int ncol, int (*row)(void *arg, int64_t id, const int64_t *iv, const double *dv),
+                  void *arg)
 {
     sl__conn *c;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
     rc = sl__exec(c, "BEGIN"); /* one snapshot for them all */
-    if (rc == SL_OK) /* by the participants' device index: the device's rows, not the task's */
-        rc = sl__stmt(c,
-                      "SELECT count(*), count(u.device_id), max(r.round_no) FROM "
-                      "round_participants p JOIN rounds r ON r.id = p.round_id LEFT JOIN updates "
-                      "u ON u.round_id = p.round_id AND u.device_id = p.device_id WHERE "
-                      "p.device_id = ?2 AND r.task_id = ?1",
-                      &st);
+    if (rc == SL_OK)
+        rc = sl__stmt(c, sql, &st);
     for (size_t i = 0; rc == SL_OK && i < n; i++) {
+        int64_t iv[4];
+        double dv[4];
         int step;
         sqlite3_bind_int64(st, 1, task_id);
         sqlite3_bind_int64(st, 2, ids[i]);
         step = sqlite3_step(st);
-        if (step == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0) {
-            uint32_t selected = (uint32_t)sqlite3_column_int64(st, 0),
-                     reported = (uint32_t)sqlite3_column_int64(st, 1);
-            int64_t last = sqlite3_column_int64(st, 2);
-            sqlite3_reset(st);
-            rc = fn(ctx, ids[i], selected, reported, last);
-        } else {
-            sqlite3_reset(st);
-            if (step != SQLITE_ROW && step != SQLITE_DONE)
-                rc = sl__status_from_sqlite(step);
+        for (int k = 0; step == SQLITE_ROW && k < ncol; k++) {
+            iv[k] = sqlite3_column_int64(st, k);
+            dv[k] = sqlite3_column_double(st, k);
         }
+        sqlite3_reset(st);
+        if (step == SQLITE_ROW)
+            rc = row(arg, ids[i], iv, dv);
+        else if (step != SQLITE_DONE)
+            rc = sl__status_from_sqlite(step);
     }
     (void)sl__exec(c, "COMMIT");
     sl__reader_put(s, c);
     return rc;
 }
 
+typedef struct history_of_args {
+    int (*fn)(void *ctx, int64_t device_id, uint32_t selected, uint32_t reported,
+              int64_t last_round_no);
+    void *ctx;
+} history_of_args;
+
+static int history_of_row(void *arg, int64_t id, const int64_t *iv, const double *dv)
+{
+    history_of_args *a = arg;
+    (void)dv;
+    if (iv[0] <= 0)
+        return 0; /* never selected: the aggregate's row says so */
+    return a->fn(a->ctx, id, (uint32_t)iv[0], (uint32_t)iv[1], iv[2]);
+}
+
+int sl__sq_device_history_of(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
+                             int (*fn)(void *ctx, int64_t device_id, uint32_t selected,
+                                       uint32_t reported, int64_t last_round_no),
+                             void *ctx)
+{
+    history_of_args a = {fn, ctx};
+    /* by the participants' device index: the device's rows, not the task's */
+    return by_ids(s,
+                  "SELECT count(*), count(u.device_id), max(r.round_no) FROM "
+                  "round_participants p JOIN rounds r ON r.id = p.round_id LEFT JOIN updates "
+                  "u ON u.round_id = p.round_id AND u.device_id = p.device_id WHERE "
+                  "p.device_id = ?2 AND r.task_id = ?1",
+                  task_id, ids, n, 3, history_of_row, &a);
+}
+
+typedef struct paces_args {
+    int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace);
+    void *ctx;
+} paces_args;
+
+static int pace_row(void *arg, int64_t id, const int64_t *iv, const double *dv)
+{
+    paces_args *a = arg;
+    sl_store_pace p = {dv[0], dv[1], dv[2], iv[3]};
+    return a->fn(a->ctx, id, &p);
+}
+
 int sl__sq_get_paces(sl_store *s, int64_t task_id, const int64_t *ids, size_t n,
                      int (*fn)(void *ctx, int64_t device_id, const sl_store_pace *pace), void *ctx)
 {
-    sl__conn *c;
-    sqlite3_stmt *st;
-    int rc;
-    if ((rc = sl__reader_get(s, &c)) != SL_OK)
-        return rc;
-    rc = sl__exec(c, "BEGIN"); /* one snapshot for them all */
-    if (rc == SL_OK)
-        rc = sl__stmt(c,
-                      "SELECT step_ms, up_bps, down_bps, at FROM device_pace WHERE task_id = ?1 "
-                      "AND device_id = ?2",
-                      &st);
-    if (rc == SL_OK) {
-        for (size_t i = 0; i < n && rc == SL_OK; i++) {
-            int step;
-            sqlite3_bind_int64(st, 1, task_id);
-            sqlite3_bind_int64(st, 2, ids[i]);
-            step = sqlite3_step(st);
-            if (step == SQLITE_ROW) {
-                sl_store_pace p = {sqlite3_column_double(st, 0), sqlite3_column_double(st, 1),
-                                   sqlite3_column_double(st, 2), sqlite3_column_int64(st, 3)};
-                sqlite3_reset(st);
-                rc = fn(ctx, ids[i], &p);
-            } else {
-                sqlite3_reset(st);
-                if (step != SQLITE_DONE)
-                    rc = sl__status_from_sqlite(step);
-            }
-        }
-    }
-    (void)sl__exec(c, "COMMIT");
-    sl__reader_put(s, c);
-    return rc;
+    paces_args a = {fn, ctx};
+    return by_ids(s,
+                  "SELECT step_ms, up_bps, down_bps, at FROM device_pace WHERE task_id = ?1 "
+                  "AND device_id = ?2",
+                  task_id, ids, n, 4, pace_row, &a);
 }
 
 /* ---- devices' history --------------------------------------------------------------------- */
