@@ -223,6 +223,11 @@ struct sl_engine {
     uint64_t partials_merged;         /* partial sums the leader added at closes (tests) */
     uint64_t updates_read;            /* updates it read one by one at closes (tests) */
     uint64_t history_reads;           /* device histories read for the senders' mean (tests) */
+    /* a round's downloads this replica served but could not write once the round was over
+     * (the leader's write at the close, a follower's last write when it sees the close): kept
+     * and written again at each sync until the store takes them (replica.c) */
+    struct sl__dl_late *dl_late;
+    size_t ndl_late;
 };
 
 /* tasks.c: the engine's clock in wall-clock ms. */
@@ -290,6 +295,10 @@ int sl__replica_downloads(const sl__task *t, uint64_t *bytes, sl__idset *devices
  * every replica's, as the store holds them after this replica's are written (when the store
  * fails, this replica's and the others' as last read). Without replicas: nothing. */
 void sl__replica_close_downloads(sl_engine *e, sl__task *t, sl_round_record *r);
+
+/* Downloads of ended rounds this replica still holds unwritten (lock held): written once more
+ * (an engine that stops); what the store still refuses is logged and freed. */
+void sl__replica_free(sl_engine *e);
 
 /*
  * sl__spec_check_layout - the one thing the coordinator checks of a model spec

@@ -118,6 +118,7 @@ void sl_engine_close(sl_engine *e)
 {
     if (e == NULL)
         return;
+    sl__replica_free(e); /* ended rounds' downloads not stored yet: a last try */
     for (size_t i = 0; i < e->ntasks; i++)
         sl__task_free(e->tasks[i]);
     free(e->tasks);

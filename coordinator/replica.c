@@ -23,6 +23,9 @@
  *     its status; the leader sums them into the round's bytes_down and
  *     downloads at the close, and a follower's last write, once it sees the
  *     round over, raises them by what it served after the leader's read;
+ *     an ended round's write the store refuses (the leader's at the close,
+ *     a follower's last) is kept and written again at each sync (and when
+ *     the engine stops) until the store takes it;
  *   - rounds, models and tasks: followers re-read a task from the store
  *     when its newest round changed, so their answers (selected or not,
  *     the model version, deadlines) follow the leader's within a sync
@@ -38,6 +41,8 @@
 
 static int flush_partial(sl_engine *e, sl__task *t);
 static int sync_downloads(sl_engine *e, sl__task *t);
+static void keep_late(sl_engine *e, sl__task *t, int why);
+static void write_late(sl_engine *e);
 
 /* How often a replica re-reads the store (followers) or refreshes counts (the leader). */
 #define SYNC_MS 250
@@ -72,11 +77,15 @@ static int reload_task(sl_engine *e, sl__task *t, int64_t task_id)
      * is over, written once more even if unchanged, so that the store settles the closed
      * round's figures with them (sl_store_put_downloads: the leader's read at the close may
      * have come before this replica's last write) */
-    if (t->dl_round == t->round.id && t->round_open && (t->dl_bytes > 0 || t->downloaded.n > 0) &&
-        !(fresh->round_open && fresh->round.id == t->round.id))
+    int over = t->round_open && !(fresh->round_open && fresh->round.id == t->round.id);
+    if (over && t->dl_round == t->round.id && (t->dl_bytes > 0 || t->downloaded.n > 0))
         t->dl_dirty = 1; /* (a replica that served nothing of the round writes nothing) */
-    if ((rc = sync_downloads(e, t)) != SL_OK)
-        sl_log(SL_LOG_WARN, "replica", "storing the downloads: %s", sl_strerror(rc));
+    if ((rc = sync_downloads(e, t)) != SL_OK) {
+        if (over && t->dl_dirty && t->dl_round == t->round.id)
+            keep_late(e, t, rc); /* written again at the next syncs, until the store takes it */
+        else
+            sl_log(SL_LOG_WARN, "replica", "storing the downloads: %s", sl_strerror(rc));
+    }
     if (fresh->round_open && t->round_open && fresh->round.id == t->round.id) {
         sl__idset swap = fresh->downloaded;
         fresh->downloaded = t->downloaded;
@@ -280,6 +289,7 @@ int sl__replica_tick(sl_engine *e, int *lead)
     if (rc != SL_OK || now - e->synced_ms < SYNC_MS)
         return rc;
     e->synced_ms = now;
+    write_late(e); /* ended rounds' downloads the store refused before */
     rc = sl_store_list_tasks(e->store, load_new, &n);
     if (rc == SL_OK)
         rc = n.rc;
@@ -563,6 +573,136 @@ static int adopt_downloads(sl_engine *e, sl__task *t)
     return rc;
 }
 
+/* A round's downloads this replica served, not yet in the store though the round is over. */
+struct sl__dl_late {
+    int64_t round_id;
+    uint64_t bytes;
+    sl__idset devices;
+    int adopt; /* 1: the store's record of this replica for the round (from before a restart or a
+                  promotion) is not counted in yet: it joins before the write, which replaces it */
+};
+
+/* At most this many rounds wait; past it the oldest is given up (logged). */
+#define LATE_MAX 64
+
+static void drop_late(sl_engine *e, size_t i)
+{
+    sl__idset_free(&e->dl_late[i].devices);
+    memmove(&e->dl_late[i], &e->dl_late[i + 1], (e->ndl_late - i - 1) * sizeof *e->dl_late);
+    e->ndl_late--;
+}
+
+/* Task @t's round is over and what this replica served of it did not reach the store (@why):
+ * kept, to be written at the next syncs (write_late). A record of the same round is replaced:
+ * the counts only grow. */
+static void keep_late(sl_engine *e, sl__task *t, int why)
+{
+    struct sl__dl_late *l = NULL;
+    size_t i;
+    for (i = 0; i < e->ndl_late; i++)
+        if (e->dl_late[i].round_id == t->round.id)
+            break;
+    if (i == e->ndl_late) {
+        if (e->ndl_late == LATE_MAX) {
+            sl_log(SL_LOG_WARN, "replica",
+                   "downloads of round %lld not stored after %d later rounds: given up",
+                   (long long)e->dl_late[0].round_id, LATE_MAX);
+            drop_late(e, 0);
+            i = e->ndl_late;
+        }
+        l = realloc(e->dl_late, (e->ndl_late + 1) * sizeof *l);
+        if (l == NULL) {
+            sl_log(SL_LOG_WARN, "replica", "downloads of round %lld: out of memory, not stored",
+                   (long long)t->round.id);
+            return;
+        }
+        e->dl_late = l;
+        memset(&l[i], 0, sizeof *l);
+        e->ndl_late++;
+    }
+    l = &e->dl_late[i];
+    l->round_id = t->round.id;
+    sl__idset_clear(&l->devices);
+    if (sl__idset_merge(&l->devices, &t->downloaded) != SL_OK) {
+        sl_log(SL_LOG_WARN, "replica", "downloads of round %lld: out of memory, not stored",
+               (long long)t->round.id);
+        drop_late(e, i);
+        return;
+    }
+    l->bytes = t->dl_round == t->round.id ? t->dl_bytes : 0;
+    l->adopt = t->dl_adopt_round == t->round.id;
+    sl_log(SL_LOG_WARN, "replica",
+           "storing the downloads of round %lld, which is over: %s; written again at each sync",
+           (long long)t->round.id, sl_strerror(why));
+}
+
+/* Write one kept record (its stored counterpart joined first when not adopted yet). */
+static int write_one_late(sl_engine *e, struct sl__dl_late *l)
+{
+    int rc;
+    if (l->adopt) {
+        downloads_ctx d;
+        memset(&d, 0, sizeof d);
+        d.self = e->replica;
+        d.only_self = 1;
+        rc = sl_store_foreach_downloads(e->store, l->round_id, add_downloads, &d);
+        if (rc == SL_OK)
+            rc = d.rc;
+        if (rc == SL_OK && (rc = sl__idset_merge(&l->devices, &d.devices)) == SL_OK) {
+            l->bytes = add_bytes(l->bytes, d.bytes);
+            l->adopt = 0;
+        }
+        sl__idset_free(&d.devices);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return sl_store_put_downloads(e->store, l->round_id, e->replica, l->bytes, l->devices.ids,
+                                  l->devices.n);
+}
+
+/* The kept records, oldest first, until the store refuses one (it is likely down: the rest
+ * wait for the next sync). */
+static void write_late(sl_engine *e)
+{
+    for (size_t i = 0; i < e->ndl_late;) { /* a round still open here (its close failed): its
+                                              task's counts are newer and written at its sync */
+        sl__task *t = NULL;
+        for (size_t k = 0; k < e->ntasks && t == NULL; k++)
+            if (e->tasks[k]->round_open && e->tasks[k]->round.id == e->dl_late[i].round_id &&
+                e->tasks[k]->dl_round == e->dl_late[i].round_id)
+                t = e->tasks[k];
+        if (t == NULL) {
+            i++;
+            continue;
+        }
+        t->dl_dirty = 1;
+        drop_late(e, i);
+    }
+    while (e->ndl_late > 0) {
+        int rc = write_one_late(e, &e->dl_late[0]);
+        if (rc == SL_ENOENT || rc == SL_EINVAL) { /* the round is gone, or the record is bad */
+            sl_log(SL_LOG_WARN, "replica", "downloads of round %lld: %s; given up",
+                   (long long)e->dl_late[0].round_id, sl_strerror(rc));
+        } else if (rc != SL_OK)
+            return;
+        drop_late(e, 0);
+    }
+}
+
+void sl__replica_free(sl_engine *e)
+{
+    if (e->replica[0] != '\0')
+        write_late(e);
+    for (size_t i = 0; i < e->ndl_late; i++) {
+        sl_log(SL_LOG_WARN, "replica", "stopping: the downloads of round %lld are not stored",
+               (long long)e->dl_late[i].round_id);
+        sl__idset_free(&e->dl_late[i].devices);
+    }
+    free(e->dl_late);
+    e->dl_late = NULL;
+    e->ndl_late = 0;
+}
+
 /* At each sync: this replica's downloads reach the store, the others' are read back. */
 static int sync_downloads(sl_engine *e, sl__task *t)
 {
@@ -595,6 +735,8 @@ void sl__replica_close_downloads(sl_engine *e, sl__task *t, sl_round_record *r)
     rc = adopt_downloads(e, t);
     if (rc == SL_OK) /* this replica's written, then every replica's read */
         rc = store_downloads(e, t, NULL, &d);
+    if (rc != SL_OK && t->dl_dirty && t->dl_round == t->round.id)
+        keep_late(e, t, rc); /* not written: the store takes it later and raises the figures */
     if (rc != SL_OK) {
         sl_log(SL_LOG_WARN, "replica",
                "reading the replicas' downloads of round %lld: %s; counting this replica's "

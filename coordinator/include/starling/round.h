@@ -306,7 +306,11 @@ int sl_engine_open(sl_store *store, const sl_engine_options *o, sl_engine **out,
  */
 int sl_engine_role(sl_engine *e, int *leader, uint64_t *epoch, uint64_t *promotions);
 
-/** sl_engine_close - NULL is a no-op. Does not close the store. */
+/**
+ * sl_engine_close - NULL is a no-op. Does not close the store, which must
+ * still be open: a replica writes once more what it served of rounds that
+ * ended while the store refused it (logged when it still does).
+ */
 void sl_engine_close(sl_engine *e);
 
 /**

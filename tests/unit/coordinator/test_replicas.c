@@ -418,6 +418,25 @@ static int64_t select_round(cluster *c, size_t at, size_t *sel, size_t *nsel)
     return status_at(c, 0).round.id;
 }
 
+/* A round selected at the leader; selected device j downloads 1000 + 100 j bytes at replica
+ * @at[j], j < 4; the first @synced are written and read back (two syncs) before the rest. */
+static int64_t serve_four(cluster *c, const size_t at[4], size_t synced, size_t *sel, size_t *nsel)
+{
+    int64_t round_id = select_round(c, 0, sel, nsel);
+    assert_true(*nsel >= 4);
+    for (size_t j = 0; j < 4; j++) {
+        if (j == synced) {
+            tick(c, 0, 3);
+            tick(c, 0, 3);
+        }
+        assert_true(download_at(c, at[j], sel[j], 1000 + 100 * j));
+    }
+    return round_id;
+}
+
+/* serve_four's replicas: the leader, the leader, the follower, the follower */
+static const size_t late_at[4] = {0, 0, 1, 1};
+
 static int failing_downloads(sl_store *s, int64_t round_id,
                              int (*fn)(void *ctx, const char *replica, uint64_t bytes,
                                        const int64_t *devices, size_t n),
@@ -563,16 +582,10 @@ static void test_downloads_after_the_leaders_read(void **state)
     size_t sel[DEVICES], nsel = 0;
     (void)state;
     cluster_init(&r, "downloads_late", 2);
-    round_id = select_round(&r, 0, sel, &nsel);
-    /* the leader serves two, the follower one; written and read back */
-    assert_true(download_at(&r, 0, sel[0], 1000));
-    assert_true(download_at(&r, 0, sel[1], 1100));
-    assert_true(download_at(&r, 1, sel[2], 1200));
-    tick(&r, 0, 3);
-    tick(&r, 0, 3);
-    /* the follower serves one more, which no sync of it writes before the leader's close (at
-     * the last upload, which meets the round's target) */
-    assert_true(download_at(&r, 1, sel[3], 1300));
+    /* the leader serves two, the follower one, written and read back; the follower serves one
+     * more, which no sync of it writes before the leader's close (at the last upload, which
+     * meets the round's target) */
+    round_id = serve_four(&r, late_at, 3, sel, &nsel);
     for (size_t j = 0; j < nsel; j++) /* the selected upload at the leader */
         upload_at(&r, 0, sel[j]);
     tick(&r, 100, 1);
@@ -586,6 +599,115 @@ static void test_downloads_after_the_leaders_read(void **state)
     assert_int_equal(rec.state, SL_ROUND_CLOSED);
     assert_int_equal(rec.bytes_down, 4600);
     assert_int_equal(rec.downloads, 4);
+    cluster_free(&r);
+}
+
+static int failing_put(sl_store *s, int64_t round_id, const char *replica, uint64_t bytes,
+                       const int64_t *devices, size_t n)
+{
+    (void)s, (void)round_id, (void)replica, (void)bytes, (void)devices, (void)n;
+    return SL_EIO;
+}
+
+/* Replica @i's store refuses to write downloads (@broken: NULL puts the real one back). */
+static void break_put(cluster *c, size_t i, sl__store_ops *broken, const sl__store_ops **real)
+{
+    sl__store_head *h = (sl__store_head *)(void *)c->store[i];
+    if (broken == NULL) {
+        h->ops = *real;
+        return;
+    }
+    *real = h->ops;
+    *broken = **real;
+    broken->put_downloads = failing_put;
+    h->ops = broken;
+}
+
+static void assert_round(cluster *c, int64_t round_id, int64_t bytes, uint32_t downloads)
+{
+    sl_round_record rec;
+    assert_int_equal(sl_store_get_round(c->store[0], round_id, &rec), SL_OK);
+    assert_int_equal(rec.state, SL_ROUND_CLOSED);
+    assert_int_equal(rec.bytes_down, bytes);
+    assert_int_equal(rec.downloads, downloads);
+}
+
+/* A follower's last write of a closed round's downloads that the store refuses is kept and
+ * written again at its next syncs (@by_stopping: when it stops), until the store takes it:
+ * the round's figures then count it (they did not, before: it was logged and lost). */
+static void late_downloads(int by_stopping)
+{
+    cluster r;
+    sl__store_ops broken;
+    const sl__store_ops *real = NULL;
+    int64_t round_id;
+    size_t sel[DEVICES], nsel = 0;
+    cluster_init(&r, by_stopping ? "downloads_stop" : "downloads_again", 2);
+    round_id = serve_four(&r, late_at, 3, sel, &nsel); /* the last after the follower's write */
+    for (size_t j = 0; j < nsel; j++)
+        upload_at(&r, 0, sel[j]);
+    tick(&r, 100, 1); /* (closed at the last upload) */
+    assert_round(&r, round_id, 3300, 3);
+    break_put(&r, 1, &broken, &real);
+    tick(&r, 0, 2); /* the follower sees the close; its write is refused, and kept */
+    tick(&r, 0, 2); /* refused again */
+    assert_round(&r, round_id, 3300, 3);
+    assert_int_equal(r.engine[1]->ndl_late, 1);
+    break_put(&r, 1, NULL, &real);
+    if (by_stopping) { /* a replica that stops writes it once more */
+        sl_engine_close(r.engine[1]);
+        sl_store_close(r.store[1]);
+        assert_round(&r, round_id, 4600, 4);
+        open_engine(&r, 1);
+    } else {
+        tick(&r, 0, 2); /* taken */
+        assert_round(&r, round_id, 4600, 4);
+        assert_int_equal(r.engine[1]->ndl_late, 0);
+    }
+    tick(&r, 0, 3); /* nothing more to write; the figures stay */
+    assert_round(&r, round_id, 4600, 4);
+    cluster_free(&r);
+}
+
+static void test_late_downloads_written_again(void **state)
+{
+    (void)state;
+    late_downloads(0);
+}
+
+static void test_late_downloads_written_when_stopping(void **state)
+{
+    (void)state;
+    late_downloads(1);
+}
+
+/* The leader's own write at the close refused (its read not made): the round closes with its
+ * own counts and the others' as last read, and its write is kept. A follower's last write
+ * raises the figures to the records' sum, which lacks the leader's last download; once the
+ * leader's kept write is taken, the sum is every download (before, it stayed short). */
+static void test_leaders_refused_write_at_the_close(void **state)
+{
+    cluster r;
+    sl__store_ops broken;
+    const sl__store_ops *real = NULL;
+    int64_t round_id;
+    size_t sel[DEVICES], nsel = 0;
+    (void)state;
+    cluster_init(&r, "downloads_leader", 2);
+    static const size_t at[4] = {0, 1, 0, 1};
+    round_id = serve_four(&r, at, 2, sel, &nsel); /* the last two not written before the close */
+    break_put(&r, 0, &broken, &real);
+    for (size_t j = 0; j < nsel; j++) /* the last upload closes the round; the write refused */
+        upload_at(&r, 0, sel[j]);
+    tick(&r, 100, 1);
+    assert_round(&r, round_id, 3300, 3);
+    assert_int_equal(r.engine[0]->ndl_late, 1);
+    tick(&r, 0, 2); /* the follower's last write: 1000 + 1100 + 1300 over three devices */
+    assert_round(&r, round_id, 3400, 3);
+    break_put(&r, 0, NULL, &real);
+    tick(&r, 0, 1); /* the leader's kept write taken */
+    assert_round(&r, round_id, 4600, 4);
+    assert_int_equal(r.engine[0]->ndl_late, 0);
     cluster_free(&r);
 }
 
@@ -614,6 +736,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_downloads_when_the_store_fails),
         cmocka_unit_test(test_downloads_across_restart_and_promotion),
         cmocka_unit_test(test_downloads_after_the_leaders_read),
+        cmocka_unit_test(test_late_downloads_written_again),
+        cmocka_unit_test(test_late_downloads_written_when_stopping),
+        cmocka_unit_test(test_leaders_refused_write_at_the_close),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG
