@@ -52,6 +52,10 @@
  *                                                               not fedbuff, no
  *                                                               server_lr_ramp or
  *                                                               dp_noise), else 0
+ *   sender_mean_share    boolean                                true in a new task
+ *                                                               with sender_mean_rounds
+ *                                                               above 0 (a stored task
+ *                                                               without it: false)
  *   server_momentum      number          [0, 1)                 0.9
  *   beta1, beta2         number          [0, 1)                 0.9, 0.99
  *   tau                  number          1e-9 .. 10             1e-3
@@ -219,6 +223,7 @@ static const key_spec keys[] = {
     {"server_lr_ramp", K_U32, F(server_lr_ramp), 0, 10000, 0, 0, 0},
     {"sender_mean", K_F64, F(sender_mean), 0, 1, 0, 0, 1},
     {"sender_mean_rounds", K_U32, F(sender_mean_rounds), 0, 10000, 0, 0, 0},
+    {"sender_mean_share", K_BOOL, F(sender_mean_share), 0, 0, 0, 0, 0},
     {"server_momentum", K_F64, F(server_momentum), 0, 1, 0, 1, 0.9},
     {"beta1", K_F64, F(beta1), 0, 1, 0, 1, 0.9},
     {"beta2", K_F64, F(beta2), 0, 1, 0, 1, 0.99},
@@ -992,6 +997,10 @@ static int parse_config(const char *json, size_t len, int stored, sl_task_config
         c.error_feedback == SL_EF_RESIDUAL && c.density < 1 && !c.fedbuff &&
         c.server_lr_ramp == 0 && c.dp_noise == 0)
         c.sender_mean_rounds = SL_SENDER_MEAN_ROUNDS_DEFAULT;
+    /* a new task's fade counts participations by the share of rounds (README: Fast starts);
+     * a task stored before the key keeps the fade by participations alone */
+    if (!seen[key_index("sender_mean_share")] && !stored && c.sender_mean_rounds > 0)
+        c.sender_mean_share = 1;
     /* local_momentum's default is SGD's; AdamW's decay defaults as in PyTorch */
     if (c.local_optimizer != SL_LOCAL_SGD && !seen[key_index("local_momentum")])
         c.local_momentum = 0;

@@ -208,6 +208,15 @@ double sl_sender_mean_at(const sl_task_config *cfg, double participations)
     return cfg->sender_mean * t; /* sender_mean at p = 1, 0 at p = rounds + 1 */
 }
 
+double sl_sender_mean_progress(const sl_task_config *cfg, double participations, int64_t round_no)
+{
+    double p = participations >= 1 ? participations : 1; /* NaN too */
+    double n = round_no >= 1 ? (double)round_no : 1;
+    if (!cfg->sender_mean_share || p >= n)
+        return p; /* every device every round: p is the round's number */
+    return p * (p / n);
+}
+
 void sl_server_state_free(sl_server_state *st)
 {
     if (st == NULL)

@@ -248,8 +248,11 @@ static void describe_aggregation(const cJSON *t, char *out, size_t cap)
             snprintf(w, sizeof w, " (weight %g)", sm);
         snprintf(out + n, cap - n,
                  ", each coordinate's mean over its senders%s at the first aggregate, back to "
-                 "the mean of all over a device's first %.0f updates",
-                 w, smr);
+                 "the mean of all over a device's first %.0f updates%s",
+                 w, smr,
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "sender_mean_share"))
+                     ? " (times the share of rounds it reports to)"
+                     : "");
     }
 }
 

@@ -19,6 +19,9 @@
  *             log-uniform in [1, speed_max] (participate.c)
  *   links     and its link carries a rate drawn log-uniform between the
  *             options' bounds, through its relay (relay.c)
+ * The devices enrol one after the other in their places' order, so a fresh
+ * fleet's device K gets the coordinator's (K+1)-th id and the selections (a
+ * seeded shuffle of ids) pick the same places in every run of a seed.
  * Every event is one debug line; the summary adds up the devices.
  */
 #include <errno.h>
@@ -32,8 +35,19 @@
 
 #include "agent_int.h"
 
+/* Devices enrol in their places' order, one after the other: device K's id is the (K+1)-th
+ * the coordinator hands out to a fresh fleet, so its selections (a seeded shuffle of device
+ * ids) pick the same places in every run, not whichever device won the race to enrol. */
+typedef struct enrol_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t turn;
+    unsigned next; /* the place whose turn it is; devices below it have enrolled or ended */
+} enrol_gate;
+
 typedef struct device {
     sl_agent_options o;
+    enrol_gate *gate;
+    int enrolled; /* its turn passed on */
     const sl_agent_options *base;
     char dir[SL__AGENT_PATH_MAX];
     sl__agent_relay *relay;
@@ -45,9 +59,33 @@ typedef struct device {
     uint64_t crashes, bytes_up, bytes_down;
 } device;
 
+/* Wait for device @d's turn to enrol. */
+static void wait_turn(device *d)
+{
+    pthread_mutex_lock(&d->gate->lock);
+    while (d->gate->next < d->o.client)
+        pthread_cond_wait(&d->gate->turn, &d->gate->lock);
+    pthread_mutex_unlock(&d->gate->lock);
+}
+
+/* Device @d enrolled (or ended without): the next place's turn. */
+static void pass_turn(device *d)
+{
+    if (d->enrolled)
+        return;
+    d->enrolled = 1;
+    pthread_mutex_lock(&d->gate->lock);
+    if (d->gate->next <= d->o.client)
+        d->gate->next = d->o.client + 1;
+    pthread_cond_broadcast(&d->gate->turn);
+    pthread_mutex_unlock(&d->gate->lock);
+}
+
 static void on_event(void *ctx, const sl_agent_event *ev)
 {
     device *d = ctx;
+    if (ev->kind == SL_AGENT_EV_ENROLLED)
+        pass_turn(d);
     if (ev->kind != SL_AGENT_EV_PROGRESS || ev->bytes == ev->total)
         sl_log(SL_LOG_DEBUG, "fleet",
                "dev=%u device=%" PRId64 " event=%s round=%" PRId64 " version=%" PRId64
@@ -59,9 +97,10 @@ static void on_event(void *ctx, const sl_agent_event *ev)
         d->base->on_event(d->base->event_ctx, ev);
 }
 
-static void *device_main(void *arg)
+/* Device @d's lives: the agent created from its directory and run, again after each simulated
+ * crash, until it has resolved its participations or failed. */
+static void device_lives(device *d)
 {
-    device *d = arg;
     uint64_t first = 0, done = 0;
     int have_first = 0;
     for (;;) {
@@ -72,7 +111,7 @@ static void *device_main(void *arg)
         if (rc != SL_OK) {
             sl_log(SL_LOG_ERROR, "fleet", "dev=%u: %s", d->o.client, err);
             d->rc = rc;
-            return NULL;
+            return;
         }
         if (d->relay != NULL)
             sl__agent_use_relay(a, d->relay);
@@ -88,7 +127,7 @@ static void *device_main(void *arg)
                 d->stats = st;
                 sl_agent_free(a);
                 d->rc = SL_OK;
-                return NULL;
+                return;
             }
             d->o.rounds = d->target - (uint32_t)done;
             d->o.once = 0;
@@ -106,8 +145,17 @@ static void *device_main(void *arg)
         d->rc = rc;
         if (rc != SL_OK)
             sl_log(SL_LOG_ERROR, "fleet", "dev=%u ended: %s", d->o.client, sl_strerror(rc));
-        return NULL;
+        return;
     }
+}
+
+static void *device_main(void *arg)
+{
+    device *d = arg;
+    wait_turn(d);
+    device_lives(d);
+    pass_turn(d); /* ended before it enrolled: the next may go */
+    return NULL;
 }
 
 /* Which devices poison: exactly round(@fraction * @devices) of them, the
@@ -184,6 +232,7 @@ static void draw_pace(const sl_agent_options *o, unsigned k, sl_agent_faults *f)
 int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fleet_summary *sum)
 {
     device *devs;
+    enrol_gate gate;
     unsigned char *poisoners;
     char host[256];
     int port = 0, relay = 0, rc = SL_OK;
@@ -209,11 +258,15 @@ int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fle
         return SL_ENOMEM;
     }
     sl_nn_set_threads(1);
+    pthread_mutex_init(&gate.lock, NULL);
+    pthread_cond_init(&gate.turn, NULL);
+    gate.next = 0;
     memset(sum, 0, sizeof *sum);
     sum->devices = devices;
     for (unsigned k = 0; k < devices && rc == SL_OK; k++) {
         device *d = &devs[k];
         d->base = o;
+        d->gate = &gate;
         d->o = *o;
         d->o.client = k;
         d->target = o->rounds ? o->rounds : (o->once ? 1 : 0);
@@ -254,6 +307,12 @@ int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fle
         }
         devs[k].started = 1;
     }
+    if (rc != SL_OK) { /* the started ones may go on: those not started pass their turns */
+        pthread_mutex_lock(&gate.lock);
+        gate.next = devices;
+        pthread_cond_broadcast(&gate.turn);
+        pthread_mutex_unlock(&gate.lock);
+    }
     sum->first_error = SL_OK;
     for (unsigned k = 0; k < devices; k++) {
         device *d = &devs[k];
@@ -283,6 +342,8 @@ int sl_agent_fleet_run(const sl_agent_options *o, unsigned devices, sl_agent_fle
     }
     free(devs);
     free(poisoners);
+    pthread_cond_destroy(&gate.turn);
+    pthread_mutex_destroy(&gate.lock);
     if (rc == SL_OK)
         rc = sum->first_error;
     sl_log(SL_LOG_INFO, "fleet",

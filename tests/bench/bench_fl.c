@@ -36,14 +36,14 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -79,7 +79,8 @@ static int usage(FILE *out)
         "                     the default); @sm6 or @sm6:0.5: each coordinate's mean\n"
         "                     over the updates that sent it (weight 1 or 0.5) at the\n"
         "                     first aggregate, back to the mean of all once the devices\n"
-        "                     have sent 7 updates each on average\n"
+        "                     have sent 7 updates each on average (times the share of\n"
+        "                     rounds they sent to; @byp: not times it)\n"
         "                     (@sm0: none; sparse FedAvg with the residual has @sm6 by\n"
         "                     default, unless the setting gives a ramp); @budget:\n"
         "                     time budgets; @fednova: FedNova's averaging, with\n"
@@ -282,6 +283,8 @@ static int parse_setting(const char *name, fl_setting *st)
             ; /* rampN:B: server learning rate boosted B times, back over N aggregates */
         else if (!st->sm_given && parse_sender_mean(word, st) == 0)
             ; /* smN[:A]: the senders' mean, weight A, faded over N updates a device */
+        else if (!st->sm_by_participations && strcmp(word, "byp") == 0)
+            st->sm_by_participations = 1; /* the senders' mean faded by participations alone */
         else if (!st->budget && strcmp(word, "budget") == 0)
             st->budget = 1; /* time budgets */
         else if (!st->fednova && strcmp(word, "fednova") == 0)
@@ -683,8 +686,9 @@ int sl_bench_fl(int argc, char **argv)
                 settings[j].server_lr_ramp == settings[i].server_lr_ramp &&
                 settings[j].sm_given == settings[i].sm_given &&
                 settings[j].sender_mean_rounds == settings[i].sender_mean_rounds &&
-                settings[j].sender_mean == settings[i].sender_mean && !settings[j].budget &&
-                !settings[j].fednova && settings[j].percentile == 0)
+                settings[j].sender_mean == settings[i].sender_mean &&
+                settings[j].sm_by_participations == settings[i].sm_by_participations &&
+                !settings[j].budget && !settings[j].fednova && settings[j].percentile == 0)
                 res[i].alias_of = (int)j;
 
     sl__bench_fl_signals();

@@ -168,6 +168,8 @@ static int write_file_task(const fl_setup *su, const fl_setting *st, const char 
 #define SET_STR(key, v)                                 \
     (cJSON_DeleteItemFromObjectCaseSensitive(cfg, key), \
      cJSON_AddStringToObject(cfg, key, v) != NULL)
+#define SET_BOOL(key, v) \
+    (cJSON_DeleteItemFromObjectCaseSensitive(cfg, key), cJSON_AddBoolToObject(cfg, key, v) != NULL)
     if (cfg == NULL || doc == NULL || !SET_STR("name", name) || !SET_NUM("rounds", su->rounds) ||
         !SET_NUM("target", su->target) || !SET_NUM("over_selection", su->over_selection) ||
         !SET_NUM("quorum", su->quorum) || !SET_NUM("selection_window_ms", (double)su->window_ms) ||
@@ -195,12 +197,15 @@ static int write_file_task(const fl_setup *su, const fl_setting *st, const char 
             goto done;
         if (st->sender_mean_rounds > 0 && !SET_NUM("sender_mean", st->sender_mean))
             goto done;
+        if (st->sm_by_participations && !SET_BOOL("sender_mean_share", 0))
+            goto done;
         if (st->warmup_rounds > 0 && (!SET_NUM("warmup_rounds", st->warmup_rounds) ||
                                       !SET_NUM("warmup_density", st->warmup_density)))
             goto done;
     }
 #undef SET_NUM
 #undef SET_STR
+#undef SET_BOOL
     if (!cJSON_AddItemToObject(doc, "config", cfg)) /* the document owns it from here */
         goto done;
     cfg = NULL;
@@ -244,6 +249,8 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
                  st->sender_mean);
     else if (st->sm_given)
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"sender_mean_rounds\": 0, ");
+    if (st->sm_by_participations)
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"sender_mean_share\": false, ");
     if (st->budget) { /* as many steps as fit, between a quarter of and the epochs' worth of an
                        * average client (a floor keeps FedNova's extrapolation of short runs
                        * bounded: 1 step against 252 diverged) */

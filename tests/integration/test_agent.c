@@ -197,6 +197,14 @@ static void run_fleet(const char *name, const char *model, const char *config, u
             in_flight++;
     }
     assert_int_equal(acked, s.accepted);
+    for (unsigned k = 0, prev = 0; k < devices; k++) { /* enrolled in their places' order */
+        char dev[700];
+        int64_t id;
+        snprintf(dev, sizeof dev, "%s/dev-%u", state, k);
+        id = ag_device_id(dev);
+        assert_true(id > (int64_t)prev);
+        prev = (unsigned)id;
+    }
     if (g_link_max > 0) { /* the paces the devices told: step time and download speed */
         unsigned measured = 0;
         for (unsigned k = 0; k < devices; k++) {

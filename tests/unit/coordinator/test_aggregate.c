@@ -962,6 +962,19 @@ static void test_sender_mean(void **state)
     assert_float_equal(sl_sender_mean_at(&c, 0), 0.8, 0);
     assert_float_equal(sl_sender_mean_at(&c, 0.5), 0.8, 0);
     assert_float_equal(sl_sender_mean_at(&c, NAN), 0.8, 0);
+    /* its progress: participations alone, or times their share of the task's rounds; when
+     * every device reported to every round, the same either way, exactly */
+    c.sender_mean_share = 0;
+    assert_float_equal(sl_sender_mean_progress(&c, 2, 5), 2.0, 0);
+    c.sender_mean_share = 1;
+    assert_float_equal(sl_sender_mean_progress(&c, 2, 5), 0.8, 1e-15);    /* 2 x 2/5 */
+    assert_float_equal(sl_sender_mean_progress(&c, 5, 5), 5.0, 0);        /* share 1 */
+    assert_float_equal(sl_sender_mean_progress(&c, 3, 0), 3.0, 0);        /* round 1 */
+    assert_float_equal(sl_sender_mean_progress(&c, NAN, 4), 0.25, 1e-15); /* 1 x 1/4 */
+    assert_float_equal(sl_sender_mean_progress(&c, 6, 10), 3.6, 1e-15);
+    assert_float_equal(sl_sender_mean_at(&c, sl_sender_mean_progress(&c, 6, 10)), 0.28, 1e-15);
+    for (int k = 1; k <= 40; k++)
+        assert_true(sl_sender_mean_progress(&c, (double)k, k) == (double)k);
     c.sender_mean_rounds = 0;
     assert_float_equal(sl_sender_mean_at(&c, 1), 0.0, 0);
     for (size_t i = 0; i < K; i++)

@@ -50,6 +50,7 @@ static void test_defaults(void **state)
      * no server rate ramp unless asked for */
     assert_int_equal(c.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
     assert_true(c.sender_mean == 1.0);
+    assert_int_equal(c.sender_mean_share, 1); /* the fade by participations times their share */
     assert_int_equal(c.server_lr_ramp, 0);
     assert_true(c.server_lr_boost == 3.0);
     {
@@ -81,9 +82,21 @@ static void test_defaults(void **state)
                          SL_OK);
         assert_int_equal(o.server_lr_ramp, 8);
         assert_int_equal(o.sender_mean_rounds, 0);
+        /* a task stored with the senders' mean before sender_mean_share fades as it did */
+        assert_int_equal(sl_task_config_parse_stored("{\"target\": 10, \"sender_mean_rounds\": 6}",
+                                                     39, &o, err, sizeof err),
+                         SL_OK);
+        assert_int_equal(o.sender_mean_rounds, 6);
+        assert_int_equal(o.sender_mean_share, 0);
+        assert_int_equal(
+            parse("{\"target\": 10, \"sender_mean_share\": false}", &o, err, sizeof err),
+            SL_OK); /* a new task may ask for the fade by participations alone */
+        assert_int_equal(o.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
+        assert_int_equal(o.sender_mean_share, 0);
         assert_int_equal(parse("{\"target\": 10, \"sender_mean_rounds\": 0}", &o, err, sizeof err),
                          SL_OK); /* switched off */
         assert_int_equal(o.sender_mean_rounds, 0);
+        assert_int_equal(o.sender_mean_share, 0);
         assert_int_equal(parse("{\"target\": 10, \"aggregator\": \"fedadam\", \"server_lr\": "
                                "0.01, \"server_lr_ramp\": 4, \"sender_mean_rounds\": 3, "
                                "\"sender_mean\": 0.5}",

@@ -396,8 +396,10 @@ static void test_abandoned_updates_carried(void **state)
     assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
                      SL_OK);
     assert_true(cfg.sender_mean_rounds > 0);
-    check_reference(&s, &cfg, sent, nsent, 1, sl_server_lr_at(&cfg, 1),
-                    sl_sender_mean_at(&cfg, mean_participations(acked, nacked)));
+    check_reference(
+        &s, &cfg, sent, nsent, 1, sl_server_lr_at(&cfg, 1),
+        sl_sender_mean_at(
+            &cfg, sl_sender_mean_progress(&cfg, mean_participations(acked, nacked), r3.round_no)));
     sim_free(&s);
 }
 
@@ -437,8 +439,10 @@ static void test_server_lr_ramp(void **state)
  * by the acknowledged updates the task's devices have made on average (1 - (p - 1) / 2 under
  * sender_mean_rounds 2), the same bits as the reference's. Ten of 30 devices report to each
  * round, so p falls behind the round's number and the weight by the version alone is another
- * model (checked); a restart before the last upload of the third round changes nothing; the
- * reference for a = 1 differs from the plain mean's (the check can fail). */
+ * model (checked), as is the weight by participations alone (the task's default
+ * sender_mean_share counts them times the share of rounds, checked too); a restart before the last
+ * upload of the third round changes nothing; the reference for a = 1 differs from the plain mean's
+ * (the check can fail). */
 static void test_sender_mean(void **state)
 {
     static const char cfg_json[] = CONFIG(",\"error_feedback\":\"residual\","
@@ -446,7 +450,7 @@ static void test_sender_mean(void **state)
     sim s;
     sl_task_config cfg, plain;
     size_t acked[64], nacked = 0;
-    int behind = 0;
+    int behind = 0, shared = 0;
     char err[256];
     (void)state;
     sim_init(&s, "engine_sender_mean", 30, cfg_json);
@@ -457,7 +461,8 @@ static void test_sender_mean(void **state)
         size_t chosen[64], n = select_round(&s, chosen);
         sent_upd idx[10];
         int64_t round_id = status(&s).round.id, base = status(&s).model_version;
-        double p, w, by_version;
+        int64_t round_no = status(&s).round.round_no;
+        double p, w, by_version, by_participations;
         assert_int_equal(base, k + 1);
         assert_true(n >= 10);
         for (size_t j = 0; j < 10; j++) {
@@ -475,7 +480,8 @@ static void test_sender_mean(void **state)
         }
         assert_int_equal(status(&s).model_version, base + 1);
         p = mean_participations(acked, nacked);
-        w = sl_sender_mean_at(&cfg, p);
+        assert_int_equal(round_no, k + 1);
+        w = sl_sender_mean_at(&cfg, sl_sender_mean_progress(&cfg, p, round_no));
         check_reference(&s, &cfg, idx, 10, base, 1.0, w);
         /* the device history is read once by an engine (its first aggregate, after the start
          * or the restart); later rounds add their reporters to what it counted */
@@ -491,8 +497,16 @@ static void test_sender_mean(void **state)
             behind++;
             assert_false(reference_equal(&s, &cfg, idx, 10, base, 1.0, by_version));
         }
+        /* nor, where the devices report to fewer rounds than the task ran, by participations
+         * alone (the fade before sender_mean_share) */
+        by_participations = sl_sender_mean_at(&cfg, p);
+        if (p < (double)round_no && w != by_participations) {
+            shared++;
+            assert_false(reference_equal(&s, &cfg, idx, 10, base, 1.0, by_participations));
+        }
     }
     assert_true(behind > 0);
+    assert_true(shared > 0);
     sim_free(&s);
 }
 
