@@ -191,7 +191,7 @@ int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char
  * text lacks was added after the task was created and takes the behaviour
  * the task was created with, not today's default, so an upgrade does not
  * change how a running task aggregates (server_lr_ramp and sender_mean_rounds:
- * 0).
+ * 0; sender_mean_share: false).
  */
 int sl_task_config_parse_stored(const char *json, size_t len, sl_task_config *out, char *err,
                                 size_t errcap);
