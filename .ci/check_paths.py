@@ -4,7 +4,8 @@
     .ci/check_paths.py [ROOT]      exit 0: nothing names a path outside ROOT; 1: a list
 
 A file fails the gate when it
-  - names `../shared` (the folder of reference data that used to sit beside the checkout), or
+  - names the folder `shared` beside the checkout (where reference data used to sit: SHARED
+    below), or
   - names a path that climbs above the repository root: a relative path with `..` read
     from the file's own folder (a C include, a CMake source, a script's `cd`), or one
     anchored at a known folder: ${CMAKE_SOURCE_DIR}, ${PROJECT_SOURCE_DIR},
@@ -54,7 +55,7 @@ def check_line(root, rel, line):
         return []
     reasons = []
     if SHARED in line:
-        reasons.append("names ../shared (a folder outside the repository)")
+        reasons.append("names %s (a folder outside the repository)" % SHARED)
     here = os.path.dirname(os.path.join(root, rel))
     for m in TOKEN.finditer(line):
         anchor = m.group("braced") or m.group("bare")

@@ -442,6 +442,9 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--fleet"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@wu0:0.5"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@wu3"), 2);
+    /* @byp (the fade by participations alone) once, and as a word, not a prefix */
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@byp@byp"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@bypx"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@wu3:1.5"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@fedsgd"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@slr0"), 2);
@@ -618,18 +621,21 @@ static void test_bench_fl_smoke(void **state)
             const char *setting;
             uint32_t ramp, sm;
             double weight;
-        } want[] = {{"dense", 0, 0, 1},
-                    {"k1-ternary", 0, SL_SENDER_MEAN_ROUNDS_DEFAULT, 1},
-                    {"ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", 4, 3, 0.5}};
+            int share; /* the fade times the share of rounds: a new task's default */
+        } want[] = {{"dense", 0, 0, 1, 0},
+                    {"k1-ternary", 0, SL_SENDER_MEAN_ROUNDS_DEFAULT, 1, 1},
+                    {"ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", 4, 3, 0.5, 1}};
         for (size_t k = 0; k < 3; k++) {
             snprintf(data, sizeof data, "%s/%s/data", runs, want[k].setting);
             assert_int_equal(sl_fl_run_load(data, 0, &fl, err, sizeof err), 0);
             if (fl.config.server_lr_ramp != want[k].ramp ||
                 fl.config.sender_mean_rounds != want[k].sm ||
-                fl.config.sender_mean != want[k].weight)
-                fail_msg("%s ran with server_lr_ramp %u, sender_mean_rounds %u, sender_mean %g",
+                fl.config.sender_mean != want[k].weight ||
+                fl.config.sender_mean_share != want[k].share)
+                fail_msg("%s ran with server_lr_ramp %u, sender_mean_rounds %u, sender_mean %g, "
+                         "sender_mean_share %d",
                          want[k].setting, fl.config.server_lr_ramp, fl.config.sender_mean_rounds,
-                         fl.config.sender_mean);
+                         fl.config.sender_mean, fl.config.sender_mean_share);
             sl_fl_run_free(&fl);
         }
     }
