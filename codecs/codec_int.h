@@ -132,6 +132,26 @@ int sl__values_encode(sl_value_mode mode, const float *v, size_t n, int zstd_lev
  */
 int sl__values_decode(sl_value_mode mode, const uint8_t *p, size_t len, size_t n, float *out);
 
+/**
+ * sl__coded_put - append a coded part (FORMAT.md, "Coded bytes"): a tag, then
+ * the @len bytes of @raw (elements of @size bytes, little-endian) stored, or
+ * one Zstandard frame of their @size byte planes at @level when that is
+ * smaller (never tried below 64 bytes). Errors: SL_ENOMEM, SL_ECOMPRESS.
+ */
+int sl__coded_put(const void *raw, size_t len, size_t size, int level, sl__buf *out);
+
+/**
+ * sl__coded_get - read the coded part that runs from @r's position to its end,
+ * of exactly @len raw bytes in elements of @size bytes. *@raw points into @r's
+ * bytes (stored) or at the unshuffled bytes: in @dst when given (@len bytes),
+ * else in *@scratch, which the caller frees (untouched when nothing was
+ * allocated: pass it NULL).
+ * Errors: SL_ETRUNCATED, SL_ECORRUPT (a bad tag, bytes left over),
+ * SL_ECOMPRESS, SL_ENOMEM.
+ */
+int sl__coded_get(sl__reader *r, size_t len, size_t size, uint8_t *dst, const uint8_t **raw,
+                  uint8_t **scratch);
+
 /* ------------------------------------------------------------------------ */
 /* Position sections (positions.c)                                          */
 /* ------------------------------------------------------------------------ */

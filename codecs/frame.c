@@ -7,7 +7,7 @@
 #define DEFAULT_MAX_FRAME  (256ull << 20)
 #define DEFAULT_MAX_OUTPUT (4ull << 30)
 
-enum { MODEL_RAW = 0, MODEL_ZSTD = 1 };
+enum { MODEL_RAW = 0, MODEL_ZSTD = 1, MODEL_SPARSE = 2 };
 
 void sl__limits(const sl_decode_limits *limits, sl_decode_limits *out)
 {
@@ -176,8 +176,65 @@ static int encode_model_body(const uint32_t *bits, uint64_t n, int level, sl__bu
     return rc;
 }
 
+/* A delta's sparse body (coding 2): varint params, u8 coding, varint m (the words that differ),
+ * then when m > 0 their positions (position coding, Rice parameter, varint section bytes, the
+ * section) and their XOR words, little-endian u32s in a coded part. SL_ETOOBIG when the
+ * parameters are more than a position section can index. */
+static int encode_sparse_body(const uint32_t *bits, uint64_t n, int level, sl__buf *out)
+{
+    size_t m = 0, k = 0;
+    uint32_t *idx = NULL;
+    uint8_t *le = NULL;
+    sl__buf pos = {0};
+    sl_pos_mode chosen;
+    uint8_t param;
+    int rc;
+
+    if (n > SL_CODEC_MAX_TENSOR)
+        return SL_ETOOBIG;
+    for (size_t i = 0; i < (size_t)n; i++)
+        m += bits[i] != 0;
+    if ((rc = sl__buf_put_varint(out, n)) != SL_OK ||
+        (rc = sl__buf_put_u8(out, MODEL_SPARSE)) != SL_OK ||
+        (rc = sl__buf_put_varint(out, m)) != SL_OK || m == 0)
+        return rc;
+    idx = malloc(m * sizeof *idx);
+    le = malloc(m * 4);
+    if (idx == NULL || le == NULL) {
+        rc = SL_ENOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < (size_t)n; i++)
+        if (bits[i] != 0) {
+            idx[k] = (uint32_t)i;
+            le[4 * k] = (uint8_t)bits[i];
+            le[4 * k + 1] = (uint8_t)(bits[i] >> 8);
+            le[4 * k + 2] = (uint8_t)(bits[i] >> 16);
+            le[4 * k + 3] = (uint8_t)(bits[i] >> 24);
+            k++;
+        }
+    rc = sl__pos_write(SL_POS_AUTO, idx, m, n, &chosen, &param, &pos);
+    if (rc == SL_OK)
+        rc = sl__buf_put_u8(out, (uint8_t)chosen);
+    if (rc == SL_OK)
+        rc = sl__buf_put_u8(out, param);
+    if (rc == SL_OK)
+        rc = sl__buf_put_varint(out, pos.len);
+    if (rc == SL_OK)
+        rc = sl__buf_append(out, pos.data, pos.len);
+    if (rc == SL_OK)
+        rc = sl__coded_put(le, m * 4, 4, level, out);
+done:
+    sl__buf_free(&pos);
+    free(idx);
+    free(le);
+    return rc;
+}
+
+/* A model frame, or with @base a delta frame; with @sparse the delta takes the sparse body
+ * when that is smaller than the dense one. */
 static int encode_model(const sl_layout *layout, const float *params, const float *base,
-                        uint64_t version, int level, void **out, size_t *out_len)
+                        uint64_t version, int level, int sparse, void **out, size_t *out_len)
 {
     sl_frame_header h = {SL_FRAME_VERSION,
                          base ? SL_FRAME_MODEL_DELTA : SL_FRAME_MODEL,
@@ -201,8 +258,21 @@ static int encode_model(const sl_layout *layout, const float *params, const floa
     for (size_t i = 0; i < (size_t)n; i++)
         bits[i] = sl__f32_bits(params[i]) ^ (base ? sl__f32_bits(base[i]) : 0);
     rc = sl__frame_begin(&b, &h);
-    if (rc == SL_OK)
+    if (rc == SL_OK) {
+        size_t mark = b.len;
         rc = encode_model_body(bits, n, level, &b);
+        if (rc == SL_OK && base != NULL && sparse) {
+            sl__buf sb = {0};
+            rc = encode_sparse_body(bits, n, level, &sb);
+            if (rc == SL_OK && sb.len < b.len - mark) {
+                b.len = mark;
+                rc = sl__buf_append(&b, sb.data, sb.len);
+            } else if (rc == SL_ETOOBIG) {
+                rc = SL_OK; /* the dense body, as it is */
+            }
+            sl__buf_free(&sb);
+        }
+    }
     if (rc == SL_OK)
         rc = sl__frame_finish(&b);
     free(bits);
@@ -218,7 +288,7 @@ static int encode_model(const sl_layout *layout, const float *params, const floa
 int sl_frame_encode_model(const sl_layout *layout, const float *params, uint64_t version,
                           int zstd_level, void **out, size_t *out_len)
 {
-    return encode_model(layout, params, NULL, version, zstd_level, out, out_len);
+    return encode_model(layout, params, NULL, version, zstd_level, 0, out, out_len);
 }
 
 int sl_frame_encode_model_delta(const sl_layout *layout, const float *params, const float *base,
@@ -226,7 +296,64 @@ int sl_frame_encode_model_delta(const sl_layout *layout, const float *params, co
 {
     if (base == NULL)
         return SL_EINVAL;
-    return encode_model(layout, params, base, base_version, zstd_level, out, out_len);
+    return encode_model(layout, params, base, base_version, zstd_level, 0, out, out_len);
+}
+
+int sl_frame_encode_model_delta_sparse(const sl_layout *layout, const float *params,
+                                       const float *base, uint64_t base_version, int zstd_level,
+                                       void **out, size_t *out_len)
+{
+    if (base == NULL)
+        return SL_EINVAL;
+    return encode_model(layout, params, base, base_version, zstd_level, 1, out, out_len);
+}
+
+/* The sparse body after its coding byte (@body at the count m), applied to @words: the
+ * base's @n bit patterns (host order) on entry, the model's on success. */
+static int decode_sparse_body(sl__reader *body, uint64_t n, uint32_t *words)
+{
+    uint64_t m, plen;
+    uint8_t pmode, param;
+    uint32_t *idx = NULL;
+    const uint8_t *raw = NULL;
+    uint8_t *scratch = NULL;
+    int rc;
+
+    if ((rc = sl__rd_varint(body, &m)) != SL_OK)
+        return rc;
+    if (m > n)
+        return SL_ECOUNT;
+    if (m == 0)
+        return body->pos == body->len ? SL_OK : SL_ECORRUPT;
+    if ((rc = sl__rd_u8(body, &pmode)) != SL_OK || (rc = sl__rd_u8(body, &param)) != SL_OK ||
+        (rc = sl__rd_varint(body, &plen)) != SL_OK)
+        return rc;
+    if (plen > body->len - body->pos)
+        return SL_ETRUNCATED;
+    idx = malloc((size_t)m * sizeof *idx);
+    if (idx == NULL)
+        return SL_ENOMEM;
+    rc = sl__pos_decode((sl_pos_mode)pmode, param, body->p + body->pos, (size_t)plen, (size_t)m, n,
+                        idx);
+    if (rc == SL_OK) {
+        body->pos += (size_t)plen;
+        if (body->pos == body->len)
+            rc = SL_ETRUNCATED; /* the words' coded part is missing */
+    }
+    if (rc == SL_OK)
+        rc = sl__coded_get(body, (size_t)m * 4, 4, NULL, &raw, &scratch);
+    for (size_t k = 0; rc == SL_OK && k < (size_t)m; k++) {
+        const uint8_t *q = raw + 4 * k;
+        uint32_t u =
+            (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+        if (u == 0)
+            rc = SL_ECORRUPT; /* a word listed as changed must change */
+        else
+            words[idx[k]] ^= u;
+    }
+    free(scratch);
+    free(idx);
+    return rc;
 }
 
 int sl_frame_decode_model(const sl_layout *layout, const void *frame, size_t len, const float *base,
@@ -255,6 +382,24 @@ int sl_frame_decode_model(const sl_layout *layout, const void *frame, size_t len
     if (n != sl_layout_params(layout))
         return SL_ECOUNT;
     bytes = (size_t)n * 4;
+    if (coding == MODEL_SPARSE) {
+        uint32_t *words;
+        if (h.kind != SL_FRAME_MODEL_DELTA)
+            return SL_ECORRUPT;
+        words = malloc(bytes ? bytes : 1);
+        if (words == NULL)
+            return SL_ENOMEM;
+        for (size_t i = 0; i < (size_t)n; i++)
+            words[i] = sl__f32_bits(base[i]);
+        rc = decode_sparse_body(&body, n, words);
+        for (size_t i = 0; rc == SL_OK && i < (size_t)n; i++)
+            if ((words[i] & 0x7f800000u) == 0x7f800000u)
+                rc = SL_ENONFINITE; /* NaN or Inf */
+        for (size_t i = 0; rc == SL_OK && i < (size_t)n; i++)
+            params[i] = sl__bits_f32(words[i]); /* written only on success */
+        free(words);
+        return rc;
+    }
     rest = body.p + body.pos;
     le = malloc(bytes ? bytes : 1);
     scratch = malloc(bytes ? bytes : 1);

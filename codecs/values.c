@@ -138,7 +138,7 @@ static int mean_abs(const sl__values_kernels *k, const float *v, size_t n, float
 }
 
 /* tag, then @raw stored or its byte planes through Zstandard, whichever is smaller */
-static int put_coded(const void *raw, size_t len, size_t size, int level, sl__buf *out)
+int sl__coded_put(const void *raw, size_t len, size_t size, int level, sl__buf *out)
 {
     size_t tag_at = out->len;
     int rc;
@@ -171,7 +171,7 @@ static int encode_fp32(const sl__values_kernels *k, const float *v, size_t n, in
     int rc;
     if (k->absmax_bits(v, n) >= 0x7f800000u)
         return SL_ENONFINITE;
-    rc = put_coded(v, n * 4, 4, level, out);
+    rc = sl__coded_put(v, n * 4, 4, level, out);
     if (rc == SL_OK && recon != NULL && recon != v)
         memcpy(recon, v, n * 4);
     return rc;
@@ -189,7 +189,7 @@ static int encode_half(const sl__values_kernels *k, sl_value_mode mode, const fl
     if (h == NULL)
         return SL_ENOMEM;
     (mode == SL_VALUE_FP16 ? k->to_f16 : k->to_bf16)(v, n, h);
-    rc = put_coded(h, n * 2, 2, level, out);
+    rc = sl__coded_put(h, n * 2, 2, level, out);
     if (rc == SL_OK && recon != NULL)
         (void)(mode == SL_VALUE_FP16 ? k->from_f16 : k->from_bf16)((const uint8_t *)h, n, recon);
     free(h);
@@ -232,7 +232,7 @@ static int encode_int8(const sl__values_kernels *k, const float *v, size_t n, in
         k->int8_quant(v, n, scale, sl__values_int8_key(seed, tensor_index), q);
     rc = sl__buf_put_f32(out, scale);
     if (rc == SL_OK)
-        rc = put_coded(q, n, 1, level, out);
+        rc = sl__coded_put(q, n, 1, level, out);
     if (rc == SL_OK && recon != NULL)
         (void)k->int8_dequant(q, n, scale, recon);
     free(q);
@@ -337,14 +337,10 @@ static int check_magnitude(float f)
     return (sl__f32_bits(f) >> 31) ? SL_ECORRUPT : SL_OK;
 }
 
-/*
- * The coded part (tag + stored or zstd bytes) of @len raw bytes of @size-byte
- * elements. *@raw points into the section, or at the unshuffled bytes: in
- * @dst when given (@len bytes), else in *@scratch (caller frees). Scratch is
- * at most 2 * @len bytes without @dst, @len with it: never above 4n.
- */
-static int get_coded(sl__reader *r, size_t len, size_t size, uint8_t *dst, const uint8_t **raw,
-                     uint8_t **scratch)
+/* (codec_int.h) Scratch is at most 2 * @len bytes without @dst, @len with it: never above
+ * 4n. */
+int sl__coded_get(sl__reader *r, size_t len, size_t size, uint8_t *dst, const uint8_t **raw,
+                  uint8_t **scratch)
 {
     uint8_t tag, *buf, *planes;
     int rc = sl__rd_u8(r, &tag);
@@ -458,7 +454,7 @@ int sl__values_decode(sl_value_mode mode, const uint8_t *p, size_t len, size_t n
         return SL_ETOOBIG;
     switch (mode) {
     case SL_VALUE_FP32:
-        rc = get_coded(&r, n * 4, 4, (uint8_t *)out, &raw, &scratch);
+        rc = sl__coded_get(&r, n * 4, 4, (uint8_t *)out, &raw, &scratch);
         if (rc == SL_OK) {
             if (raw != (const uint8_t *)out)
                 memcpy(out, raw, n * 4);
@@ -467,7 +463,7 @@ int sl__values_decode(sl_value_mode mode, const uint8_t *p, size_t len, size_t n
         break;
     case SL_VALUE_FP16:
     case SL_VALUE_BF16:
-        rc = get_coded(&r, n * 2, 2, NULL, &raw, &scratch);
+        rc = sl__coded_get(&r, n * 2, 2, NULL, &raw, &scratch);
         if (rc == SL_OK && (mode == SL_VALUE_FP16 ? k->from_f16 : k->from_bf16)(raw, n, out))
             rc = SL_ENONFINITE;
         break;
@@ -478,7 +474,7 @@ int sl__values_decode(sl_value_mode mode, const uint8_t *p, size_t len, size_t n
         if (rc == SL_OK && !is_finite_f32(scale * 127.0f))
             rc = SL_ENONFINITE; /* +-127 would decode to Inf; never written */
         if (rc == SL_OK)
-            rc = get_coded(&r, n, 1, NULL, &raw, &scratch);
+            rc = sl__coded_get(&r, n, 1, NULL, &raw, &scratch);
         if (rc == SL_OK) {
             flags = k->int8_dequant((const int8_t *)raw, n, scale, out);
             if ((flags & 1) || (scale == 0.0f && (flags & 2)))

@@ -804,8 +804,9 @@ static int fetch_one(sl_agent *a, int64_t version, uint64_t *downloaded)
     *downloaded = 0;
 again:
     if (use_base)
-        snprintf(path, sizeof path, "/v1/models/%" PRId64 "?task=%" PRId64 "&base=%" PRId64,
-                 version, a->o.task_id, a->version);
+        snprintf(path, sizeof path,
+                 "/v1/models/%" PRId64 "?task=%" PRId64 "&base=%" PRId64 "&sparse=1", version,
+                 a->o.task_id, a->version);
     else
         snprintf(path, sizeof path, "/v1/models/%" PRId64 "?task=%" PRId64, version, a->o.task_id);
     {

@@ -157,6 +157,21 @@ static void model_frames(const sl_layout *l)
     if (sl_frame_encode_model_delta(l, w, base, 4, 3, (void **)&frame, &len) != SL_OK)
         abort();
     variants("fuzz_model", "delta", frame, len);
+    {
+        /* the sparse delta body (coding 2): 3% of the base's parameters changed */
+        float *moved = malloc(n * sizeof *moved);
+        uint8_t *sparse;
+        size_t slen;
+        memcpy(moved, base, n * sizeof *moved);
+        for (size_t j = 0; j < n / 33; j++)
+            moved[(j * 37) % n] += 0.01f; /* not next(): the other files stay as they are */
+        if (sl_frame_encode_model_delta_sparse(l, moved, base, 4, 3, (void **)&sparse, &slen) !=
+            SL_OK)
+            abort();
+        variants("fuzz_model", "delta-sparse", sparse, slen);
+        free(sparse);
+        free(moved);
+    }
     /* bomb: keep the header (16 + 1 + 1 bytes), n varint (2), coding 1 = zstd */
     bomb = zstd_bomb(64u << 20, &blen);
     bad = malloc(21 + blen + 4);

@@ -275,6 +275,33 @@ void test_complete_round(void **state)
         ah_download(&f, &dev[1], layout, path, v1, 1, v2_delta, again, sizeof again);
         assert_string_equal(again, value); /* served from the cache, same bytes */
     }
+    /* ?sparse=1: the same model from a smaller delta (the sparse body, coding 2: the frame's
+     * byte after the envelope's 18 and the 1-byte count of 36 parameters); ?sparse=0 the
+     * dense body; anything else refused */
+    {
+        char sparse_etag[80];
+        size_t dense_len;
+        snprintf(path, sizeof path, "/v1/models/2?task=%lld&base=1&sparse=0", (long long)task);
+        ah_dev_call(&f, &dev[0], "GET", path, NULL, 0, NULL, 0, &r);
+        assert_int_equal(r.status, 200);
+        assert_int_equal((uint8_t)r.body[19], 1); /* Zstandard */
+        dense_len = r.len;
+        ah_resp_free(&r);
+        snprintf(path, sizeof path, "/v1/models/2?task=%lld&base=1&sparse=1", (long long)task);
+        ah_dev_call(&f, &dev[0], "GET", path, NULL, 0, NULL, 0, &r);
+        assert_int_equal(r.status, 200);
+        assert_int_equal((uint8_t)r.body[19], 2); /* sparse */
+        assert_true(r.len < dense_len);
+        ah_resp_free(&r);
+        memset(v2_delta, 0, n * sizeof *v2_delta);
+        ah_download(&f, &dev[0], layout, path, v1, 1, v2_delta, sparse_etag, sizeof sparse_etag);
+        assert_memory_equal(v2, v2_delta, n * sizeof *v2);
+        assert_string_not_equal(sparse_etag, value);
+        snprintf(path, sizeof path, "/v1/models/2?task=%lld&base=1&sparse=yes", (long long)task);
+        ah_dev_call(&f, &dev[0], "GET", path, NULL, 0, NULL, 0, &r);
+        ah_expect_problem(&r, 400, "bad-request");
+        ah_resp_free(&r);
+    }
     /* safetensors: the header describes the layout, the data is v2 */
     snprintf(path, sizeof path, "/v1/models/latest?task=%lld&format=safetensors", (long long)task);
     ah_get(&f, path, NULL, 0, &r);

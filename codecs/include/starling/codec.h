@@ -233,6 +233,17 @@ int sl_frame_encode_model_delta(const sl_layout *layout, const float *params, co
                                 uint64_t base_version, int zstd_level, void **out, size_t *out_len);
 
 /**
+ * sl_frame_encode_model_delta_sparse - as sl_frame_encode_model_delta(), but
+ * the body is the sparse one (coding 2: the positions of the words that
+ * differ, then those XOR words) whenever that is smaller than the dense
+ * body. Decoders before coding 2 reject such a frame (SL_ECORRUPT), so the
+ * coordinator serves it only to a client that asks for it (?sparse=1).
+ */
+int sl_frame_encode_model_delta_sparse(const sl_layout *layout, const float *params,
+                                       const float *base, uint64_t base_version, int zstd_level,
+                                       void **out, size_t *out_len);
+
+/**
  * sl_frame_decode_model - reconstruct the parameters from a MODEL frame
  * (@base NULL) or a MODEL_DELTA frame (@base: the base version's parameters,
  * whose version must equal the frame's base_version, given as

@@ -110,11 +110,39 @@ static void test_worked_example_flat(void **state)
     sl_layout_free(l);
 }
 
+/* The sparse model delta: base all +0.0, w[1] = 0.5, w[4] = -0.25, b[2] = 0.125. */
+static void test_worked_example_sparse_delta(void **state)
+{
+    uint8_t bytes[512];
+    size_t n = read_block("\n## Worked example, sparse delta\n", bytes, sizeof bytes), len;
+    float base[13] = {0}, next[13] = {0}, out[13];
+    sl_layout *l = NULL;
+    sl_frame_header h;
+    void *frame;
+    (void)state;
+    next[1] = 0.5f;
+    next[4] = -0.25f;
+    next[12] = 0.125f;
+    assert_int_equal(sl_layout_parse("w 2 5\nb 3\n", 10, &l), SL_OK);
+    assert_true(n > 20);
+    assert_int_equal(sl_frame_peek_header(bytes, n, &h), SL_OK);
+    assert_int_equal(h.kind, SL_FRAME_MODEL_DELTA);
+    assert_int_equal(sl_frame_decode_model(l, bytes, n, base, 1, out), SL_OK);
+    assert_memory_equal(out, next, sizeof next);
+    /* the encoder writes exactly the documented bytes */
+    assert_int_equal(sl_frame_encode_model_delta_sparse(l, next, base, 1, 3, &frame, &len), SL_OK);
+    assert_int_equal(len, n);
+    assert_memory_equal(frame, bytes, n);
+    free(frame);
+    sl_layout_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example),
         cmocka_unit_test(test_worked_example_flat),
+        cmocka_unit_test(test_worked_example_sparse_delta),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

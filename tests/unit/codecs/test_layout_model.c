@@ -1,7 +1,7 @@
 /* Layouts (fixtures' models, hash, rejections) and lossless model / delta frames. */
 #include <math.h>
 
-#include "../../support/sl_test.h"
+#include "../../support/sl_codec_test.h"
 #include "../../support/sl_fixture.h"
 #include "starling/codec.h"
 
@@ -209,6 +209,129 @@ static void test_model_delta(void **state)
     sl_layout_free(l);
 }
 
+/* The sparse delta body (coding 2): the same model as the dense delta in fewer bytes when a
+ * few per cent of the parameters change; the dense body, byte for byte, when it is smaller;
+ * no change at all; and its own rejections, output untouched. */
+static void test_model_delta_sparse(void **state)
+{
+    sl_layout *l = load_fixture_layout("lenet5");
+    size_t n = (size_t)sl_layout_params(l), dlen, slen, hdr, vn, at;
+    float *base = random_params(n, 21, 0.1f), *next = malloc(n * sizeof *next);
+    float *out = malloc(n * sizeof *out);
+    uint64_t seed = 17;
+    uint8_t *dense, *sparse, *edit;
+    (void)state;
+    /* 5% of the weights move, as an aggregate of sparse updates moves them */
+    memcpy(next, base, n * sizeof *next);
+    for (size_t j = 0; j < n / 20; j++)
+        next[sl_test_rand(&seed) % n] += 0.001f * (float)(1 + (int)(sl_test_rand(&seed) % 7));
+    assert_int_equal(sl_frame_encode_model_delta(l, next, base, 7, 3, (void **)&dense, &dlen),
+                     SL_OK);
+    assert_int_equal(
+        sl_frame_encode_model_delta_sparse(l, next, base, 7, 3, (void **)&sparse, &slen), SL_OK);
+    assert_true(slen * 4 < dlen * 3); /* at least a quarter smaller */
+    assert_int_equal(sl_frame_decode_model(l, sparse, slen, base, 7, out), SL_OK);
+    assert_memory_equal(out, next, n * sizeof *out);
+    hdr = 16 + 1 + 1; /* envelope to the body: magic .. layout hash, base 7, round 0 */
+    vn = n < 128 ? 1 : n < 16384 ? 2 : 3; /* the varint of n */
+    assert_true(n < 2097152);
+    assert_int_equal(sparse[5], SL_FRAME_MODEL_DELTA);
+    assert_int_equal(sparse[hdr + vn], 2); /* varint n, then coding 2 */
+    /* the wrong base version: refused, output untouched */
+    memset(out, 0, n * sizeof *out);
+    assert_int_equal(sl_frame_decode_model(l, sparse, slen, base, 6, out), SL_ELAYOUT);
+    /* every truncation and every flipped bit (the CRC's or the body's checks) */
+    for (size_t cut = 0; cut < slen; cut++)
+        assert_int_not_equal(sl_frame_decode_model(l, sparse, cut, base, 7, out), SL_OK);
+    for (size_t i = 0; i < slen; i += 7) {
+        sparse[i] ^= 0x10;
+        assert_int_not_equal(sl_frame_decode_model(l, sparse, slen, base, 7, out), SL_OK);
+        sparse[i] ^= 0x10;
+    }
+    for (size_t i = 0; i < n; i++)
+        assert_true(out[i] == 0.0f); /* never written */
+    free(dense);
+    free(sparse);
+
+    /* every weight moves: the dense body is smaller, and the frame is the dense delta's */
+    for (size_t i = 0; i < n; i++)
+        next[i] = base[i] * 1.5f + 0.01f;
+    assert_int_equal(sl_frame_encode_model_delta(l, next, base, 7, 3, (void **)&dense, &dlen),
+                     SL_OK);
+    assert_int_equal(
+        sl_frame_encode_model_delta_sparse(l, next, base, 7, 3, (void **)&sparse, &slen), SL_OK);
+    assert_int_equal(slen, dlen);
+    assert_memory_equal(sparse, dense, dlen);
+    free(dense);
+    free(sparse);
+
+    /* no change: the count 0 alone, decoding to the base */
+    assert_int_equal(
+        sl_frame_encode_model_delta_sparse(l, base, base, 7, 3, (void **)&sparse, &slen), SL_OK);
+    assert_int_equal(slen, hdr + vn + 1 + 1 + 4); /* varint n, coding, m = 0, CRC */
+    assert_int_equal(sl_frame_decode_model(l, sparse, slen, base, 7, out), SL_OK);
+    assert_memory_equal(out, base, n * sizeof *out);
+    /* a byte after m = 0 */
+    edit = malloc(slen + 1);
+    memcpy(edit, sparse, slen - 4);
+    edit[slen - 4] = 0;
+    sl_test_fix_crc(edit, slen + 1);
+    memset(out, 0, n * sizeof *out);
+    assert_int_equal(sl_frame_decode_model(l, edit, slen + 1, base, 7, out), SL_ECORRUPT);
+    free(edit);
+    free(sparse);
+
+    /* one changed word: m above n, a zero word, coding 2 in a full model */
+    memcpy(next, base, n * sizeof *next);
+    next[5] = base[5] + 1.0f;
+    assert_int_equal(
+        sl_frame_encode_model_delta_sparse(l, next, base, 7, 3, (void **)&sparse, &slen), SL_OK);
+    /* body: n, coding 2, m 1, a position coding, its parameter, the section's size, the
+     * section, then the coded part (tag 0, the word) and the CRC */
+    at = hdr + vn + 2; /* the position coding */
+    assert_int_equal(sparse[hdr + vn + 1], 1);
+    assert_int_equal(slen, at + 3 + sparse[at + 2] + 1 + 4 + 4);
+    assert_int_equal(sl_frame_decode_model(l, sparse, slen, base, 7, out), SL_OK);
+    assert_memory_equal(out, next, n * sizeof *out);
+    edit = malloc(slen);
+    memset(out, 0, n * sizeof *out);
+    memcpy(edit, sparse, slen);
+    memset(edit + slen - 8, 0, 4); /* the word: zero */
+    sl_test_fix_crc(edit, slen);
+    assert_int_equal(sl_frame_decode_model(l, edit, slen, base, 7, out), SL_ECORRUPT);
+    memcpy(edit, sparse, slen);
+    edit[5] = SL_FRAME_MODEL; /* coding 2 in a model frame */
+    sl_test_fix_crc(edit, slen);
+    assert_int_equal(sl_frame_decode_model(l, edit, slen, NULL, 0, out), SL_ECORRUPT);
+    memcpy(edit, sparse, slen);
+    edit[at + 2] = 0x7f; /* position section bytes: past the body */
+    sl_test_fix_crc(edit, slen);
+    assert_int_equal(sl_frame_decode_model(l, edit, slen, base, 7, out), SL_ETRUNCATED);
+    memcpy(edit, sparse, slen);
+    edit[at] = 9; /* an unknown position coding */
+    sl_test_fix_crc(edit, slen);
+    assert_int_equal(sl_frame_decode_model(l, edit, slen, base, 7, out), SL_ECORRUPT);
+    memcpy(edit, sparse, slen);
+    edit[slen - 9] = 1; /* the coded part's tag: 1 (Zstandard), but no zstd frame follows */
+    sl_test_fix_crc(edit, slen);
+    assert_int_not_equal(sl_frame_decode_model(l, edit, slen, base, 7, out), SL_OK);
+    /* m above n: n + 1, a 3-byte varint, and the CRC */
+    memcpy(edit, sparse, hdr + vn + 1);
+    edit[hdr + vn + 1] = (uint8_t)(((n + 1) & 0x7f) | 0x80);
+    edit[hdr + vn + 2] = (uint8_t)((((n + 1) >> 7) & 0x7f) | 0x80);
+    edit[hdr + vn + 3] = (uint8_t)((n + 1) >> 14);
+    sl_test_fix_crc(edit, hdr + vn + 8);
+    assert_int_equal(sl_frame_decode_model(l, edit, hdr + vn + 8, base, 7, out), SL_ECOUNT);
+    for (size_t i = 0; i < n; i++)
+        assert_true(out[i] == 0.0f); /* never written */
+    free(edit);
+    free(sparse);
+    free(base);
+    free(next);
+    free(out);
+    sl_layout_free(l);
+}
+
 static void test_model_rejections(void **state)
 {
     sl_layout *l = load_fixture_layout("logreg"), *other = load_fixture_layout("lenet5");
@@ -249,7 +372,8 @@ int main(void)
         cmocka_unit_test(test_fixture_layouts),    cmocka_unit_test(test_hash_is_stable),
         cmocka_unit_test(test_hash_distinguishes), cmocka_unit_test(test_layout_rejections),
         cmocka_unit_test(test_model_roundtrip),    cmocka_unit_test(test_model_overhead_bound),
-        cmocka_unit_test(test_model_delta),        cmocka_unit_test(test_model_rejections),
+        cmocka_unit_test(test_model_delta),        cmocka_unit_test(test_model_delta_sparse),
+        cmocka_unit_test(test_model_rejections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
