@@ -297,10 +297,28 @@ void test_complete_round(void **state)
         ah_download(&f, &dev[0], layout, path, v1, 1, v2_delta, sparse_etag, sizeof sparse_etag);
         assert_memory_equal(v2, v2_delta, n * sizeof *v2);
         assert_string_not_equal(sparse_etag, value);
-        snprintf(path, sizeof path, "/v1/models/2?task=%lld&base=1&sparse=yes", (long long)task);
-        ah_dev_call(&f, &dev[0], "GET", path, NULL, 0, NULL, 0, &r);
-        ah_expect_problem(&r, 400, "bad-request");
-        ah_resp_free(&r);
+        /* refused whatever the value's length, and before a body is made: a value too long
+         * for the parser's buffer, an empty one */
+        {
+            static const char *const bad[] = {"yes", "11111111111111111111111111111111", "", "2"};
+            for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+                snprintf(path, sizeof path, "/v1/models/2?task=%lld&base=1&sparse=%s",
+                         (long long)task, bad[i]);
+                ah_dev_call(&f, &dev[0], "GET", path, NULL, 0, NULL, 0, &r);
+                ah_expect_problem(&r, 400, "bad-request");
+                ah_resp_free(&r);
+            }
+        }
+        /* without a base there is no delta: ?sparse=1 gets the full model, the same bytes and
+         * ETag as without it */
+        {
+            char full_etag[80];
+            snprintf(path, sizeof path, "/v1/models/2?task=%lld&sparse=1", (long long)task);
+            memset(v2_delta, 0, n * sizeof *v2_delta);
+            ah_download(&f, &dev[0], layout, path, NULL, 0, v2_delta, full_etag, sizeof full_etag);
+            assert_memory_equal(v2, v2_delta, n * sizeof *v2);
+            assert_string_equal(full_etag, etag);
+        }
     }
     /* safetensors: the header describes the layout, the data is v2 */
     snprintf(path, sizeof path, "/v1/models/latest?task=%lld&format=safetensors", (long long)task);
