@@ -36,6 +36,7 @@ void sl_client_response_free(sl_client_response *r)
     r->upload_offset = -1;
     r->retry_after_s = -1;
     r->content_length = -1;
+    r->model_version = -1;
 }
 
 int sl__parse_u64(const char *s, size_t n, uint64_t *out)
@@ -97,6 +98,7 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *userdata)
         r->upload_offset = -1;
         r->retry_after_s = -1;
         r->content_length = -1;
+        r->model_version = -1;
         x->to_sink = 0;
         const char *sp = memchr(buf, ' ', n);
         if (sp != NULL && (size_t)(buf + n - sp) > 3) {
@@ -143,6 +145,9 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *userdata)
             sl__parse_u64(v, vlen, &num) == 0 && num <= INT64_MAX ? (int64_t)num : -1;
     else if (name_is(buf, name_len, "Content-Length"))
         r->content_length =
+            sl__parse_u64(v, vlen, &num) == 0 && num <= INT64_MAX ? (int64_t)num : -1;
+    else if (name_is(buf, name_len, "X-Starling-Model-Version"))
+        r->model_version =
             sl__parse_u64(v, vlen, &num) == 0 && num <= INT64_MAX ? (int64_t)num : -1;
     else if (name_is(buf, name_len, "Retry-After")) /* an HTTP-date is ignored */
         r->retry_after_s =
@@ -423,6 +428,7 @@ static int attempt_once(sl_client *c, const sl__request *rq, sl_client_response 
     r.upload_offset = -1;
     r.retry_after_s = -1;
     r.content_length = -1;
+    r.model_version = -1;
     xfer x = {.resp = &r,
               .max_body = rq->max_body > 0 ? rq->max_body : c->max_response_bytes,
               .sink = rq->sink};

@@ -5,7 +5,7 @@
  * It speaks as the operator (admin bearer token), as the server expects
  * for metrics that become the version's own (api/server/devices.c: a
  * signed device's metrics go to its round's statistics instead). It polls
- * GET /v1/models/latest?task=T with If-None-Match, then walks every
+ * HEAD /v1/models/latest?task=T with If-None-Match, then walks every
  * version after the last one it reported (state_dir/evaluated), fetching
  * each as a delta from the one before when it can (the same download path
  * and model cache as a device), evaluates, and POSTs
@@ -21,15 +21,49 @@
 
 #define EVAL_BATCH 500
 
-/* The version number of the task's latest model (from the frame's header). */
+/*
+ * The version number of the task's latest model: HEAD /v1/models/latest with If-None-Match
+ * (@etag, the last one seen; SL_EEXIST on 304: nothing new), the version from the
+ * X-Starling-Model-Version header. The model itself is fetched by version after, as a delta
+ * from the one before, so finding out that there is a new one costs no model bytes. A server
+ * that does not name the version in the header gets the GET of the whole frame, whose header
+ * does.
+ */
 static int latest_version(sl_agent *a, char *etag, size_t cap, int64_t *out)
 {
-    char path[96];
+    char path[96], inm[SL_CLIENT_HEADER_MAX + 32];
+    const char *headers[2] = {NULL, NULL};
     sl_client_download_state d;
     sl_client_response r;
     sl_frame_header h;
     int rc;
     snprintf(path, sizeof path, "/v1/models/latest?task=%" PRId64, a->o.task_id);
+    if (etag[0] != '\0') {
+        snprintf(inm, sizeof inm, "If-None-Match: %s", etag);
+        headers[0] = inm;
+    }
+    memset(&r, 0, sizeof r);
+    rc = sl_client_request(a->client, "HEAD", path, NULL, 0, NULL, headers, &r);
+    if (rc != SL_OK)
+        return rc;
+    if (r.status == 304) {
+        sl_client_response_free(&r);
+        return SL_EEXIST; /* nothing new */
+    }
+    if (r.status != 200) {
+        /* a HEAD answer has no body to explain itself: a bare status */
+        sl_log(SL_LOG_WARN, "evaluator", "latest model: HTTP %ld", r.status);
+        rc = r.status == 401 || r.status == 403 ? SL_EPERM : SL_EBUSY;
+        sl_client_response_free(&r);
+        return rc;
+    }
+    if (r.model_version > 0 && r.etag[0] != '\0') {
+        snprintf(etag, cap, "%s", r.etag);
+        *out = r.model_version;
+        sl_client_response_free(&r);
+        return SL_OK;
+    }
+    sl_client_response_free(&r);
     sl_client_download_state_init(&d);
     rc = sl_client_download(a->client, path, etag[0] ? etag : NULL, &d, &r);
     if (rc != SL_OK) {

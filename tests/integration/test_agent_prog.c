@@ -106,6 +106,37 @@ void test_tls_ca_and_pin(void **state)
 
 /* ---- the program ------------------------------------------------------------------------- */
 
+/* The coordinator's starling_http_sent_bytes_total (GET /metrics); @len: the size of that
+ * answer's own body, which the next reading counts. */
+static uint64_t sent_bytes(ag_coord *c, size_t *len)
+{
+    sl_client_response r;
+    const char *at;
+    uint64_t v;
+    memset(&r, 0, sizeof r);
+    ag_admin(c, "GET", "/metrics", NULL, &r);
+    assert_int_equal(r.status, 200);
+    at = strstr((const char *)r.body, "\nstarling_http_sent_bytes_total ");
+    assert_non_null(at);
+    v = strtoull(at + strlen("\nstarling_http_sent_bytes_total "), NULL, 10);
+    *len = r.body_len;
+    sl_client_response_free(&r);
+    return v;
+}
+
+/* The size of GET @path (a model frame or delta, as the operator reads it). */
+static uint64_t model_bytes(ag_coord *c, const char *path)
+{
+    sl_client_response r;
+    uint64_t n;
+    memset(&r, 0, sizeof r);
+    ag_admin(c, "GET", path, NULL, &r);
+    assert_int_equal(r.status, 200);
+    n = r.body_len;
+    sl_client_response_free(&r);
+    return n;
+}
+
 void test_program(void **state)
 {
     char dir[512], data_dir[600], fleet_dir[600], eval_dir[600], bad_dir[600], task_s[32];
@@ -170,7 +201,25 @@ void test_program(void **state)
                               "--state-dir",   eval_dir,      "--admin-token-file",
                               c.admin_file,    "--evaluator", "--once",
                               "--log-level",   "warn",        NULL};
+        size_t first_len, second_len;
+        uint64_t before = sent_bytes(&c, &first_len), after, models, full;
+        char path[160];
         assert_int_equal(ag_wait(ag_spawn_agent(args, log), 30000), 0);
+        after = sent_bytes(&c, &second_len);
+        /* what it had to download: version 1 whole, then each version as the sparse delta
+         * from the one before (the devices' path) */
+        snprintf(path, sizeof path, "/v1/models/1?task=%lld", (long long)task);
+        full = models = model_bytes(&c, path);
+        for (int64_t v = 2; v <= version; v++) {
+            snprintf(path, sizeof path, "/v1/models/%lld?task=%lld&base=%lld&sparse=1",
+                     (long long)v, (long long)task, (long long)(v - 1));
+            models += model_bytes(&c, path);
+        }
+        /* and no more than a little JSON beside them (the task's documents, the metrics'
+         * answers): learning that a version is new costs no model bytes (HEAD, not a GET of
+         * the latest model) */
+        assert_true(after - before - first_len >= models);
+        assert_true(after - before - first_len - models < full / 2);
     }
     /* the evaluator's metrics are the version's */
     assert_int_equal(sl_store_get_model(c.store, task, version, &mr), SL_OK);

@@ -125,6 +125,7 @@ typedef struct sl_client_response {
     int64_t upload_offset;  /* Upload-Offset */
     int64_t retry_after_s;  /* Retry-After, when given in seconds */
     int64_t content_length; /* Content-Length */
+    int64_t model_version;  /* X-Starling-Model-Version (GET or HEAD /v1/models/...) */
     char etag[SL_CLIENT_HEADER_MAX];
     char location[SL_CLIENT_HEADER_MAX];
     char content_range[SL_CLIENT_HEADER_MAX];

@@ -865,7 +865,7 @@ static void test_every_op(void **state)
         {
             const cJSON *ref = op_reference_of(ops, e->d_name, index);
             const char *what = item(it, "what")->valuestring;
-            char label[128];
+            char label[320]; /* a file name (up to 255) and the op */
             verdict v;
             if (ref == NULL)
                 fail_msg("%s[%d] (%s) has no reference in ops_ref.json: re-run "
