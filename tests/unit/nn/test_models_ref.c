@@ -865,7 +865,7 @@ static void test_every_op(void **state)
         {
             const cJSON *ref = op_reference_of(ops, e->d_name, index);
             const char *what = item(it, "what")->valuestring;
-            char label[320]; /* a file name (up to 255) and the op */
+            char label[128];
             verdict v;
             if (ref == NULL)
                 fail_msg("%s[%d] (%s) has no reference in ops_ref.json: re-run "
@@ -874,7 +874,7 @@ static void test_every_op(void **state)
             if (strcmp(item(ref, "what")->valuestring, what) != 0)
                 fail_msg("%s[%d] is \"%s\", its reference \"%s\": re-run make_models_ref.py",
                          e->d_name, index, what, item(ref, "what")->valuestring);
-            snprintf(label, sizeof label, "%s[%d] %s", e->d_name, index, what);
+            snprintf(label, sizeof label, "%.80s[%d] %.32s", e->d_name, index, what);
             memset(&v, 0, sizeof v);
             check_op(label, item(it, "spec"), ref, batch, seen, &v);
             for (int c = 0; c < C_COUNT; c++)
