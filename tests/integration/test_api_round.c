@@ -266,6 +266,26 @@ void test_complete_round(void **state)
     snprintf(path, sizeof path, "/v1/models/2?task=%lld", (long long)task);
     ah_download(&f, &dev[0], layout, path, NULL, 0, v2, etag, sizeof etag);
     assert_memory_not_equal(v1, v2, n * sizeof *v1);
+    /* HEAD of the latest: its version and ETag without the bytes (how the evaluator learns
+     * of a new version), 304 with If-None-Match */
+    {
+        char got[80], inm[120];
+        const char *extra[1];
+        snprintf(path, sizeof path, "/v1/models/latest?task=%lld", (long long)task);
+        ah_dev_call(&f, &dev[0], "HEAD", path, NULL, 0, NULL, 0, &r);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(r.len, 0);
+        assert_int_equal(ah_header(&r, "X-Starling-Model-Version", got, sizeof got), 1);
+        assert_string_equal(got, "2");
+        assert_int_equal(ah_header(&r, "ETag", got, sizeof got), 1);
+        assert_string_equal(got, etag);
+        ah_resp_free(&r);
+        snprintf(inm, sizeof inm, "If-None-Match: %s", etag);
+        extra[0] = inm;
+        ah_dev_call(&f, &dev[0], "HEAD", path, NULL, 0, extra, 1, &r);
+        assert_int_equal(r.status, 304);
+        ah_resp_free(&r);
+    }
     snprintf(path, sizeof path, "/v1/models/2?task=%lld&base=1", (long long)task);
     ah_download(&f, &dev[0], layout, path, v1, 1, v2_delta, value, sizeof value);
     assert_memory_equal(v2, v2_delta, n * sizeof *v2);
