@@ -36,6 +36,12 @@
  * p_i = n_i / N, kept as two integer sums, N = sum n_i and NA = sum n_i *
  * round(a_i * 2^32): the same bits in any order and any split. The robust
  * aggregators' statistic of the normalised updates is scaled the same way.
+ * n_i is the samples the update reports: under a time budget those its device
+ * processed, so a cut update weighs its share of the work. FedNova's paper
+ * takes the shares of the data instead; on the heterogeneous fleet those made
+ * the start unstable (a device that ran a few steps counts its large first
+ * steps' direction fully, extrapolated to tau_eff) and ended lower, measured
+ * (README, "Fleets of unequal devices"), so the shares of the work stay.
  *
  * The senders' mean (the task's "sender_mean_rounds", #23): a sparse update
  * sends its own few coordinates, so in the mean over all K updates a

@@ -606,13 +606,9 @@ int sl__agent_train_round(sl_agent *a, const sl__agent_assignment *asg)
         /* the samples it used, by which FedAvg weighs the update: its client's (epochs of
          * the task's, whole); under a time budget the samples it processed, each epoch
          * counted (n a whole epoch, a batch a step of a cut one), so an update cut short
-         * weighs its share of the work and does not dilute the mean of whole ones. Under
-         * FedNova always its client's: FedNova's weights are the devices' shares of the data
-         * (p_i = n_i / N) and the steps enter through the normalisation alone; weights by
-         * the work done would tilt the model toward the fast devices again, the objective
-         * inconsistency FedNova removes */
+         * weighs its share of the work and does not dilute the mean of whole ones */
         uint64_t b = batch < n ? batch : n, used = n;
-        if (asg->max_steps > 0 && !asg->fednova)
+        if (asg->max_steps > 0)
             used = (steps / per_epoch) * n + (steps % per_epoch) * b;
         rc = prepare(a, asg, params, used > UINT32_MAX ? UINT32_MAX : (uint32_t)used,
                      steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps);
