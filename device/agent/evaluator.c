@@ -24,18 +24,16 @@
 /*
  * The version number of the task's latest model: HEAD /v1/models/latest with If-None-Match
  * (@etag, the last one seen; SL_EEXIST on 304: nothing new), the version from the
- * X-Starling-Model-Version header. The model itself is fetched by version after, as a delta
- * from the one before, so finding out that there is a new one costs no model bytes. A server
- * that does not name the version in the header gets the GET of the whole frame, whose header
- * does.
+ * X-Starling-Model-Version header (every coordinator's models endpoint sends it, and its
+ * ETag). The model itself is fetched by version after, as a delta from the one before, so
+ * finding out that there is a new one costs no model bytes. An answer without them is
+ * SL_ECORRUPT: nothing is kept, the loop retries later.
  */
 static int latest_version(sl_agent *a, char *etag, size_t cap, int64_t *out)
 {
     char path[96], inm[SL_CLIENT_HEADER_MAX + 32];
     const char *headers[2] = {NULL, NULL};
-    sl_client_download_state d;
     sl_client_response r;
-    sl_frame_header h;
     int rc;
     snprintf(path, sizeof path, "/v1/models/latest?task=%" PRId64, a->o.task_id);
     if (etag[0] != '\0') {
@@ -47,52 +45,19 @@ static int latest_version(sl_agent *a, char *etag, size_t cap, int64_t *out)
     if (rc != SL_OK)
         return rc;
     if (r.status == 304) {
-        sl_client_response_free(&r);
-        return SL_EEXIST; /* nothing new */
-    }
-    if (r.status != 200) {
+        rc = SL_EEXIST; /* nothing new */
+    } else if (r.status != 200) {
         /* a HEAD answer has no body to explain itself: a bare status */
         sl_log(SL_LOG_WARN, "evaluator", "latest model: HTTP %ld", r.status);
         rc = r.status == 401 || r.status == 403 ? SL_EPERM : SL_EBUSY;
-        sl_client_response_free(&r);
-        return rc;
-    }
-    if (r.model_version > 0 && r.etag[0] != '\0') {
+    } else if (r.model_version < 1 || r.etag[0] == '\0') {
+        sl_log(SL_LOG_WARN, "evaluator", "latest model: no X-Starling-Model-Version or ETag");
+        rc = SL_ECORRUPT;
+    } else {
         snprintf(etag, cap, "%s", r.etag);
         *out = r.model_version;
-        sl_client_response_free(&r);
-        return SL_OK;
     }
     sl_client_response_free(&r);
-    sl_client_download_state_init(&d);
-    rc = sl_client_download(a->client, path, etag[0] ? etag : NULL, &d, &r);
-    if (rc != SL_OK) {
-        sl_client_download_state_reset(&d);
-        return rc;
-    }
-    if (r.status == 304) {
-        sl_client_response_free(&r);
-        sl_client_download_state_reset(&d);
-        return SL_EEXIST; /* nothing new */
-    }
-    if (r.status != 200) {
-        char why[160];
-        sl_log(SL_LOG_WARN, "evaluator", "latest model: %s",
-               sl__agent_failure(SL_OK, &r, why, sizeof why));
-        rc = r.status == 401 || r.status == 403 ? SL_EPERM : SL_EBUSY;
-        sl_client_response_free(&r);
-        sl_client_download_state_reset(&d);
-        return rc;
-    }
-    sl_client_response_free(&r);
-    rc = sl_frame_peek_header(d.data, d.len, &h);
-    if (rc == SL_OK && h.kind != SL_FRAME_MODEL)
-        rc = SL_ECORRUPT;
-    if (rc == SL_OK) {
-        snprintf(etag, cap, "%s", d.etag);
-        *out = (int64_t)h.base_version;
-    }
-    sl_client_download_state_reset(&d);
     return rc;
 }
 

@@ -103,6 +103,41 @@ static void script_handler(void *ctx, mh_conn *conn, const mh_request *rq)
 
 /* ---------------------------------------------------------------- requests */
 
+/* X-Starling-Model-Version (what the evaluator's HEAD of the latest model reads): a decimal
+ * number; anything else, too large for int64 or absent reads as -1. */
+static void test_model_version_header(void **state)
+{
+    (void)state;
+    static const step steps[] = {
+        {200, "ETag: \"m\"\r\nX-Starling-Model-Version: 12\r\n", NULL, 0, 0, 0},
+        {200, "X-Starling-Model-Version: 12a\r\n", NULL, 0, 0, 0},
+        {200, "X-Starling-Model-Version: 99999999999999999999999\r\n", NULL, 0, 0, 0},
+        {200, "X-Starling-Model-Version: -3\r\n", NULL, 0, 0, 0},
+        {200, NULL, NULL, 0, 0, 0}};
+    static const int64_t want[] = {12, -1, -1, -1, -1};
+    script s = {.steps = steps, .nsteps = 5};
+    mh_server *srv = mh_start(script_handler, &s, NULL);
+    sleeps sl = {0};
+    char url[64];
+    sl_client_options o;
+    test_options(&o, url, sizeof url, "http", mh_port(srv), &sl);
+    sl_client *c = make_client(&o);
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        sl_client_response r;
+        assert_int_equal(
+            sl_client_request(c, "HEAD", "/v1/models/latest?task=1", NULL, 0, NULL, NULL, &r),
+            SL_OK);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(r.body_len, 0);
+        assert_int_equal(r.model_version, want[i]);
+        sl_client_response_free(&r);
+        assert_int_equal(r.model_version, -1);
+    }
+    mh_stop(srv);
+    assert_string_equal(s.cap[0].method, "HEAD");
+    sl_client_free(c);
+}
+
 static void test_get_reads_headers_and_body(void **state)
 {
     (void)state;
@@ -598,6 +633,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_get_reads_headers_and_body),
+        cmocka_unit_test(test_model_version_header),
         cmocka_unit_test(test_retry_503_honours_retry_after),
         cmocka_unit_test(test_retry_gives_up_with_jittered_backoff),
         cmocka_unit_test(test_body_not_as_announced_is_retried),
