@@ -41,6 +41,8 @@ static int usage(FILE *out)
             "      the engine and store at fleet size, simulated clock and devices, no HTTP\n"
             "  bench aggregate --store FILE\n"
             "      a store's rounds aggregated in fixed point and in doubles, side by side\n"
+            "  bench positions --store FILE\n"
+            "      what a store's sparse updates' positions cost, beside splits both ends know\n"
             "  status [--url U] [--token-file F] [--task N] [--watch]\n"
             "      each task's current round and its recent rounds\n"
             "  rounds [--task N] [--limit N] [--offset N] [--json]\n"
@@ -106,10 +108,15 @@ int main(int argc, char **argv)
         static const struct {
             const char *name;
             bench_fn fn;
-        } benches[] = {
-            {"codec", sl_bench_codec},         {"store", sl_bench_store}, {"gemm", sl_bench_gemm},
-            {"train", sl_bench_train},         {"api", sl_bench_api},     {"fl", sl_bench_fl},
-            {"aggregate", sl_bench_aggregate}, {"scale", sl_bench_scale}};
+        } benches[] = {{"codec", sl_bench_codec},
+                       {"store", sl_bench_store},
+                       {"gemm", sl_bench_gemm},
+                       {"train", sl_bench_train},
+                       {"api", sl_bench_api},
+                       {"fl", sl_bench_fl},
+                       {"aggregate", sl_bench_aggregate},
+                       {"scale", sl_bench_scale},
+                       {"positions", sl_bench_positions}};
         for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
             if (strcmp(argv[2], benches[i].name) == 0 && wants_help(argc - 2, argv + 2))
                 return bench_help(benches[i].fn);
@@ -129,6 +136,8 @@ int main(int argc, char **argv)
             return sl_bench_aggregate(argc - 3, argv + 3);
         if (strcmp(argv[2], "scale") == 0)
             return sl_bench_scale(argc - 3, argv + 3);
+        if (strcmp(argv[2], "positions") == 0)
+            return sl_bench_positions(argc - 3, argv + 3);
         fprintf(stderr, "starling bench: unknown benchmark '%s'\n", argv[2]);
         return 2;
     }

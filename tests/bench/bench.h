@@ -44,6 +44,14 @@ int sl_bench_store(int argc, char **argv);
 int sl_bench_aggregate(int argc, char **argv);
 
 /**
+ * sl_bench_positions - `starling bench positions --store FILE`: the positions of a
+ * coordinator's stored sparse updates, bits a position as the frames sent them beside the
+ * ideal costs of coding them as subsets of splits that both ends know (the tensors, the
+ * last aggregate's support, the device's previous update; tests/bench/bench_positions.c).
+ */
+int sl_bench_positions(int argc, char **argv);
+
+/**
  * sl_bench_scale - `starling bench scale --simulate [--devices N]
  * [--per-round K] [--rounds R] [--params P] [--density D] [--dir DIR]
  * [--json]`: the engine and store with a simulated clock and simulated

@@ -695,6 +695,41 @@ static void test_bench_fl_smoke(void **state)
     free(out);
     assert_int_equal(RUN(NULL, NULL, "bench", "aggregate"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "aggregate", "--store"), 2);
+    /* bench positions on the sparse run's store: round 2's 10 updates (round 1 has no
+     * aggregate before it); a split costs at most the uniform subset plus its counts */
+    snprintf(data, sizeof data, "%s/k1-ternary/data/starling.db", runs);
+    if (RUN(NULL, &out, "bench", "positions", "--store", data) != 0)
+        fail_msg("starling bench positions failed: %s", out);
+    if (strstr(out, ": 1 rounds after the first aggregate, 10 updates, ") == NULL)
+        fail_msg("bench positions: not round 2's 10 updates:\n%s", out);
+    {
+        static const char *const rows[] = {"the frames, as sent (adaptive coder)",
+                                           "uniform: log2 C(d, k)",
+                                           "split by tensor",
+                                           "split by the last aggregate's support",
+                                           "split by the device's previous update",
+                                           "split by tensor and the last aggregate's support"};
+        double bits[6], k = 0;
+        const char *p = strstr(out, "updates, ");
+        assert_non_null(p);
+        assert_int_equal(sscanf(p, "updates, %lf positions", &k), 1);
+        assert_true(k >= 1);
+        for (int i = 0; i < 6; i++) {
+            const char *row = strstr(out, rows[i]);
+            if (row == NULL || sscanf(row + strlen(rows[i]), "%lf", &bits[i]) != 1)
+                fail_msg("bench positions: no \"%s\" row:\n%s", rows[i], out);
+            assert_true(bits[i] > 0 && bits[i] < 32);
+        }
+        /* Vandermonde: a split into two parts costs at most log2 C(d, k) plus one count
+         * (log2(k + 1) bits over k positions); the device's previous update is round 1's */
+        assert_true(bits[3] <= bits[1] + log2(k + 1) / k + 1e-9);
+        assert_true(bits[4] <= bits[1] + log2(k + 1) / k + 1e-9);
+    }
+    free(out);
+    assert_int_equal(RUN(NULL, &out, "bench", "positions", "--store", g_dir), 1); /* not a store */
+    free(out);
+    assert_int_equal(RUN(NULL, NULL, "bench", "positions"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "positions", "--store"), 2);
     /* bench scale: malformed options are refused (exit 2) before anything runs */
     assert_int_equal(RUN(NULL, NULL, "bench", "scale", "--devices", "100"), 2); /* no --simulate */
     assert_int_equal(RUN(NULL, NULL, "bench", "scale", "--simulate", "--density", "0.5x"), 2);

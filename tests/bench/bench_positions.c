@@ -1,0 +1,311 @@
+/*
+ * bench_positions.c - `starling bench positions --store FILE`: what the
+ * positions of a real run's sparse updates cost as sent, against what they
+ * would cost if the coordinator and the device coded them knowing something
+ * both hold.
+ *
+ * A sparse update names k of the model's d coordinates. The frames code the
+ * positions with the adaptive range coder (codecs/FORMAT.md), which learns
+ * the gaps' distribution. Its figure is set beside ideal costs (bits a
+ * position, no coder's overhead) of coding the same set as subsets of a
+ * split of the coordinates that both ends know before the update is sent:
+ *
+ *   uniform     log2 C(d, k): any k-subset alike
+ *   tensors     the subset of each tensor, and the counts per tensor
+ *   aggregate   the coordinates that the round's base model changed against
+ *               the version before it (the last aggregate's support: what a
+ *               device that held that version downloaded as a sparse delta),
+ *               and the rest
+ *   own         the coordinates the same device sent in its previous update
+ *               in the store, and the rest
+ *   both        tensors, each split by the last aggregate's support
+ *
+ * A split into parts of sizes s_j holding a_j of the positions costs
+ * sum_j log2 C(s_j, a_j) plus log2(k + 1) for each part's count after the
+ * first. That is never more than log2 C(d, k) plus the counts (every term of
+ * Vandermonde's sum C(d, k) = sum_a C(s, a) C(d - s, k - a) is at most the
+ * sum), so a split saves what the positions' correlation with it is worth.
+ * Rounds whose base is the first version (no aggregate before) are skipped.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "bench.h"
+#include "starling/codec.h"
+
+enum { POS_FRAME, POS_UNIFORM, POS_TENSORS, POS_AGG, POS_OWN, POS_BOTH, POS_KINDS };
+
+static const char *const pos_names[POS_KINDS] = {
+    "the frames, as sent (adaptive coder)",
+    "uniform: log2 C(d, k)",
+    "split by tensor",
+    "split by the last aggregate's support",
+    "split by the device's previous update",
+    "split by tensor and the last aggregate's support"};
+
+typedef struct pos_totals {
+    uint64_t rounds, updates, positions, in_agg, in_own, agg_size;
+    double bits[POS_KINDS];
+} pos_totals;
+
+typedef struct pos_ctx {
+    const sl_layout *l;
+    size_t d;
+    uint8_t *agg;  /* [d] 1: the base model changed this coordinate against the version before */
+    uint8_t *cur;  /* [d] the update's positions */
+    uint8_t *prev; /* [devices * d] each device's previous positions (0 when none yet) */
+    uint8_t *seen; /* [devices] a previous update is known */
+    int64_t devices;
+} pos_ctx;
+
+static double log2_choose(double n, double k)
+{
+    if (k <= 0 || k >= n)
+        return 0;
+    return (lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)) / log(2.0);
+}
+
+/* The cost of coding @cur's k positions in [from, to) as subsets of the parts @mark splits
+ * them into (NULL: one part), without the parts' counts. */
+static double split_bits(const uint8_t *cur, const uint8_t *mark, size_t from, size_t to)
+{
+    size_t in_size = 0, in_k = 0, k = 0;
+    for (size_t j = from; j < to; j++) {
+        k += cur[j];
+        if (mark != NULL && mark[j]) {
+            in_size++;
+            in_k += cur[j];
+        }
+    }
+    return log2_choose((double)in_size, (double)in_k) +
+           log2_choose((double)(to - from - in_size), (double)(k - in_k));
+}
+
+static int read_model(sqlite3_stmt *st, int64_t task, int64_t version, const sl_layout *l,
+                      float *out)
+{
+    int rc = SL_ENOENT;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, task);
+    sqlite3_bind_int64(st, 2, version);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        rc = sl_frame_decode_model(l, sqlite3_column_blob(st, 0),
+                                   (size_t)sqlite3_column_bytes(st, 0), NULL, 0, out);
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* One update of a round whose base has an aggregate before it (@use: add to the totals). */
+static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len, int use,
+                      pos_totals *tot)
+{
+    sl_update *u = NULL;
+    size_t k = 0, pos_bytes = 0, tensors = sl_layout_tensors(c->l);
+    double lk;
+    uint8_t *prev;
+    int rc = sl_frame_decode_update(c->l, frame, len, NULL, &u);
+    if (rc != SL_OK)
+        return rc;
+    if (device < 0 || device >= c->devices) {
+        sl_update_free(u);
+        return SL_ERANGE;
+    }
+    prev = c->prev + (size_t)device * c->d;
+    memset(c->cur, 0, c->d);
+    for (size_t t = 0; t < u->tensors; t++) {
+        const sl_tensor_desc *td = sl_layout_tensor(c->l, t);
+        for (size_t i = 0; i < u->n[t]; i++)
+            c->cur[td->offset + u->idx[t][i]] = 1;
+        k += u->n[t];
+        pos_bytes += u->pos_bytes[t];
+    }
+    if (use && k > 0) {
+        lk = log2((double)k + 1);
+        tot->updates++;
+        tot->positions += k;
+        tot->bits[POS_FRAME] += 8.0 * (double)pos_bytes;
+        tot->bits[POS_UNIFORM] += split_bits(c->cur, NULL, 0, c->d);
+        tot->bits[POS_AGG] += split_bits(c->cur, c->agg, 0, c->d) + lk;
+        if (c->seen[device])
+            tot->bits[POS_OWN] += split_bits(c->cur, prev, 0, c->d) + lk;
+        else /* no previous update: the uniform cost */
+            tot->bits[POS_OWN] += split_bits(c->cur, NULL, 0, c->d);
+        for (size_t t = 0; t < tensors; t++) {
+            const sl_tensor_desc *td = sl_layout_tensor(c->l, t);
+            size_t to = (size_t)(td->offset + td->count);
+            tot->bits[POS_TENSORS] += split_bits(c->cur, NULL, (size_t)td->offset, to);
+            tot->bits[POS_BOTH] += split_bits(c->cur, c->agg, (size_t)td->offset, to) + lk;
+        }
+        tot->bits[POS_TENSORS] += (double)(tensors - 1) * lk;
+        tot->bits[POS_BOTH] += (double)(tensors - 1) * lk;
+        for (size_t j = 0; j < c->d; j++) {
+            tot->in_agg += c->cur[j] & c->agg[j];
+            tot->in_own += c->seen[device] ? c->cur[j] & prev[j] : 0;
+        }
+    }
+    memcpy(prev, c->cur, c->d);
+    c->seen[device] = 1;
+    sl_update_free(u);
+    return SL_OK;
+}
+
+static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *tot)
+{
+    sqlite3_stmt *rounds = NULL, *ups = NULL, *model = NULL, *maxdev = NULL;
+    pos_ctx c;
+    float *a = NULL, *b = NULL;
+    int rc = SL_OK;
+    memset(&c, 0, sizeof c);
+    c.l = l;
+    c.d = (size_t)sl_layout_params(l);
+    if (sqlite3_prepare_v2(db,
+                           "SELECT id, base_version FROM rounds WHERE task_id = ?1 AND state = 3 "
+                           "ORDER BY round_no",
+                           -1, &rounds, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "SELECT device_id, frame FROM updates WHERE round_id = ?1 ORDER BY "
+                           "device_id",
+                           -1, &ups, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "SELECT frame FROM model_versions WHERE task_id = ?1 AND version = ?2",
+                           -1, &model, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT COALESCE(MAX(id), 0) FROM devices", -1, &maxdev, NULL) !=
+            SQLITE_OK ||
+        sqlite3_step(maxdev) != SQLITE_ROW) {
+        fprintf(stderr, "starling bench positions: %s\n", sqlite3_errmsg(db));
+        rc = SL_EIO;
+        goto done;
+    }
+    c.devices = sqlite3_column_int64(maxdev, 0) + 1;
+    a = malloc(c.d * sizeof *a);
+    b = malloc(c.d * sizeof *b);
+    c.agg = calloc(c.d, 1);
+    c.cur = calloc(c.d, 1);
+    c.prev = calloc((size_t)c.devices * c.d, 1);
+    c.seen = calloc((size_t)c.devices, 1);
+    if (a == NULL || b == NULL || c.agg == NULL || c.cur == NULL || c.prev == NULL ||
+        c.seen == NULL) {
+        rc = SL_ENOMEM;
+        goto done;
+    }
+    sqlite3_bind_int64(rounds, 1, task);
+    while (rc == SL_OK && sqlite3_step(rounds) == SQLITE_ROW) {
+        int64_t round_id = sqlite3_column_int64(rounds, 0), base = sqlite3_column_int64(rounds, 1);
+        size_t support = 0;
+        int use = base >= 2 && read_model(model, task, base, l, a) == SL_OK &&
+                  read_model(model, task, base - 1, l, b) == SL_OK;
+        if (use) {
+            for (size_t j = 0; j < c.d; j++) {
+                c.agg[j] = memcmp(&a[j], &b[j], sizeof a[j]) != 0;
+                support += c.agg[j];
+            }
+        }
+        sqlite3_reset(ups);
+        sqlite3_bind_int64(ups, 1, round_id);
+        while (rc == SL_OK && sqlite3_step(ups) == SQLITE_ROW) {
+            uint64_t before = tot->updates;
+            rc = one_update(&c, sqlite3_column_int64(ups, 0), sqlite3_column_blob(ups, 1),
+                            (size_t)sqlite3_column_bytes(ups, 1), use, tot);
+            if (tot->updates > before)
+                tot->agg_size += support;
+        }
+        tot->rounds += use;
+    }
+done:
+    sqlite3_finalize(rounds);
+    sqlite3_finalize(ups);
+    sqlite3_finalize(model);
+    sqlite3_finalize(maxdev);
+    free(a);
+    free(b);
+    free(c.agg);
+    free(c.cur);
+    free(c.prev);
+    free(c.seen);
+    return rc;
+}
+
+int sl_bench_positions(int argc, char **argv)
+{
+    const char *path = NULL;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *tasks = NULL;
+    int status = 0;
+
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fprintf(stderr,
+                    "usage: starling bench positions --store FILE\n"
+                    "  the positions of a coordinator's stored sparse updates: bits a position\n"
+                    "  as the frames sent them, beside the ideal costs of coding them as\n"
+                    "  subsets of splits both ends know (tensors, the last aggregate's\n"
+                    "  support, the device's previous update)\n");
+            return 0;
+        }
+        if (strcmp(argv[i], "--store") == 0 && i + 1 < argc) {
+            path = argv[++i];
+        } else {
+            fprintf(stderr, "starling bench positions: unknown or incomplete option '%s'\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    if (path == NULL) {
+        fprintf(stderr, "usage: starling bench positions --store FILE (a coordinator's store: "
+                        "what its updates' positions cost)\n");
+        return 2;
+    }
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT id, name, layout FROM tasks ORDER BY id", -1, &tasks,
+                           NULL) != SQLITE_OK) {
+        fprintf(stderr, "starling bench positions: %s: %s\n", path, sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return 1;
+    }
+    while (sqlite3_step(tasks) == SQLITE_ROW) {
+        int64_t task = sqlite3_column_int64(tasks, 0);
+        const char *name = (const char *)sqlite3_column_text(tasks, 1);
+        const char *ltext = (const char *)sqlite3_column_text(tasks, 2);
+        sl_layout *l = NULL;
+        pos_totals tot;
+        double k;
+        int rc;
+        memset(&tot, 0, sizeof tot);
+        if (sl_layout_parse(ltext, strlen(ltext), &l) != SL_OK) {
+            fprintf(stderr, "task %" PRId64 ": its layout does not parse\n", task);
+            status = 1;
+            continue;
+        }
+        rc = one_task(db, task, l, &tot);
+        if (rc != SL_OK) {
+            fprintf(stderr, "task %" PRId64 ": %s\n", task, sl_strerror(rc));
+            status = 1;
+        }
+        k = tot.updates ? (double)tot.positions / (double)tot.updates : 0;
+        printf("task %" PRId64 " (%s): %" PRIu64 " rounds after the first aggregate, %" PRIu64
+               " updates, %.1f positions an update (%.3f%% of %" PRIu64 ")\n",
+               task, name, tot.rounds, tot.updates, k, 100.0 * k / (double)sl_layout_params(l),
+               sl_layout_params(l));
+        if (tot.positions > 0) {
+            printf("  the last aggregate's support: %.2f%% of the coordinates, holding %.1f%% of "
+                   "the positions\n",
+                   100.0 * (double)tot.agg_size /
+                       ((double)tot.updates * (double)sl_layout_params(l)),
+                   100.0 * (double)tot.in_agg / (double)tot.positions);
+            printf("  the device's previous update: holding %.1f%% of the positions\n",
+                   100.0 * (double)tot.in_own / (double)tot.positions);
+            printf("  bits a position:\n");
+            for (int i = 0; i < POS_KINDS; i++)
+                printf("    %-50s %6.3f\n", pos_names[i], tot.bits[i] / (double)tot.positions);
+        }
+        sl_layout_free(l);
+    }
+    sqlite3_finalize(tasks);
+    sqlite3_close(db);
+    return status;
+}
