@@ -115,5 +115,7 @@ void ag_base_options(sl_agent_options *o, const ag_coord *c, int64_t task, const
 /* test_agent_prog.c */
 void test_tls_ca_and_pin(void **state);
 void test_program(void **state);
+/* test_agent_eval.c: the evaluator against answers without its headers */
+void test_evaluator_half_answers(void **state);
 
 #endif /* AGENT_HARNESS_H */

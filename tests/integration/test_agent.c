@@ -1010,12 +1010,19 @@ static void test_bandwidth_density(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fold_and_commit),    cmocka_unit_test(test_bandwidth_density),
-        cmocka_unit_test(test_tracking_feedback),  cmocka_unit_test(test_checkin_answer),
-        cmocka_unit_test(test_topk_scope),         cmocka_unit_test(test_pending_scope),
-        cmocka_unit_test(test_tls_ca_and_pin),     cmocka_unit_test(test_fleet),
-        cmocka_unit_test(test_time_budget),        cmocka_unit_test(test_heterogeneous_fleet),
-        cmocka_unit_test(test_cut_every_transfer), cmocka_unit_test(test_program),
+        cmocka_unit_test(test_fold_and_commit),
+        cmocka_unit_test(test_bandwidth_density),
+        cmocka_unit_test(test_tracking_feedback),
+        cmocka_unit_test(test_checkin_answer),
+        cmocka_unit_test(test_topk_scope),
+        cmocka_unit_test(test_pending_scope),
+        cmocka_unit_test(test_tls_ca_and_pin),
+        cmocka_unit_test(test_fleet),
+        cmocka_unit_test(test_time_budget),
+        cmocka_unit_test(test_heterogeneous_fleet),
+        cmocka_unit_test(test_cut_every_transfer),
+        cmocka_unit_test(test_program),
+        cmocka_unit_test(test_evaluator_half_answers),
     };
     const struct CMUnitTest slow[] = {
         cmocka_unit_test(test_fleet_slow),
