@@ -19,6 +19,11 @@
  *   own         the coordinates the same device sent in its previous update
  *               in the store, and the rest
  *   both        tensors, each split by the last aggregate's support
+ *   held        the coordinates that the round's base changed against the base of the
+ *               device's previous update (the version it held: what it downloaded as a
+ *               sparse delta, the last aggregate's support when it took part in the
+ *               round before; a device's first update, downloaded whole, costs the
+ *               uniform subset)
  *
  * A split into parts of sizes s_j holding a_j of the positions costs
  * sum_j log2 C(s_j, a_j) plus log2(k + 1) for each part's count after the
@@ -38,18 +43,18 @@
 #include "bench.h"
 #include "starling/codec.h"
 
-enum { POS_FRAME, POS_UNIFORM, POS_TENSORS, POS_AGG, POS_OWN, POS_BOTH, POS_KINDS };
+enum { POS_FRAME, POS_UNIFORM, POS_TENSORS, POS_AGG, POS_BOTH, POS_HELD, POS_OWN, POS_KINDS };
 
-static const char *const pos_names[POS_KINDS] = {
-    "the frames, as sent (adaptive coder)",
-    "uniform: log2 C(d, k)",
-    "split by tensor",
-    "split by the last aggregate's support",
-    "split by the device's previous update",
-    "split by tensor and the last aggregate's support"};
+static const char *const pos_names[POS_KINDS] = {"the frames, as sent (adaptive coder)",
+                                                 "uniform: log2 C(d, k)",
+                                                 "split by tensor",
+                                                 "split by the last aggregate's support",
+                                                 "split by tensor and the last aggregate's support",
+                                                 "split by the support of the delta it downloaded",
+                                                 "split by the device's previous update"};
 
 typedef struct pos_totals {
-    uint64_t rounds, updates, positions, in_agg, in_own, agg_size;
+    uint64_t rounds, updates, positions, in_agg, in_own, in_held, agg_size, held_size;
     double bits[POS_KINDS];
 } pos_totals;
 
@@ -60,6 +65,13 @@ typedef struct pos_ctx {
     uint8_t *cur;  /* [d] the update's positions */
     uint8_t *prev; /* [devices * d] each device's previous positions (0 when none yet) */
     uint8_t *seen; /* [devices] a previous update is known */
+    int64_t *held; /* [devices] the base version of its previous update */
+    uint8_t *down; /* [d] the support of the delta from held to this round's base */
+    float *base;   /* [d] this round's base model */
+    float *other;  /* [d] scratch: a held version */
+    int64_t base_version;
+    sqlite3_stmt *model;
+    int64_t task;
     int64_t devices;
 } pos_ctx;
 
@@ -125,6 +137,14 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
         pos_bytes += u->pos_bytes[t];
     }
     if (use && k > 0) {
+        size_t down = 0;
+        int have = c->seen[device] && c->held[device] >= 1 && c->held[device] < c->base_version &&
+                   read_model(c->model, c->task, c->held[device], c->l, c->other) == SL_OK;
+        if (have)
+            for (size_t j = 0; j < c->d; j++) {
+                c->down[j] = memcmp(&c->base[j], &c->other[j], sizeof c->base[j]) != 0;
+                down += c->down[j];
+            }
         lk = log2((double)k + 1);
         tot->updates++;
         tot->positions += k;
@@ -135,6 +155,16 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
             tot->bits[POS_OWN] += split_bits(c->cur, prev, 0, c->d) + lk;
         else /* no previous update: the uniform cost */
             tot->bits[POS_OWN] += split_bits(c->cur, NULL, 0, c->d);
+        if (have) {
+            tot->bits[POS_HELD] += split_bits(c->cur, c->down, 0, c->d) + lk;
+            tot->held_size += down;
+            for (size_t j = 0; j < c->d; j++)
+                tot->in_held += c->cur[j] & c->down[j];
+        } else {
+            tot->bits[POS_HELD] += split_bits(c->cur, NULL, 0, c->d);
+            tot->held_size += c->d; /* downloaded whole */
+            tot->in_held += k;
+        }
         for (size_t t = 0; t < tensors; t++) {
             const sl_tensor_desc *td = sl_layout_tensor(c->l, t);
             size_t to = (size_t)(td->offset + td->count);
@@ -150,6 +180,7 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
     }
     memcpy(prev, c->cur, c->d);
     c->seen[device] = 1;
+    c->held[device] = c->base_version;
     sl_update_free(u);
     return SL_OK;
 }
@@ -188,8 +219,14 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
     c.cur = calloc(c.d, 1);
     c.prev = calloc((size_t)c.devices * c.d, 1);
     c.seen = calloc((size_t)c.devices, 1);
+    c.held = calloc((size_t)c.devices, sizeof *c.held);
+    c.down = calloc(c.d, 1);
+    c.other = malloc(c.d * sizeof *c.other);
+    c.model = model;
+    c.task = task;
+    c.base = a;
     if (a == NULL || b == NULL || c.agg == NULL || c.cur == NULL || c.prev == NULL ||
-        c.seen == NULL) {
+        c.seen == NULL || c.held == NULL || c.down == NULL || c.other == NULL) {
         rc = SL_ENOMEM;
         goto done;
     }
@@ -199,6 +236,7 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
         size_t support = 0;
         int use = base >= 2 && read_model(model, task, base, l, a) == SL_OK &&
                   read_model(model, task, base - 1, l, b) == SL_OK;
+        c.base_version = base;
         if (use) {
             for (size_t j = 0; j < c.d; j++) {
                 c.agg[j] = memcmp(&a[j], &b[j], sizeof a[j]) != 0;
@@ -227,6 +265,9 @@ done:
     free(c.cur);
     free(c.prev);
     free(c.seen);
+    free(c.held);
+    free(c.down);
+    free(c.other);
     return rc;
 }
 
@@ -297,6 +338,12 @@ int sl_bench_positions(int argc, char **argv)
                    100.0 * (double)tot.agg_size /
                        ((double)tot.updates * (double)sl_layout_params(l)),
                    100.0 * (double)tot.in_agg / (double)tot.positions);
+            printf("  the delta each device downloaded (from the base of its previous update; "
+                   "whole when none): %.2f%% of the coordinates, holding %.1f%% of the "
+                   "positions\n",
+                   100.0 * (double)tot.held_size /
+                       ((double)tot.updates * (double)sl_layout_params(l)),
+                   100.0 * (double)tot.in_held / (double)tot.positions);
             printf("  the device's previous update: holding %.1f%% of the positions\n",
                    100.0 * (double)tot.in_own / (double)tot.positions);
             printf("  bits a position:\n");
