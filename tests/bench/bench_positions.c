@@ -61,14 +61,16 @@ typedef struct pos_totals {
 typedef struct pos_ctx {
     const sl_layout *l;
     size_t d;
-    uint8_t *agg;  /* [d] 1: the base model changed this coordinate against the version before */
-    uint8_t *cur;  /* [d] the update's positions */
-    uint8_t *prev; /* [devices * d] each device's previous positions (0 when none yet) */
-    uint8_t *seen; /* [devices] a previous update is known */
-    int64_t *held; /* [devices] the base version of its previous update */
-    uint8_t *down; /* [d] the support of the delta from held to this round's base */
-    float *base;   /* [d] this round's base model */
-    float *other;  /* [d] scratch: a held version */
+    uint8_t *agg;    /* [d] 1: the base model changed this coordinate against the version before */
+    uint8_t *cur;    /* [d] the update's positions */
+    uint32_t **prev; /* [devices] each device's previous positions, flat (NULL: none yet) */
+    size_t *nprev;   /* [devices] how many */
+    uint8_t *mark;   /* [d] scratch: one device's previous positions */
+    uint8_t *seen;   /* [devices] a previous update is known */
+    int64_t *held;   /* [devices] the base version of its previous update */
+    uint8_t *down;   /* [d] the support of the delta from held to this round's base */
+    float *base;     /* [d] this round's base model */
+    float *other;    /* [d] scratch: a held version */
     int64_t base_version;
     sqlite3_stmt *model;
     int64_t task;
@@ -119,7 +121,7 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
     sl_update *u = NULL;
     size_t k = 0, pos_bytes = 0, tensors = sl_layout_tensors(c->l);
     double lk;
-    uint8_t *prev;
+    uint32_t *mine;
     int rc = sl_frame_decode_update(c->l, frame, len, NULL, &u);
     if (rc != SL_OK)
         return rc;
@@ -127,7 +129,6 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
         sl_update_free(u);
         return SL_ERANGE;
     }
-    prev = c->prev + (size_t)device * c->d;
     memset(c->cur, 0, c->d);
     for (size_t t = 0; t < u->tensors; t++) {
         const sl_tensor_desc *td = sl_layout_tensor(c->l, t);
@@ -136,6 +137,8 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
         k += u->n[t];
         pos_bytes += u->pos_bytes[t];
     }
+    for (size_t i = 0; i < c->nprev[device]; i++) /* its previous update, as a set */
+        c->mark[c->prev[device][i]] = 1;
     if (use && k > 0) {
         size_t down = 0;
         int have = c->seen[device] && c->held[device] >= 1 && c->held[device] < c->base_version &&
@@ -152,7 +155,7 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
         tot->bits[POS_UNIFORM] += split_bits(c->cur, NULL, 0, c->d);
         tot->bits[POS_AGG] += split_bits(c->cur, c->agg, 0, c->d) + lk;
         if (c->seen[device])
-            tot->bits[POS_OWN] += split_bits(c->cur, prev, 0, c->d) + lk;
+            tot->bits[POS_OWN] += split_bits(c->cur, c->mark, 0, c->d) + lk;
         else /* no previous update: the uniform cost */
             tot->bits[POS_OWN] += split_bits(c->cur, NULL, 0, c->d);
         if (have) {
@@ -175,10 +178,21 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
         tot->bits[POS_BOTH] += (double)(tensors - 1) * lk;
         for (size_t j = 0; j < c->d; j++) {
             tot->in_agg += c->cur[j] & c->agg[j];
-            tot->in_own += c->seen[device] ? c->cur[j] & prev[j] : 0;
+            tot->in_own += c->cur[j] & c->mark[j];
         }
     }
-    memcpy(prev, c->cur, c->d);
+    for (size_t i = 0; i < c->nprev[device]; i++)
+        c->mark[c->prev[device][i]] = 0;
+    mine = realloc(c->prev[device], (k > 0 ? k : 1) * sizeof *mine);
+    if (mine == NULL) {
+        sl_update_free(u);
+        return SL_ENOMEM;
+    }
+    c->prev[device] = mine;
+    c->nprev[device] = 0;
+    for (size_t j = 0; j < c->d; j++)
+        if (c->cur[j])
+            mine[c->nprev[device]++] = (uint32_t)j;
     c->seen[device] = 1;
     c->held[device] = c->base_version;
     sl_update_free(u);
@@ -217,7 +231,9 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
     b = malloc(c.d * sizeof *b);
     c.agg = calloc(c.d, 1);
     c.cur = calloc(c.d, 1);
-    c.prev = calloc((size_t)c.devices * c.d, 1);
+    c.prev = calloc((size_t)c.devices, sizeof *c.prev);
+    c.nprev = calloc((size_t)c.devices, sizeof *c.nprev);
+    c.mark = calloc(c.d, 1);
     c.seen = calloc((size_t)c.devices, 1);
     c.held = calloc((size_t)c.devices, sizeof *c.held);
     c.down = calloc(c.d, 1);
@@ -226,7 +242,8 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
     c.task = task;
     c.base = a;
     if (a == NULL || b == NULL || c.agg == NULL || c.cur == NULL || c.prev == NULL ||
-        c.seen == NULL || c.held == NULL || c.down == NULL || c.other == NULL) {
+        c.nprev == NULL || c.mark == NULL || c.seen == NULL || c.held == NULL || c.down == NULL ||
+        c.other == NULL) {
         rc = SL_ENOMEM;
         goto done;
     }
@@ -263,7 +280,11 @@ done:
     free(b);
     free(c.agg);
     free(c.cur);
+    for (int64_t i = 0; c.prev != NULL && i < c.devices; i++)
+        free(c.prev[i]);
     free(c.prev);
+    free(c.nprev);
+    free(c.mark);
     free(c.seen);
     free(c.held);
     free(c.down);
