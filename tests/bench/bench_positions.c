@@ -306,7 +306,7 @@ int sl_bench_positions(int argc, char **argv)
                     "  the positions of a coordinator's stored sparse updates: bits a position\n"
                     "  as the frames sent them, beside the ideal costs of coding them as\n"
                     "  subsets of splits both ends know (tensors, the last aggregate's\n"
-                    "  support, the device's previous update)\n");
+                    "  support, the delta each device downloaded, its previous update)\n");
             return 0;
         }
         if (strcmp(argv[i], "--store") == 0 && i + 1 < argc) {
