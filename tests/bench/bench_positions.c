@@ -264,8 +264,14 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
         sqlite3_bind_int64(ups, 1, round_id);
         while (rc == SL_OK && sqlite3_step(ups) == SQLITE_ROW) {
             uint64_t before = tot->updates;
-            rc = one_update(&c, sqlite3_column_int64(ups, 0), sqlite3_column_blob(ups, 1),
+            int64_t device = sqlite3_column_int64(ups, 0);
+            rc = one_update(&c, device, sqlite3_column_blob(ups, 1),
                             (size_t)sqlite3_column_bytes(ups, 1), use, tot);
+            if (rc != SL_OK)
+                fprintf(stderr,
+                        "starling bench positions: task %" PRId64 ", round id %" PRId64
+                        ", device %" PRId64 ": the update does not decode: %s\n",
+                        task, round_id, device, sl_strerror(rc));
             if (tot->updates > before)
                 tot->agg_size += support;
         }

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include <cjson/cJSON.h>
+#include <sqlite3.h>
 
 #include "../support/sl_test.h"
 #include "fl_run.h"
@@ -732,6 +733,34 @@ static void test_bench_fl_smoke(void **state)
     free(out);
     assert_int_equal(RUN(NULL, &out, "bench", "positions", "--store", g_dir), 1); /* not a store */
     free(out);
+    {
+        /* a copy of the store whose first update is not a frame: the round and the device
+         * named, exit 1; the store itself is read only, never written */
+        char copy[800], sql[1000];
+        sqlite3 *db = NULL;
+        struct stat before, after;
+        snprintf(copy, sizeof copy, "%s/positions-bad.db", g_dir);
+        snprintf(sql, sizeof sql, "VACUUM INTO '%s'", copy);
+        assert_int_equal(sqlite3_open(data, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        assert_int_equal(sqlite3_open(copy, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db,
+                                      "UPDATE updates SET frame = x'00' WHERE id = "
+                                      "(SELECT MIN(id) FROM updates)",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_changes(db), 1);
+        sqlite3_close(db);
+        assert_int_equal(stat(copy, &before), 0);
+        assert_int_equal(RUN(NULL, &out, "bench", "positions", "--store", copy), 1);
+        if (strstr(out, ": the update does not decode: ") == NULL)
+            fail_msg("bench positions on a bad update: %s", out);
+        free(out);
+        assert_int_equal(stat(copy, &after), 0);
+        assert_int_equal(after.st_mtime, before.st_mtime);
+        assert_int_equal(after.st_size, before.st_size);
+    }
     assert_int_equal(RUN(NULL, NULL, "bench", "positions"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "positions", "--store"), 2);
     /* bench scale: malformed options are refused (exit 2) before anything runs */
