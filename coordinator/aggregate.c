@@ -12,14 +12,21 @@
  *     above its norm, so nothing is refused), else SL_AGG_VALUE_BOUND, and
  *     an update with a value at or above it is refused (SL_ERANGE; the
  *     engine refuses it at upload already, reason "range").
- *   - Each weight becomes wq = round(w_i * 2^30) (exact for sample counts;
- *     FedBuff's discounted weights round to 2^-30), below 2^62.
+ *   - Each weight becomes the integer wq = round(w_i * 2^G), at least 1:
+ *     G = 0, the sample count itself (below 2^32), so that at most 2^32 - 1
+ *     adds (count) keep sum wq below 2^64 whatever counts the devices report,
+ *     and no acknowledged update can make a round's sum refuse it; under
+ *     FedBuff, whose discounted weights n / sqrt(1 + staleness) are not
+ *     integers, G = 8 (2^-8 of a sample), so a buffer would need 2^24 updates
+ *     of 2^32 samples to reach 2^64 (an add that would pass it is refused,
+ *     SL_ETOOBIG).
  *   - The accumulator is 128-bit per coordinate: |sum q * wq| < 2^62 *
- *     sum wq, and sum wq is kept below 2^64 (an add that would pass it is
- *     refused, SL_ETOOBIG: 2^34 samples in one round), so it cannot
- *     overflow.
+ *     sum wq < 2^126, so it cannot overflow.
  *   - The result is (double)sum / (double)sum wq * 2^-F, a fixed function
- *     of the integers. Against summation in doubles the difference is at
+ *     of the integers. Sample counts give the same bits as under any power
+ *     of two of scale: earlier builds took every weight at 2^-30, where five
+ *     reports of 2^32 - 1 samples passed 2^64 and held a round's close back
+ *     for good. Against summation in doubles the difference is at
  *     most 2^-(F+1) per coordinate (7e-15 unclipped): far below a float32
  *     model's precision.
  * Memory O(model) whatever the number of updates (16 bytes a parameter).
@@ -88,10 +95,12 @@
 #endif
 __extension__ typedef __int128 i128;
 
-#define WEIGHT_FRAC    30 /* fractional bits of a weight */
-#define STEPS_FRAC     32 /* fractional bits of FedNova's effective steps */
-#define PARTIAL_MAGIC  "SLAGGP2\n"
-#define PARTIAL_MAGIC3 "SLAGGP3\n" /* with the senders' weights */
+#define STEPS_FRAC          32 /* fractional bits of FedNova's effective steps */
+#define FEDBUFF_WEIGHT_FRAC 8  /* fractional bits of FedBuff's discounted weights */
+/* integer weights (SLAGGP2 and SLAGGP3, earlier builds' partials, hold weights at 2^-30: not
+ * accepted, so an older replica's partial is read update by update) */
+#define PARTIAL_MAGIC  "SLAGGP4\n"
+#define PARTIAL_MAGIC3 "SLAGGP5\n" /* with the senders' weights */
 
 struct sl__agg {
     const sl_layout *layout; /* borrowed: must outlive the aggregation */
@@ -107,6 +116,7 @@ struct sl__agg {
     uint64_t *senders;
     double sender_w;
     uint64_t wsum; /* sum of wq */
+    int wfrac;     /* G: a weight w is round(w * 2^G) */
     int frac;      /* F: a value v is round(v * 2^F) */
     double bound;  /* 2^(62 - F): a value's magnitude must stay below it */
     /* FedNova: sum n_i and sum n_i * round(a_i * 2^STEPS_FRAC); the local momentum */
@@ -169,6 +179,7 @@ int sl__agg_begin(const sl_task_config *cfg, const sl_layout *layout, sl__agg **
     a->nova = cfg->fednova;
     a->momentum = cfg->local_optimizer == SL_LOCAL_SGD ? cfg->local_momentum : 0;
     a->bound = ldexp(1.0, 62 - a->frac);
+    a->wfrac = cfg->fedbuff ? FEDBUFF_WEIGHT_FRAC : 0;
     if (!is_robust(a->kind)) {
         a->sum = calloc(a->params, sizeof *a->sum);
         if (cfg->sender_mean_rounds > 0 && cfg->sender_mean > 0)
@@ -278,7 +289,8 @@ int sl__agg_add_steps(sl__agg *a, const void *frame, size_t len, uint32_t num_sa
         return sl__agg_add(a, frame, len, num_samples);
     eff = sl__fednova_steps(steps, a->momentum);
     aq_d = ldexp(eff, STEPS_FRAC);
-    if (!(eff > 0) || !(aq_d >= 1) || !(aq_d < 0x1p52) || a->nsum > UINT64_MAX - num_samples)
+    if (!(eff > 0) || !(aq_d >= 1) || !(eff < SL_AGG_NOVA_STEPS_BOUND) ||
+        a->nsum > UINT64_MAX - num_samples)
         return SL_ERANGE;
     aq = (uint64_t)llround(aq_d);
     /* the device sent its update divided by a_i already (its residual holds normalised mass
@@ -297,7 +309,7 @@ static int add_scaled(sl__agg *a, const void *frame, size_t len, double num_samp
     double scale = 1, norm;
     int rc;
 
-    if (a == NULL || frame == NULL || !(num_samples > 0) || num_samples > 1e18)
+    if (a == NULL || frame == NULL || !(num_samples > 0) || !(num_samples < 0x1p32))
         return SL_EINVAL;
     if (a->count == UINT32_MAX)
         return SL_ETOOBIG;
@@ -311,13 +323,11 @@ static int add_scaled(sl__agg *a, const void *frame, size_t len, double num_samp
         scale = scale * inv;
 
     if (!is_robust(a->kind)) {
-        double wq_d = ldexp(num_samples, WEIGHT_FRAC);
-        uint64_t wq;
-        if (!(wq_d < 0x1p62) || !(wq_d >= 1)) { /* below 2^32 samples, at least 2^-30 */
-            sl_update_free(u);
-            return SL_EINVAL;
-        }
-        wq = (uint64_t)llround(wq_d);
+        /* below 2^32 (checked above) times 2^G, at least 1: without FedBuff (G = 0) 2^32 - 1
+         * adds stay below 2^64, so the check below never refuses one */
+        uint64_t wq = (uint64_t)llround(ldexp(num_samples, a->wfrac));
+        if (wq == 0)
+            wq = 1;
         if (wq > UINT64_MAX - a->wsum) {
             sl_update_free(u);
             return SL_ETOOBIG;
@@ -674,6 +684,12 @@ int sl__agg_value_ok(const sl_task_config *cfg, double norm, double max_abs)
     return scale * max_abs < ldexp(1.0, 62 - sl__agg_frac_bits(cfg->clip_norm));
 }
 
+int sl__agg_steps_ok(const sl_task_config *cfg, uint32_t steps)
+{
+    double m = cfg->local_optimizer == SL_LOCAL_SGD ? cfg->local_momentum : 0; /* as begin's */
+    return !cfg->fednova || sl__fednova_steps(steps, m) < SL_AGG_NOVA_STEPS_BOUND;
+}
+
 /* ---- partial sums ------------------------------------------------------------------------ */
 
 static void put_u64(uint8_t *p, uint64_t v)
@@ -692,7 +708,7 @@ static uint64_t get_u64(const uint8_t *p)
 
 /* Header: magic (8), params, frac (as u64, two's complement), count, wsum, entries, then
  * FedNova's N and NA (low, high 64 bits): 72 bytes. An entry: flat index (u64), then the
- * sum's low and high 64 bits; under the senders' mean (magic SLAGGP3) then S_j (u64). */
+ * sum's low and high 64 bits; under the senders' mean (magic SLAGGP5) then S_j (u64). */
 #define PARTIAL_HEAD  72
 #define PARTIAL_ENTRY 24
 

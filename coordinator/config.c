@@ -1025,6 +1025,22 @@ static int parse_config(const char *json, size_t len, int stored, sl_task_config
         rc = SL_ECONFIG_VALUE;
         goto done;
     }
+    /* FedNova's sums take effective steps below SL_AGG_NOVA_STEPS_BOUND: a task whose devices
+     * may report enough steps to pass it would have their updates refused at upload, so a new
+     * one is refused here (SGD momentum above about 0.999 without max_local_steps) */
+    if (!stored && c.fednova && c.local_optimizer == SL_LOCAL_SGD) {
+        uint32_t most =
+            c.time_budget && c.max_local_steps > 0 ? c.max_local_steps : SL_ENGINE_MAX_STEPS;
+        if (!(sl_effective_steps(most, c.local_momentum) < SL_AGG_NOVA_STEPS_BOUND)) {
+            set_err(err, errcap,
+                    "fednova: local_momentum %g makes %u local steps %.3g effective steps, "
+                    "beyond the aggregation's 2^30; lower local_momentum, or set time_budget "
+                    "with a smaller max_local_steps",
+                    c.local_momentum, most, sl_effective_steps(most, c.local_momentum));
+            rc = SL_ECONFIG_VALUE;
+            goto done;
+        }
+    }
     *out = c;
 done:
     cJSON_Delete(root);

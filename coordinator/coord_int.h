@@ -69,6 +69,15 @@ int sl__agg_add_steps(sl__agg *a, const void *frame, size_t len, uint32_t num_sa
  * (0 for other optimisers): steps itself without momentum. */
 double sl__fednova_steps(uint32_t steps, double momentum);
 
+/* The effective steps FedNova's fixed-point sums take (a * 2^32 below 2^62): an update of more
+ * is refused at upload (sl__agg_steps_ok()), never acknowledged and then left out. */
+#define SL_AGG_NOVA_STEPS_BOUND 0x1p30
+
+/* 1 when @cfg's aggregation takes an update of @steps local steps: always without fednova;
+ * with it, when their effective steps (sl__fednova_steps(), with the task's SGD momentum) are
+ * below SL_AGG_NOVA_STEPS_BOUND. */
+int sl__agg_steps_ok(const sl_task_config *cfg, uint32_t steps);
+
 /* NULL is a no-op. */
 void sl__agg_free(sl__agg *a);
 

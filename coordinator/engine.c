@@ -607,7 +607,8 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
         rc = reject(t, &res, SL_REJECT_NOT_SELECTED);
         goto out_lock;
     }
-    if (local_steps > sl_engine_steps_limit(&t->cfg) || (t->cfg.fednova && local_steps == 0)) {
+    if (local_steps > sl_engine_steps_limit(&t->cfg) || (t->cfg.fednova && local_steps == 0) ||
+        !sl__agg_steps_ok(&t->cfg, local_steps)) { /* FedNova's sums could not take them */
         rc = reject(t, &res, SL_REJECT_STEPS);
         goto out_lock;
     }

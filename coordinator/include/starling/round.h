@@ -459,7 +459,8 @@ typedef enum sl_reject_reason {
     SL_REJECT_DUPLICATE_CONFLICT = 8, /* a different update from this device this round */
     SL_REJECT_STALE = 9,              /* FedBuff: older than max_staleness */
     SL_REJECT_RANGE = 10,             /* a value at or above the aggregation's fixed-point bound */
-    SL_REJECT_STEPS = 11 /* local_steps beyond sl_engine_steps_limit(), or none for FedNova */
+    SL_REJECT_STEPS = 11 /* local_steps beyond sl_engine_steps_limit(), or for FedNova none or
+                          * beyond its sums' bound */
 } sl_reject_reason;
 
 /** The number of sl_reject_reason values (SL_REJECT_NONE included). */
@@ -489,9 +490,12 @@ int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const vo
  * sl_engine_accept_steps - sl_engine_accept() with the local steps the
  * device ran for the update (0: not reported): stored with it, and what a
  * task with "fednova" scales the mean by. An update that reports more steps
- * than sl_engine_steps_limit() allows, or (FedNova) none, is refused with
- * SL_REJECT_STEPS: a device claiming a million steps would otherwise
- * multiply FedNova's move by its claim.
+ * than sl_engine_steps_limit() allows, or (FedNova) none, or (FedNova) so
+ * many that their effective steps reach the bound of the aggregation's
+ * fixed-point sums (2^30: about 10^8 steps of SGD at momentum 0.9, 10^6 at
+ * 0.999), is refused with SL_REJECT_STEPS, never acknowledged and then left
+ * out: a device claiming a million steps would otherwise multiply FedNova's
+ * move by its claim.
  */
 /**
  * sl_engine_steps_limit - the most local steps an update of a task with

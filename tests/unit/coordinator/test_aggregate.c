@@ -140,10 +140,12 @@ static void assert_close(const double *got, const double *want, size_t n, double
             fail_msg("element %zu: got %.17g, want %.17g", i, got[i], want[i]);
 }
 
-/* A weight as the fixed-point aggregation takes it: rounded to 2^-30 (sample counts exactly). */
-static double fixed_weight(double w)
+/* A weight as the fixed-point aggregation takes it: rounded to 2^-@g (0: sample counts, which
+ * are integers; 8 under FedBuff), at least one quantum. */
+static double fixed_weight(double w, int g)
 {
-    return ldexp((double)llround(ldexp(w, 30)), -30);
+    long long q = llround(ldexp(w, g));
+    return ldexp((double)(q > 0 ? q : 1), -g);
 }
 
 static int cmp_size(const void *a, const void *b)
@@ -240,14 +242,16 @@ static void test_fixed_point_any_order(void **state)
     }
     for (int clipped = 0; clipped < 2; clipped++) {
         sl_task_config c = agg_config(SL_AGG_FEDAVG, clipped ? 4.0 : 0.0, 0, 0);
-        double *ref = aggregate_order(l, &c, u, w, order, K);
+        double *ref;
+        c.fedbuff = 1; /* FedBuff's weights: 2^-8 */
+        ref = aggregate_order(l, &c, u, w, order, K);
         long double *want = calloc(P, sizeof *want), *mass = calloc(P, sizeof *mass), W = 0;
         double quantum = ldexp(1.0, -sl__agg_frac_bits(c.clip_norm));
         /* the reference in long double; the fixed-point result is within 2^-F of the exact
          * mean, plus a rounding of each clipped value s * v to double before it is made an
          * integer, the two roundings to double at its end, and the reference's own error */
         for (size_t i = 0; i < K; i++) {
-            long double f = clip_factor(u[i].dense, P, c.clip_norm), wr = fixed_weight(w[i]);
+            long double f = clip_factor(u[i].dense, P, c.clip_norm), wr = fixed_weight(w[i], 8);
             for (size_t j = 0; j < P; j++) {
                 want[j] += wr * f * u[i].dense[j];
                 mass[j] += wr * fabsl(f * u[i].dense[j]);
@@ -439,41 +443,103 @@ static void ref_robust(sl_aggregator a, double trim, double clip, const upd *u, 
 }
 
 /* FedBuff's real-valued weights (sample count x staleness discount). */
+/* sl__agg_add_weighted: real weights, rounded to integers (a task without FedBuff: sample
+ * counts) or to 2^-8 (FedBuff's discounted counts), at least one quantum. */
 static void test_weighted_add(void **state)
 {
     sl_layout *l = small_layout();
     size_t P = (size_t)sl_layout_params(l);
-    static const double weights[3] = {10.0, 10.0 / 1.4142135623730951, 5.0 / 2.0};
-    upd u[3];
-    sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
-    sl__agg *a;
-    double *got = calloc(P, sizeof *got), *want = calloc(P, sizeof *want), W = 0;
-    uint32_t count;
+    static const double weights[4] = {10.0, 10.0 / 1.4142135623730951, 5.0 / 2.0, 0.3};
+    upd u[4];
     (void)state;
-    for (size_t i = 0; i < 3; i++) {
-        double wr = fixed_weight(weights[i]);
+    for (size_t i = 0; i < 4; i++)
         random_update(l, 0.5, 1.0, 300 + i, &u[i]);
+    for (int fedbuff = 0; fedbuff < 2; fedbuff++) {
+        sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
+        sl__agg *a;
+        double *got = calloc(P, sizeof *got), *want = calloc(P, sizeof *want), W = 0;
+        uint32_t count;
+        c.fedbuff = fedbuff;
+        for (size_t i = 0; i < 4; i++) {
+            double wr = fixed_weight(weights[i], fedbuff ? 8 : 0);
+            for (size_t j = 0; j < P; j++)
+                want[j] += wr * u[i].dense[j];
+            W += wr;
+        }
         for (size_t j = 0; j < P; j++)
-            want[j] += wr * u[i].dense[j];
-        W += wr;
+            want[j] /= W;
+        assert_int_equal(sl__agg_begin(&c, l, &a), SL_OK);
+        for (size_t i = 0; i < 4; i++)
+            assert_int_equal(sl__agg_add_weighted(a, u[i].frame, u[i].len, weights[i]), SL_OK);
+        assert_int_equal(sl__agg_add_weighted(a, u[0].frame, u[0].len, 0.0), SL_EINVAL);
+        assert_int_equal(sl__agg_add_weighted(a, u[0].frame, u[0].len, NAN), SL_EINVAL);
+        assert_int_equal(sl__agg_add_weighted(a, u[0].frame, u[0].len, 0x1p32), SL_EINVAL);
+        assert_int_equal(sl__agg_finish(a, 0, got, &count), SL_OK);
+        assert_int_equal(count, 4);
+        assert_close(got, want, P, 1e-12);
+        sl__agg_free(a);
+        free(got);
+        free(want);
     }
-    for (size_t j = 0; j < P; j++)
-        want[j] /= W;
-    assert_int_equal(sl__agg_begin(&c, l, &a), SL_OK);
-    for (size_t i = 0; i < 3; i++)
-        assert_int_equal(sl__agg_add_weighted(a, u[i].frame, u[i].len, weights[i]), SL_OK);
-    assert_int_equal(sl__agg_add_weighted(a, u[0].frame, u[0].len, 0.0), SL_EINVAL);
-    assert_int_equal(sl__agg_add_weighted(a, u[0].frame, u[0].len, NAN), SL_EINVAL);
-    assert_int_equal(sl__agg_finish(a, 0, got, &count), SL_OK);
-    assert_int_equal(count, 3);
-    assert_close(got, want, P, 1e-12);
-    sl__agg_free(a);
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         free(u[i].frame);
         free(u[i].dense);
     }
+    sl_layout_free(l);
+}
+
+/* What devices report cannot make a sum refuse an update the engine acknowledged: the largest
+ * sample count (2^32 - 1) many times over (earlier builds took weights at 2^-30 and refused
+ * the fifth such update, holding the round's close back), and under FedNova as many local
+ * steps as the engine lets through (sl__agg_steps_ok(): effective steps below 2^30; earlier
+ * builds refused 2^20). */
+static void test_weight_and_steps_bounds(void **state)
+{
+    sl_layout *l = small_layout();
+    size_t P = (size_t)sl_layout_params(l);
+    upd u;
+    double *one, *got = calloc(P, sizeof *got);
+    uint32_t count, big = UINT32_MAX;
+    sl__agg *a;
+    (void)state;
+    random_update(l, 0.5, 1.0, 77, &u);
+    for (int fedbuff = 0; fedbuff < 2; fedbuff++) {
+        sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
+        c.fedbuff = fedbuff;
+        one = aggregate(l, &c, &u, NULL, 1, 0);
+        assert_int_equal(sl__agg_begin(&c, l, &a), SL_OK);
+        for (int k = 0; k < 64; k++)
+            assert_int_equal(fedbuff ? sl__agg_add_weighted(a, u.frame, u.len, (double)big)
+                                     : sl__agg_add(a, u.frame, u.len, big),
+                             SL_OK);
+        assert_int_equal(sl__agg_finish(a, 0, got, &count), SL_OK);
+        assert_int_equal(count, 64);
+        assert_close(got, one, P, 1e-12); /* the mean of one update, 64 times */
+        sl__agg_free(a);
+        free(one);
+    }
+    {
+        /* FedNova at SGD momentum 0.9999 (a task stored before the configuration refused it) */
+        sl_task_config c = agg_config(SL_AGG_FEDAVG, 0, 0, 0);
+        uint32_t ok_steps = 100000, too_many = 1000000;
+        c.fednova = 1;
+        c.local_momentum = 0.9999;
+        assert_true(sl__fednova_steps(ok_steps, 0.9999) > 0x1p20);
+        assert_true(sl__fednova_steps(ok_steps, 0.9999) < SL_AGG_NOVA_STEPS_BOUND);
+        assert_true(sl__fednova_steps(too_many, 0.9999) >= SL_AGG_NOVA_STEPS_BOUND);
+        assert_true(sl__agg_steps_ok(&c, ok_steps));
+        assert_false(sl__agg_steps_ok(&c, too_many));
+        assert_int_equal(sl__agg_begin(&c, l, &a), SL_OK);
+        assert_int_equal(sl__agg_add_steps(a, u.frame, u.len, 10, too_many), SL_ERANGE);
+        assert_int_equal(sl__agg_add_steps(a, u.frame, u.len, 10, ok_steps), SL_OK);
+        assert_int_equal(sl__agg_finish(a, 0, got, &count), SL_OK);
+        assert_int_equal(count, 1); /* the refused add changed nothing */
+        sl__agg_free(a);
+        c.fednova = 0; /* without FedNova any count of steps is the engine's to bound */
+        assert_true(sl__agg_steps_ok(&c, UINT32_MAX));
+    }
     free(got);
-    free(want);
+    free_upd(&u);
     sl_layout_free(l);
 }
 
@@ -1226,6 +1292,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fedavg_reference),
         cmocka_unit_test(test_weighted_add),
+        cmocka_unit_test(test_weight_and_steps_bounds),
         cmocka_unit_test(test_fixed_point_any_order),
         cmocka_unit_test(test_fixed_point_bound),
         cmocka_unit_test(test_fednova),

@@ -396,6 +396,10 @@ static void test_rejections(void **state)
         {"{\"target\":10,\"fednova\":true,\"error_feedback\":\"tracking\"}", SL_ECONFIG_VALUE,
          "fednova: not with error_feedback \"tracking\""},
         {"{\"target\":10,\"fednova\":1}", SL_ECONFIG_VALUE, "fednova: expected true or false"},
+        {"{\"target\":10,\"fednova\":true,\"local_momentum\":0.9995}", SL_ECONFIG_VALUE,
+         "fednova: local_momentum 0.9995 makes 1000000 local steps 2e+09 effective steps"},
+        {"{\"target\":10,\"fednova\":true,\"local_momentum\":0.9995,\"max_local_steps\":1000}",
+         SL_ECONFIG_VALUE, "fednova: local_momentum 0.9995 makes 1000000 local steps"},
         {"{\"target\":10,\"sender_mean_share\":1}", SL_ECONFIG_VALUE,
          "sender_mean_share: expected true or false"},
         {"{\"target\":10,\"sender_mean_share\":null}", SL_ECONFIG_VALUE,
@@ -647,6 +651,31 @@ static void test_local_optimizer(void **state)
     sl_layout_free(layout);
 }
 
+/* FedNova's sums take effective steps below 2^30: a new task whose devices could report more
+ * (SGD momentum close to 1, no time budget bounding the steps) is refused; a budget's
+ * max_local_steps, another optimiser or a stored task (an earlier build's) load. */
+static void test_fednova_steps_bound(void **state)
+{
+    static const char *ok[] = {
+        "{\"target\":10,\"fednova\":true,\"local_momentum\":0.999}",
+        "{\"target\":10,\"fednova\":true,\"local_momentum\":0.9995,\"time_budget\":true,"
+        "\"max_local_steps\":1000}",
+        "{\"target\":10,\"fednova\":true,\"local_optimizer\":\"adam\",\"local_momentum\":0}",
+        "{\"target\":10,\"local_momentum\":0.9999}",
+    };
+    const char *bad = "{\"target\":10,\"fednova\":true,\"local_momentum\":0.9999}";
+    char err[256];
+    sl_task_config c;
+    (void)state;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (parse(ok[i], &c, err, sizeof err) != SL_OK)
+            fail_msg("%s: %s", ok[i], err);
+    assert_int_equal(parse(bad, &c, err, sizeof err), SL_ECONFIG_VALUE);
+    assert_non_null(strstr(err, "lower local_momentum, or set time_budget"));
+    assert_int_equal(sl_task_config_parse_stored(bad, strlen(bad), &c, err, sizeof err), SL_OK);
+    assert_true(c.fednova && c.local_momentum == 0.9999);
+}
+
 static void test_to_json_rejects_invalid(void **state)
 {
     (void)state;
@@ -679,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_seed_and_strings),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_local_optimizer),
+        cmocka_unit_test(test_fednova_steps_bound),
         cmocka_unit_test(test_to_json_rejects_invalid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1173,6 +1173,81 @@ static void test_steps_refused(void **state)
     }
 }
 
+/* Nothing a device reports makes the coordinator acknowledge an update and then fail to
+ * aggregate it: six reports of 2^32 - 1 samples close their round (earlier builds refused the
+ * fifth in the sum and held the close back for good), and under FedNova, in a task stored
+ * before the configuration refused SGD momentum 0.9999, an update whose effective steps the
+ * sums cannot take is refused at upload ("steps"), nothing stored, while one they can take is
+ * acknowledged and aggregated. */
+static void test_reports_the_sum_takes(void **state)
+{
+    sim s;
+    size_t chosen[64], n;
+    sl_task_status st;
+    sl_accept_result res;
+    sl_round_stats stats;
+    (void)state;
+    sim_init(&s, "engine_big_counts", 6,
+             "{\"name\":\"big\",\"target\":6,\"quorum\":6,\"over_selection\":1,"
+             "\"selection_window_ms\":2000,\"report_deadline_ms\":60000,\"rounds\":3}");
+    sim_at(&s, T0 / 1000000);
+    n = select_round(&s, chosen);
+    assert_int_equal(n, 6);
+    st = status(&s);
+    for (size_t k = 0; k < n; k++) {
+        uint8_t d[32];
+        void *frame;
+        size_t len;
+        make_update(&s, chosen[k], st.round.id, st.model_version, 1.0f, &frame, &len, d);
+        assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[k]], frame, len,
+                                          UINT32_MAX, d, &res),
+                         SL_OK);
+        free(frame);
+        assert_true(res.accepted);
+    }
+    assert_int_equal(sl_engine_tick(s.engine, NULL), SL_OK);
+    assert_int_equal(status(&s).model_version, 2); /* closed at its target */
+    sim_free(&s);
+
+    sim_init(&s, "engine_nova_stored", 8,
+             "{\"name\":\"nova\",\"target\":4,\"quorum\":4,\"over_selection\":1,"
+             "\"selection_window_ms\":2000,\"report_deadline_ms\":60000,\"rounds\":2,"
+             "\"fednova\":true,\"local_momentum\":0.999,\"error_feedback\":\"residual\"}");
+    sl_engine_close(s.engine);
+    sl_store_close(s.store);
+    {
+        sqlite3 *db;
+        char path[700], *sqlerr = NULL;
+        snprintf(path, sizeof path, "%s/store.db", s.dir);
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        if (sqlite3_exec(db,
+                         "UPDATE tasks SET config = replace(replace(config, "
+                         "'\"local_momentum\": 0.999,', '\"local_momentum\": 0.9999,'), "
+                         "'\"local_momentum\":0.999,', '\"local_momentum\":0.9999,')",
+                         NULL, NULL, &sqlerr) != SQLITE_OK)
+            fail_msg("%s", sqlerr);
+        sqlite3_close(db);
+    }
+    sim_open_engine(&s);
+    assert_true(status(&s).cfg.local_momentum == 0.9999); /* loaded as stored */
+    sim_at(&s, T0 / 1000000);
+    n = select_round(&s, chosen);
+    assert_int_equal(n, 4);
+    st = status(&s);
+    res = upload_steps(&s, chosen[0], 1000000); /* about 1e10 effective steps */
+    assert_false(res.accepted);
+    assert_int_equal(res.reason, SL_REJECT_STEPS);
+    assert_int_equal(sl_engine_round_stats(s.engine, st.round.id, &stats), SL_OK);
+    assert_int_equal(stats.round.reported, 0);
+    for (size_t k = 1; k < 4; k++)
+        assert_true(upload_steps(&s, chosen[k], 100000).accepted); /* 9e8: within 2^30 */
+    res = upload_steps(&s, chosen[0], 100000);
+    assert_true(res.accepted);
+    assert_int_equal(sl_engine_tick(s.engine, NULL), SL_OK);
+    assert_int_equal(status(&s).model_version, 2);
+    sim_free(&s);
+}
+
 /* Time budgets: the steps that fit before the deadline at a device's pace, within the
  * task's bounds; the pace a device reports is kept in the store, so a restarted engine gives
  * the same budget to a device that reports none. */
@@ -1785,6 +1860,7 @@ int main(void)
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_fedbuff),
         cmocka_unit_test(test_fednova_steps),
+        cmocka_unit_test(test_reports_the_sum_takes),
         cmocka_unit_test(test_steps_refused),
         cmocka_unit_test(test_time_budget),
         cmocka_unit_test(test_planned_round),
