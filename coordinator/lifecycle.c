@@ -568,6 +568,19 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
     rc = sl_store_count_updates(e->store, r.id, &stored);
     if (rc != SL_OK)
         return rc;
+    if (abandon_reason == NULL && (stored < t->cfg.quorum || stored == 0) &&
+        t->round.state != SL_ROUND_AGGREGATING) {
+        /* short of the quorum: the round moves on in the store before the count it is abandoned
+         * by, so that an update another replica stores meanwhile is counted (carried into the
+         * next round) or refused as late, never acknowledged and then left out. A crash from
+         * here on closes it again from AGGREGATING. */
+        r.state = SL_ROUND_AGGREGATING;
+        if ((rc = sl_store_update_round(e->store, &r)) != SL_OK)
+            return rc;
+        t->round.state = SL_ROUND_AGGREGATING;
+        if ((rc = sl_store_count_updates(e->store, r.id, &stored)) != SL_OK)
+            return rc;
+    }
     if (abandon_reason == NULL && (stored < t->cfg.quorum || stored == 0))
         abandon_reason = "quorum not met by the report deadline";
     if (abandon_reason != NULL) {

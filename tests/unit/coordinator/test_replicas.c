@@ -711,6 +711,84 @@ static void test_leaders_refused_write_at_the_close(void **state)
     cluster_free(&r);
 }
 
+/* The race at an abandon: the leader counts a round's updates at its report deadline (fewer
+ * than the quorum) and closes it as abandoned; a follower stores an update in between and
+ * answers the device. Whatever the order, an update the follower acknowledges must be carried
+ * into the next round: here it comes just before the leader's close is written, after its
+ * count. The leader moves the round on in the store before the count it abandons by, so the
+ * follower finds the round over and answers "late" (the device keeps its update); earlier
+ * builds counted and then closed, so the follower acknowledged the update and the round was
+ * abandoned as empty, carrying nothing: an acknowledged update never aggregated. */
+static struct {
+    cluster *c;
+    const sl__store_ops *real;
+    size_t device;
+    int64_t round_id;
+    int raced;
+    sl_accept_result res;
+} g_race;
+
+static int upload_then_close(sl_store *s, const sl_round_record *r, const sl_model_put *m)
+{
+    if (!g_race.raced && r->id == g_race.round_id) {
+        uint8_t sha[32];
+        void *frame;
+        size_t len;
+        g_race.raced = 1;
+        sl_test_make_update(g_race.c->layout, g_race.device, r->id, 1, 1.0f, &frame, &len, sha);
+        assert_int_equal(sl_engine_accept(g_race.c->engine[1], r->id,
+                                          g_race.c->devices[g_race.device], frame, len, 60, sha,
+                                          &g_race.res),
+                         SL_OK);
+        free(frame);
+    }
+    return g_race.real->close_round(s, r, m);
+}
+
+static void test_update_racing_an_abandon(void **state)
+{
+    static const size_t spread[2] = {0, 1};
+    cluster r;
+    sl__store_ops racing;
+    sl_round_record rec;
+    uint64_t stored = 0;
+    (void)state;
+    cluster_init(&r, "abandon_race", 2);
+    tick(&r, 0, 3);
+    assert_true(leads(&r, 0));
+    check_in_all(&r, spread, 2);
+    tick(&r, 1100, 3); /* the leader selects */
+    tick(&r, 0, 3);    /* the follower sees the selection */
+    memset(&g_race, 0, sizeof g_race);
+    g_race.c = &r;
+    g_race.round_id = status_at(&r, 0).round.id;
+    g_race.device = DEVICES;
+    for (size_t k = 0; k < DEVICES && g_race.device == DEVICES; k++) {
+        sl_checkin_result cr;
+        assert_int_equal(sl_engine_checkin(r.engine[1], r.task, r.devices[k], &info, &cr), SL_OK);
+        if (cr.selected)
+            g_race.device = k;
+    }
+    assert_true(g_race.device < DEVICES);
+    g_race.real = ((sl__store_head *)(void *)r.store[0])->ops;
+    racing = *g_race.real;
+    racing.close_round = upload_then_close;
+    ((sl__store_head *)(void *)r.store[0])->ops = &racing;
+    tick(&r, 20000, 1); /* the report deadline: no update, the leader abandons the round */
+    ((sl__store_head *)(void *)r.store[0])->ops = g_race.real;
+    assert_true(g_race.raced);
+    assert_int_equal(sl_store_get_round(r.store[0], g_race.round_id, &rec), SL_OK);
+    assert_int_equal(rec.state, SL_ROUND_ABANDONED);
+    assert_int_equal(sl_store_count_updates(r.store[0], g_race.round_id, &stored), SL_OK);
+    if (g_race.res.accepted && strstr(rec.error, "carried into the next round") == NULL)
+        fail_msg("an acknowledged update in a round abandoned without carrying it: \"%s\"",
+                 rec.error);
+    assert_false(g_race.res.accepted); /* the round was over in the store: late */
+    assert_int_equal(g_race.res.reason, SL_REJECT_LATE);
+    assert_int_equal(stored, 0);
+    cluster_free(&r);
+}
+
 /* A replica that does not lead refuses an operator's abort (503: retry, another replica
  * will), and a stale leader cannot close a round: the store fences it. */
 static void test_follower_refuses_transitions(void **state)
@@ -739,6 +817,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_late_downloads_written_again),
         cmocka_unit_test(test_late_downloads_written_when_stopping),
         cmocka_unit_test(test_leaders_refused_write_at_the_close),
+        cmocka_unit_test(test_update_racing_an_abandon),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG
