@@ -67,6 +67,26 @@ static int resume_round(void *ctx, const sl_round_record *round)
     if (rc == SL_OK)
         t->round.reported = (uint32_t)stored;
     t->quorum_at_ms = -1;
+    if (rc == SL_OK && round->state == SL_ROUND_SELECTING && r->e->replica[0] == '\0') {
+        /* The pool was in memory (replicas keep their check-ins in the store instead). Its
+         * devices were told to come back for the draw's answer within SL__SELECT_SPREAD_MS of
+         * the window's end, and no sooner than retry_after_min_ms after they asked: the resumed
+         * window ends that long (and half a second for the request) after the later of its end
+         * and now, within the round's bound, so they are in the pool again when it draws, and
+         * the draw is the one a coordinator that was not restarted makes. */
+        int64_t now = sl__engine_now(r->e), at = round->select_deadline_ms;
+        int64_t back = r->e->opt.retry_after_min_ms > SL__SELECT_SPREAD_MS
+                           ? r->e->opt.retry_after_min_ms
+                           : SL__SELECT_SPREAD_MS;
+        int64_t limit = round->opened_at_ms + t->cfg.report_deadline_ms;
+        at = (at > now ? at : now) + back + 500;
+        if (at > limit)
+            at = limit;
+        if (at > t->round.select_deadline_ms) {
+            t->round.report_deadline_ms += at - t->round.select_deadline_ms;
+            t->round.select_deadline_ms = at;
+        }
+    }
     return rc;
 }
 

@@ -1173,6 +1173,56 @@ static void test_steps_refused(void **state)
     }
 }
 
+/* One round's draw over 26 devices: 0-19 check in, (@restart: the coordinator restarts,) 20-25
+ * check in half a second later, 0-19 come back for their answer just after the window's end;
+ * @selected[i]: device i drawn. */
+static void pool_draw(int restart, int *selected)
+{
+    sim s;
+    sl_checkin_result r;
+    sl_task_status st;
+    int64_t t0 = T0 / 1000000, window_end;
+    sim_init(&s, restart ? "engine_pool_restart" : "engine_pool", 26, CONFIG(""));
+    sim_at(&s, t0);
+    for (size_t i = 0; i < 20; i++)
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
+    window_end = status(&s).round.select_deadline_ms;
+    if (restart)
+        sim_restart(&s);
+    sim_at(&s, t0 + 500);
+    for (size_t i = 20; i < 26; i++)
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
+    sim_at(&s, window_end + 300);
+    for (size_t i = 0; i < 20; i++)
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
+    st = status(&s);
+    if (st.round.state == SL_ROUND_SELECTING)
+        sim_at(&s, st.round.select_deadline_ms);
+    st = status(&s);
+    assert_int_equal(st.round.state, SL_ROUND_TRAINING);
+    for (size_t i = 0; i < 26; i++) {
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
+        selected[i] = r.selected;
+    }
+    sim_free(&s);
+}
+
+/* A coordinator restarted while a round selects draws what it would have drawn: the pool was
+ * in memory, so the resumed window lasts until the devices that were in it have come back for
+ * their answer (earlier builds drew at the window's end from the six devices that came after
+ * the restart). */
+static void test_restart_while_selecting(void **state)
+{
+    int plain[26], restarted[26], drawn = 0;
+    (void)state;
+    pool_draw(0, plain);
+    pool_draw(1, restarted);
+    for (size_t i = 0; i < 26; i++)
+        drawn += plain[i];
+    assert_int_equal(drawn, 13); /* ceil(10 * 1.3) of 26 */
+    assert_memory_equal(plain, restarted, sizeof plain);
+}
+
 /* Nothing a device reports makes the coordinator acknowledge an update and then fail to
  * aggregate it: six reports of 2^32 - 1 samples close their round (earlier builds refused the
  * fifth in the sum and held the close back for good), and under FedNova, in a task stored
@@ -1861,6 +1911,7 @@ int main(void)
         cmocka_unit_test(test_fedbuff),
         cmocka_unit_test(test_fednova_steps),
         cmocka_unit_test(test_reports_the_sum_takes),
+        cmocka_unit_test(test_restart_while_selecting),
         cmocka_unit_test(test_steps_refused),
         cmocka_unit_test(test_time_budget),
         cmocka_unit_test(test_planned_round),
