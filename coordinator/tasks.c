@@ -42,11 +42,60 @@ typedef struct resume_ctx {
     sl__task *t;
 } resume_ctx;
 
+/* A participant of the open round: selected, and (once drawn) busy until the round ends, as
+ * lifecycle.c's draw marks it, so that no other task selects it meanwhile. Only where this
+ * engine ends the round and so releases the mark: a single coordinator (a follower replica
+ * re-reads tasks at every round and closes none). */
 static int resume_participant(void *ctx, const sl_participant_record *p)
 {
     resume_ctx *r = ctx;
     int rc = sl__idset_add(&r->t->selected, p->device_id);
-    return rc == SL_EEXIST ? SL_OK : rc;
+    if (rc == SL_EEXIST)
+        rc = SL_OK;
+    if (rc == SL_OK && r->t->round.state != SL_ROUND_SELECTING && r->e->replica[0] == '\0') {
+        sl__device *d = sl__engine_device(r->e, p->device_id);
+        if (d == NULL)
+            return SL_ENOMEM;
+        d->cooldown_until_ms = INT64_MAX;
+    }
+    return rc;
+}
+
+/* The cool-down of the task's ended rounds, newest first: their participants rest until
+ * closed_at + cooldown_ms, as lifecycle.c's release_participants set it before a restart. */
+typedef struct rest_ctx {
+    sl_engine *e;
+    sl__task *t;
+    int64_t now, until;
+    int rc;
+} rest_ctx;
+
+static int rest_participant(void *ctx, const sl_participant_record *p)
+{
+    rest_ctx *c = ctx;
+    sl__device *d = sl__engine_device(c->e, p->device_id);
+    if (d == NULL) {
+        c->rc = SL_ENOMEM;
+        return 1;
+    }
+    if (d->cooldown_until_ms < c->until)
+        d->cooldown_until_ms = c->until;
+    return 0;
+}
+
+static int rest_round(void *ctx, const sl_round_record *r)
+{
+    rest_ctx *c = ctx;
+    int rc;
+    if (r->state != SL_ROUND_CLOSED && r->state != SL_ROUND_ABANDONED)
+        return 0; /* the open one */
+    if (r->closed_at_ms + c->t->cfg.cooldown_ms <= c->now)
+        return 1; /* rested, and every round before it too */
+    c->until = r->closed_at_ms + c->t->cfg.cooldown_ms;
+    rc = sl_store_list_participants(c->e->store, r->id, rest_participant, c);
+    if (rc != SL_OK && c->rc == SL_OK)
+        c->rc = rc;
+    return c->rc != SL_OK;
 }
 
 static int resume_round(void *ctx, const sl_round_record *round)
@@ -179,6 +228,12 @@ int sl__engine_load_task(sl_engine *e, int64_t task_id, sl__task **out, char *er
         rc = sl_store_list_rounds(e->store, task_id, 0, 1, newest_round, t);
         if (t->cfg.rounds > 0 && (uint64_t)t->round.round_no >= t->cfg.rounds)
             t->finished = 1;
+    }
+    if (rc == SL_OK && t->cfg.cooldown_ms > 0) { /* who still rests after its last rounds */
+        rest_ctx rest = {e, t, sl__engine_now(e), 0, SL_OK};
+        rc = sl_store_list_rounds(e->store, task_id, 0, UINT32_MAX, rest_round, &rest);
+        if (rc == 1 || rc == SL_OK)
+            rc = rest.rc;
     }
     if (rc == SL_OK) /* the paces of its closed rounds, as before a restart */
         rc = sl__task_load_paces(e, t);

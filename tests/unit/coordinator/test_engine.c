@@ -1223,6 +1223,108 @@ static void test_restart_while_selecting(void **state)
     assert_memory_equal(plain, restarted, sizeof plain);
 }
 
+/* Two rounds of a task whose devices rest for ten minutes after a round (cooldown_ms): the
+ * second round's draw, @restart: after a restart between the rounds; @first, @second[i]:
+ * device i drawn in each. */
+static void cooldown_draws(int restart, int *first, int *second)
+{
+    sim s;
+    size_t chosen[64], n;
+    sim_init(&s, restart ? "engine_rest_restart" : "engine_rest", 30,
+             CONFIG(",\"cooldown_ms\":600000"));
+    sim_at(&s, T0 / 1000000);
+    n = select_round(&s, chosen);
+    assert_int_equal(n, 13);
+    memset(first, 0, 30 * sizeof *first);
+    for (size_t k = 0; k < n; k++) {
+        first[chosen[k]] = 1;
+        if (k < 10)
+            assert_true(upload(&s, chosen[k], 1.0f).accepted);
+    }
+    sim_at(&s, s.clock.wall_ns / 1000000 + 1);
+    assert_int_equal(status(&s).model_version, 2);
+    if (restart)
+        sim_restart(&s);
+    n = select_round(&s, chosen);
+    assert_int_equal(n, 13); /* of the 17 that did not take part */
+    memset(second, 0, 30 * sizeof *second);
+    for (size_t k = 0; k < n; k++)
+        second[chosen[k]] = 1;
+    sim_free(&s);
+}
+
+/* A device in one task's open round is busy for every other task; over a restart too: task B
+ * draws among the devices task A did not select, as without a restart. @busy, @drawn[i]:
+ * device i selected by A, by B. */
+static void busy_draws(int restart, int *busy, int *drawn)
+{
+    sim s;
+    size_t chosen[64], n;
+    char err[256];
+    void *frame;
+    size_t len;
+    int64_t other;
+    sl_checkin_result r;
+    sl_task_status st;
+    sim_init(&s, restart ? "engine_busy_restart" : "engine_busy", 30, CONFIG(""));
+    sim_at(&s, T0 / 1000000);
+    n = select_round(&s, chosen);
+    assert_int_equal(n, 13);
+    memset(busy, 0, 30 * sizeof *busy);
+    for (size_t k = 0; k < n; k++)
+        busy[chosen[k]] = 1;
+    {
+        size_t np = (size_t)sl_layout_params(s.layout);
+        float *m = calloc(np, sizeof *m);
+        assert_int_equal(sl_frame_encode_model(s.layout, m, 1, 3, &frame, &len), SL_OK);
+        free(m);
+    }
+    if (sl_engine_create_task(s.engine,
+                              "{\"name\":\"other\",\"target\":10,\"quorum\":6,"
+                              "\"over_selection\":1.3,\"selection_window_ms\":2000,"
+                              "\"report_deadline_ms\":10000,\"rounds\":5}",
+                              LAYOUT, frame, len, &other, err, sizeof err) != SL_OK)
+        fail_msg("create task: %s", err);
+    free(frame);
+    if (restart)
+        sim_restart(&s);
+    for (size_t i = 0; i < 30; i++)
+        assert_int_equal(sl_engine_checkin(s.engine, other, s.devices[i], &info, &r), SL_OK);
+    assert_int_equal(sl_engine_task_status(s.engine, other, &st), SL_OK);
+    sim_at(&s, st.round.select_deadline_ms);
+    for (size_t i = 0; i < 30; i++) {
+        assert_int_equal(sl_engine_checkin(s.engine, other, s.devices[i], &info, &r), SL_OK);
+        drawn[i] = r.selected;
+    }
+    sim_free(&s);
+}
+
+/* What the selection excludes outlives a restart (read from the store's rounds and
+ * participants): the devices of a round that ended rest for the task's cooldown_ms, and a
+ * device in one task's open round is not drawn by another. Earlier builds kept both in memory
+ * only: after a restart the rested devices were drawn again at once. */
+static void test_rest_and_busy_after_restart(void **state)
+{
+    int first[30], second[30], first_r[30], second_r[30], busy[30], drawn[30], busy_r[30],
+        drawn_r[30], n = 0;
+    (void)state;
+    cooldown_draws(0, first, second);
+    cooldown_draws(1, first_r, second_r);
+    assert_memory_equal(first, first_r, sizeof first);
+    assert_memory_equal(second, second_r, sizeof second);
+    for (size_t i = 0; i < 30; i++)
+        assert_false(first[i] && second[i]);
+    busy_draws(0, busy, drawn);
+    busy_draws(1, busy_r, drawn_r);
+    assert_memory_equal(busy, busy_r, sizeof busy);
+    assert_memory_equal(drawn, drawn_r, sizeof drawn);
+    for (size_t i = 0; i < 30; i++) {
+        assert_false(busy[i] && drawn[i]);
+        n += drawn[i];
+    }
+    assert_int_equal(n, 13); /* of the 17 A did not select */
+}
+
 /* Nothing a device reports makes the coordinator acknowledge an update and then fail to
  * aggregate it: six reports of 2^32 - 1 samples close their round (earlier builds refused the
  * fifth in the sum and held the close back for good), and under FedNova, in a task stored
@@ -1912,6 +2014,7 @@ int main(void)
         cmocka_unit_test(test_fednova_steps),
         cmocka_unit_test(test_reports_the_sum_takes),
         cmocka_unit_test(test_restart_while_selecting),
+        cmocka_unit_test(test_rest_and_busy_after_restart),
         cmocka_unit_test(test_steps_refused),
         cmocka_unit_test(test_time_budget),
         cmocka_unit_test(test_planned_round),
