@@ -532,9 +532,11 @@ static int answer_closed(sl_engine *e, int64_t round_id, int64_t device_id, cons
     }
     if (rc != SL_ENOENT && rc != SL_ECONFLICT)
         return rc;
+    /* a participant's record says it came late; a device the round never selected gets the
+     * same answer and is not made a participant by it (nor counted as late) */
+    rc = sl_store_mark_participant(e->store, round_id, device_id, SL_PART_LATE, "round closed");
     r.late++;
-    rc = sl_store_set_participant(e->store, round_id, device_id, SL_PART_LATE, "round closed");
-    if ((rc == SL_OK || rc == SL_ENOENT) && e->replica[0] == '\0')
+    if (rc == SL_OK && e->replica[0] == '\0')
         rc = sl_store_update_round(e->store, &r); /* with replicas the leader's record wins */
     (void)rc; /* the answer is "late" either way; the counter is best effort */
     return reject(NULL, out, SL_REJECT_LATE);

@@ -62,6 +62,8 @@ typedef struct sl__store_ops {
     int (*close_round)(sl_store *s, const sl_round_record *r, const sl_model_put *m);
     int (*set_participant)(sl_store *s, int64_t round_id, int64_t device_id,
                            sl_participant_state state, const char *reason);
+    int (*mark_participant)(sl_store *s, int64_t round_id, int64_t device_id,
+                            sl_participant_state state, const char *reason);
     int (*select_participants)(sl_store *s, const sl_round_record *r, const int64_t *devices,
                                size_t n);
     int (*list_participants)(sl_store *s, int64_t round_id,

@@ -224,6 +224,7 @@ typedef struct part_args {
     int64_t round_id, device_id;
     sl_participant_state state;
     const char *reason;
+    int existing; /* only a row already there (sl_store_mark_participant) */
 } part_args;
 
 static int part_exec(sl_store *s, sl__conn *c, void *arg)
@@ -231,9 +232,12 @@ static int part_exec(sl_store *s, sl__conn *c, void *arg)
     part_args *a = arg;
     sqlite3_stmt *st;
     int rc = sl__stmt(c,
-                      "INSERT INTO round_participants (round_id, device_id, state, reason, "
-                      "updated_at) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (round_id, device_id) "
-                      "DO UPDATE SET state = ?3, reason = ?4, updated_at = ?5",
+                      a->existing
+                          ? "UPDATE round_participants SET state = ?3, reason = ?4, updated_at = "
+                            "?5 WHERE round_id = ?1 AND device_id = ?2"
+                          : "INSERT INTO round_participants (round_id, device_id, state, reason, "
+                            "updated_at) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (round_id, "
+                            "device_id) DO UPDATE SET state = ?3, reason = ?4, updated_at = ?5",
                       &st);
     if (rc != SL_OK)
         return rc;
@@ -246,13 +250,20 @@ static int part_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_reset(st);
     if (rc != SQLITE_DONE) /* a foreign key: no such round or device */
         return (rc & 0xff) == SQLITE_CONSTRAINT ? SL_ENOENT : sl__status_from_sqlite(rc);
-    return SL_OK;
+    return a->existing && sqlite3_changes(c->db) != 1 ? SL_ENOENT : SL_OK;
 }
 
 int sl__sq_set_participant(sl_store *s, int64_t round_id, int64_t device_id,
                            sl_participant_state state, const char *reason)
 {
-    part_args a = {round_id, device_id, state, reason ? reason : ""};
+    part_args a = {round_id, device_id, state, reason ? reason : "", 0};
+    return sl__write(s, part_exec, &a, SL__WRITE_TIMEOUT_MS);
+}
+
+int sl__sq_mark_participant(sl_store *s, int64_t round_id, int64_t device_id,
+                            sl_participant_state state, const char *reason)
+{
+    part_args a = {round_id, device_id, state, reason ? reason : "", 1};
     return sl__write(s, part_exec, &a, SL__WRITE_TIMEOUT_MS);
 }
 

@@ -166,6 +166,7 @@ const sl__store_ops sl__sqlite_ops = {
     .unfinished_rounds = sl__sq_unfinished_rounds,
     .close_round = sl__sq_close_round,
     .set_participant = sl__sq_set_participant,
+    .mark_participant = sl__sq_mark_participant,
     .select_participants = sl__sq_select_participants,
     .list_participants = sl__sq_list_participants,
     .put_update = sl__sq_put_update,

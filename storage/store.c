@@ -369,15 +369,27 @@ int sl_store_close_round(sl_store *s, const sl_round_record *r, const sl_model_p
     return OPS(s)->close_round(s, r, m);
 }
 
+/* What sl_store_set_participant() and sl_store_mark_participant() take. */
+static int participant_ok(const sl_store *s, sl_participant_state state, const char *reason)
+{
+    return s != NULL && (unsigned)state <= SL_PART_REJECTED &&
+           (reason == NULL || strlen(reason) < 128);
+}
+
 int sl_store_set_participant(sl_store *s, int64_t round_id, int64_t device_id,
                              sl_participant_state state, const char *reason)
 {
-    if (s == NULL || (unsigned)state > SL_PART_REJECTED ||
-        (reason != NULL && strlen(reason) >= 128))
+    if (!participant_ok(s, state, reason))
         return SL_EINVAL;
-    if (reason == NULL)
-        reason = "";
-    return OPS(s)->set_participant(s, round_id, device_id, state, reason);
+    return OPS(s)->set_participant(s, round_id, device_id, state, reason ? reason : "");
+}
+
+int sl_store_mark_participant(sl_store *s, int64_t round_id, int64_t device_id,
+                              sl_participant_state state, const char *reason)
+{
+    if (!participant_ok(s, state, reason))
+        return SL_EINVAL;
+    return OPS(s)->mark_participant(s, round_id, device_id, state, reason ? reason : "");
 }
 
 int sl_store_select_participants(sl_store *s, const sl_round_record *r, const int64_t *devices,

@@ -157,6 +157,8 @@ int sl__sq_list_rounds(sl_store *s, int64_t task_id, uint32_t offset, uint32_t l
 int sl__sq_unfinished_rounds(sl_store *s, int (*fn)(void *ctx, const sl_round_record *r),
                              void *ctx);
 int sl__sq_close_round(sl_store *s, const sl_round_record *r, const sl_model_put *m);
+int sl__sq_mark_participant(sl_store *s, int64_t round_id, int64_t device_id,
+                            sl_participant_state state, const char *reason);
 int sl__sq_set_participant(sl_store *s, int64_t round_id, int64_t device_id,
                            sl_participant_state state, const char *reason);
 int sl__sq_select_participants(sl_store *s, const sl_round_record *r, const int64_t *devices,

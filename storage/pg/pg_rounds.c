@@ -274,6 +274,7 @@ typedef struct part_args {
     int64_t round_id, device_id;
     sl_participant_state state;
     const char *reason;
+    int existing; /* only a row already there (sl_store_mark_participant) */
 } part_args;
 
 static int part_exec(sl__pg *p, PGconn *c, void *arg)
@@ -285,6 +286,17 @@ static int part_exec(sl__pg *p, PGconn *c, void *arg)
     sl__pgq_int(&q, (int64_t)a->state);
     sl__pgq_text(&q, a->reason);
     sl__pgq_int(&q, sl__pg_now_ms(p));
+    if (a->existing) {
+        PGresult *r = NULL;
+        int rc = sl__pg_exec(c,
+                             "UPDATE round_participants SET state = $3, reason = $4, updated_at = "
+                             "$5 WHERE round_id = $1 AND device_id = $2 RETURNING device_id",
+                             &q, &r);
+        if (rc == SL_OK && PQntuples(r) != 1)
+            rc = SL_ENOENT;
+        PQclear(r);
+        return rc;
+    }
     /* a foreign key (no such round or device) is SL_ENOENT */
     return sl__pg_exec(c,
                        "INSERT INTO round_participants (round_id, device_id, state, reason, "
@@ -296,7 +308,14 @@ static int part_exec(sl__pg *p, PGconn *c, void *arg)
 int sl__pg_set_participant(sl_store *s, int64_t round_id, int64_t device_id,
                            sl_participant_state state, const char *reason)
 {
-    part_args a = {round_id, device_id, state, reason};
+    part_args a = {round_id, device_id, state, reason, 0};
+    return sl__pg_tx((sl__pg *)(void *)s, 0, SL__PG_TIMEOUT_MS, part_exec, &a);
+}
+
+int sl__pg_mark_participant(sl_store *s, int64_t round_id, int64_t device_id,
+                            sl_participant_state state, const char *reason)
+{
+    part_args a = {round_id, device_id, state, reason, 1};
     return sl__pg_tx((sl__pg *)(void *)s, 0, SL__PG_TIMEOUT_MS, part_exec, &a);
 }
 

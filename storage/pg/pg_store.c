@@ -100,6 +100,7 @@ static const sl__store_ops pg_ops = {
     .unfinished_rounds = sl__pg_unfinished_rounds,
     .close_round = sl__pg_close_round,
     .set_participant = sl__pg_set_participant,
+    .mark_participant = sl__pg_mark_participant,
     .select_participants = sl__pg_select_participants,
     .list_participants = sl__pg_list_participants,
     .put_update = sl__pg_put_update,

@@ -437,6 +437,14 @@ int sl_store_set_participant(sl_store *s, int64_t round_id, int64_t device_id,
                              sl_participant_state state, const char *reason);
 
 /**
+ * sl_store_mark_participant - update the state and reason of a device that is a participant
+ * of the round; SL_ENOENT, nothing written, when it is not one (as a device that was never
+ * selected is not made one by what it sends).
+ */
+int sl_store_mark_participant(sl_store *s, int64_t round_id, int64_t device_id,
+                              sl_participant_state state, const char *reason);
+
+/**
  * sl_store_select_participants - in ONE transaction: insert @n devices as
  * SELECTED participants of round @r->id and write @r (its new state and
  * counters). Devices already present keep their rows.

@@ -183,6 +183,21 @@ static void model_sha(sim *s, int64_t version, uint8_t *sha)
     "{\"name\":\"fmnist\",\"target\":10,\"quorum\":6,\"over_selection\":1.3," \
     "\"selection_window_ms\":2000,\"report_deadline_ms\":10000,\"rounds\":50" extra "}"
 
+/* A round's participant rows, and whether @device is among them. */
+typedef struct part_count {
+    int64_t device;
+    size_t rows;
+    int found;
+} part_count;
+
+static int count_part(void *ctx, const sl_participant_record *p)
+{
+    part_count *c = ctx;
+    c->rows++;
+    c->found |= p->device_id == c->device;
+    return 0;
+}
+
 static void test_round_lifecycle(void **state)
 {
     sim s;
@@ -248,6 +263,33 @@ static void test_round_lifecycle(void **state)
         assert_true(res.accepted);
         assert_int_equal(res.receipt.duplicate, 1);
         free(frame);
+        {
+            /* a device the round never selected (it opened an upload while the round trained)
+             * gets "late" too, but does not become one of the round's participants nor count
+             * as late: what it sends changes nothing */
+            size_t outsider = s.ndevices, rows = 0;
+            part_count pc = {0};
+            for (size_t i = 0; i < s.ndevices && outsider == s.ndevices; i++) {
+                int picked = 0;
+                for (size_t j = 0; j < n; j++)
+                    picked |= chosen[j] == i;
+                if (!picked)
+                    outsider = i;
+            }
+            assert_true(outsider < s.ndevices);
+            make_update(&s, outsider, r1.id, 1, 1.0f, &frame, &len, sha);
+            assert_int_equal(
+                sl_engine_accept(s.engine, r1.id, s.devices[outsider], frame, len, 5, sha, &res),
+                SL_OK);
+            free(frame);
+            assert_false(res.accepted);
+            assert_int_equal(res.reason, SL_REJECT_LATE);
+            pc.device = s.devices[outsider];
+            assert_int_equal(sl_store_list_participants(s.store, r1.id, count_part, &pc), SL_OK);
+            rows = pc.rows;
+            assert_int_equal(rows, n);
+            assert_int_equal(pc.found, 0);
+        }
         assert_int_equal(sl_engine_round_stats(s.engine, r1.id, &stats), SL_OK);
         assert_int_equal(stats.round.late, 1);
         assert_true(stats.compression_vs_dense > 10);

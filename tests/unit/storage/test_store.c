@@ -281,6 +281,19 @@ static int collect_round(void *ctx, const sl_round_record *r)
     return 0;
 }
 
+/* Counts a round's participant rows, and those marked late. */
+typedef struct part_tally {
+    int rows, late;
+} part_tally;
+
+static int tally_part(void *ctx, const sl_participant_record *p)
+{
+    part_tally *t = ctx;
+    t->rows++;
+    t->late += p->state == SL_PART_LATE;
+    return 0;
+}
+
 static void test_rounds_and_close(void **state)
 {
     fixture *f = *state;
@@ -299,6 +312,28 @@ static void test_rounds_and_close(void **state)
         sl_store_set_participant(f->s, round_id, devices[1], SL_PART_DROPPED, "deadline"), SL_OK);
     assert_int_equal(sl_store_set_participant(f->s, round_id, 9999, SL_PART_SELECTED, NULL),
                      SL_ENOENT);
+    {
+        /* marking: a participant's state changes; a device that is not one stays out */
+        uint8_t key[8] = {0x5a, 1, 2, 3, 4, 5, 6, 7};
+        int64_t outsider;
+        part_tally t = {0, 0};
+        assert_int_equal(sl_store_enrol_device(f->s, key, 8, "{}", &outsider), SL_OK);
+        assert_int_equal(
+            sl_store_mark_participant(f->s, round_id, devices[2], SL_PART_LATE, "round closed"),
+            SL_OK);
+        assert_int_equal(
+            sl_store_mark_participant(f->s, round_id, outsider, SL_PART_LATE, "round closed"),
+            SL_ENOENT);
+        assert_int_equal(sl_store_mark_participant(f->s, round_id, 9999, SL_PART_LATE, NULL),
+                         SL_ENOENT);
+        assert_int_equal(sl_store_mark_participant(f->s, round_id, devices[2], 99, NULL),
+                         SL_EINVAL);
+        assert_int_equal(sl_store_list_participants(f->s, round_id, tally_part, &t), SL_OK);
+        assert_int_equal(t.rows, 3);
+        assert_int_equal(t.late, 1);
+        assert_int_equal(
+            sl_store_set_participant(f->s, round_id, devices[2], SL_PART_SELECTED, NULL), SL_OK);
+    }
     {
         /* selection in one transaction with the round: an unknown device undoes both */
         int64_t bad[2] = {devices[0], 4242};
