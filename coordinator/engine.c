@@ -494,6 +494,22 @@ static sl__task *task_of_round(sl_engine *e, int64_t round_id)
     return NULL;
 }
 
+int sl_engine_update_limit(sl_engine *e, int64_t round_id, uint64_t *max_bytes)
+{
+    sl__task *t;
+    int rc = SL_ENOENT;
+    if (e == NULL || max_bytes == NULL)
+        return SL_EINVAL;
+    pthread_mutex_lock(&e->lock);
+    if ((t = task_of_round(e, round_id)) != NULL) {
+        *max_bytes = (uint64_t)t->n * 4 + (uint64_t)t->n / 8 + 1 +
+                     64 * (uint64_t)sl_layout_tensors(t->layout) + 4096;
+        rc = SL_OK;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
 /* Count a rejection in the open round of @t (if any) and answer it. */
 static int reject(sl__task *t, sl_accept_result *out, sl_reject_reason why)
 {

@@ -253,6 +253,19 @@ void sl__h_upload_create(sl_server *s, sl__req *rq, const sl__params *p, sl__res
         answer_ended(s, rq, &d, rs);
         return;
     }
+    {
+        /* a session reserves its declared length on disk: no more than the task's model can
+         * need (a dense fp32 update), or a device could fill the disk with a few requests */
+        uint64_t most = 0;
+        if (sl_engine_update_limit(s->engine, d.round_id, &most) == SL_OK && d.length > most) {
+            sl__problem(rs, rq, 413, "payload-too-large", NULL,
+                        "an update for round %lld is at most %llu bytes (its model's dense "
+                        "update); %llu declared",
+                        (long long)d.round_id, (unsigned long long)most,
+                        (unsigned long long)d.length);
+            return;
+        }
+    }
     atomic_fetch_add(&s->metrics.uploads_in_flight, 1);
     if (octets && rq->body_len == d.length) {
         complete_at_once(s, rq, &d, rs);

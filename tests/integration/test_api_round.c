@@ -506,7 +506,8 @@ static void expect_nothing_stored(ah_fx *f, const ah_dev *d, int64_t round, cons
  * is a duplicate); some of them open a session at that offset, and a create
  * sent again finds it (idempotent); a create cut mid-body leaves nothing; a
  * wrong digest is refused with nothing stored; a body beyond the declared
- * length is 413 and a query without the declared values 400.
+ * length is 413, and so is a declared length beyond the model's dense update;
+ * a query without the declared values is 400.
  */
 void test_create_with_body(void **state)
 {
@@ -571,6 +572,14 @@ void test_create_with_body(void **state)
     assert_false(ah_header(&r, "Location", value, sizeof value));
     ah_resp_free(&r);
     expect_nothing_stored(&f, &dev[1], round, frame[1], len[1]);
+    /* a declared length beyond what the task's model can need (a dense fp32 update): 413
+     * before any session, which would reserve that much disk; a few such requests used to
+     * reserve 256 MiB each */
+    ah_upload_create_with(&f, &dev[1], round, frame[1], (size_t)64 << 20, 10, wrong_sha, &r);
+    ah_expect_problem(&r, 413, "payload-too-large");
+    assert_non_null(strstr(r.body, "dense"));
+    assert_false(ah_header(&r, "Location", value, sizeof value));
+    ah_resp_free(&r);
     /* more bytes than declared: 413; no declared values: 400; nothing stored */
     {
         uint8_t *longer = malloc(len[1] + 1);

@@ -522,6 +522,15 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
  */
 int sl_engine_tick(sl_engine *e, int64_t *next_deadline_ms);
 
+/**
+ * sl_engine_update_limit - the most bytes an update frame for the open
+ * round @round_id can take: a dense fp32 update of its task's model with
+ * every position named (4 bytes and an eighth a parameter, 64 bytes a
+ * tensor, 4 KiB besides), what the upload API reserves at most for one
+ * session. SL_ENOENT when no task this engine holds has that round open.
+ */
+int sl_engine_update_limit(sl_engine *e, int64_t round_id, uint64_t *max_bytes);
+
 /** A task's state now. */
 typedef struct sl_task_status {
     int64_t task_id;
