@@ -510,6 +510,22 @@ int sl_engine_update_limit(sl_engine *e, int64_t round_id, uint64_t *max_bytes)
     return rc;
 }
 
+int sl_engine_upload_allowed(sl_engine *e, int64_t round_id, int64_t device_id,
+                             sl_reject_reason *why)
+{
+    sl__task *t;
+    if (e == NULL || why == NULL)
+        return SL_EINVAL;
+    *why = SL_REJECT_NONE;
+    pthread_mutex_lock(&e->lock);
+    if ((t = task_of_round(e, round_id)) != NULL && !t->cfg.fedbuff &&
+        (t->round.state == SL_ROUND_SELECTING ||
+         (t->round.state == SL_ROUND_TRAINING && !sl__idset_has(&t->selected, device_id))))
+        *why = SL_REJECT_NOT_SELECTED; /* as sl_engine_accept_steps() would answer */
+    pthread_mutex_unlock(&e->lock);
+    return SL_OK;
+}
+
 /* Count a rejection in the open round of @t (if any) and answer it. */
 static int reject(sl__task *t, sl_accept_result *out, sl_reject_reason why)
 {

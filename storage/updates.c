@@ -195,16 +195,59 @@ int sl__sq_foreach_update(sl_store *s, int64_t round_id,
 
 /* ---- resumable uploads --------------------------------------------------- */
 
+/* One integer that @sql (with ?1 .. ?4 bound to @a .. @d) selects into *@out. */
+static int count_of(sl__conn *c, const char *sql, const char *id, int64_t a, int64_t b, int64_t d,
+                    int64_t *out)
+{
+    sqlite3_stmt *st;
+    int rc = sl__stmt(c, sql, &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, a);
+    sqlite3_bind_int64(st, 3, b);
+    sqlite3_bind_int64(st, 4, d);
+    rc = sqlite3_step(st);
+    *out = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    rc = rc == SQLITE_ROW ? SL_OK : sl__status_from_sqlite(rc);
+    sqlite3_reset(st);
+    return rc;
+}
+
 static int create_upload_exec(sl_store *s, sl__conn *c, void *arg)
 {
     const sl_upload_record *r = arg;
     sqlite3_stmt *st;
-    int rc = sl__stmt(c,
-                      "INSERT INTO uploads (id, device_id, round_id, length, offset, sha256, "
-                      "num_samples, expires_at, data, local_steps) VALUES (?1, ?2, ?3, ?4, 0, "
-                      "?5, ?6, ?7, zeroblob(?4), ?8)",
-                      &st);
-    (void)s;
+    int64_t now = sl__now_ms(s), n = 0;
+    int rc = count_of(c, "SELECT count(*) FROM uploads WHERE id = ?1", r->id, 0, 0, 0, &n);
+    if (rc == SL_OK && n > 0)
+        return SL_EEXIST; /* nothing changed */
+    /* the device's live sessions for other rounds; those of this round it replaces */
+    if (rc == SL_OK)
+        rc = count_of(c,
+                      "SELECT count(*) FROM uploads WHERE device_id = ?2 AND round_id <> ?3 AND "
+                      "expires_at > ?4 AND id <> ?1",
+                      r->id, r->device_id, r->round_id, now, &n);
+    if (rc != SL_OK)
+        return rc;
+    if (n >= SL_STORE_UPLOADS_PER_DEVICE)
+        return SL_ELIMIT;
+    rc = sl__stmt(
+        c, "DELETE FROM uploads WHERE device_id = ?1 AND round_id = ?2 AND expires_at > ?3", &st);
+    if (rc != SL_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, r->device_id);
+    sqlite3_bind_int64(st, 2, r->round_id);
+    sqlite3_bind_int64(st, 3, now);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return sl__status_from_sqlite(rc);
+    rc = sl__stmt(c,
+                  "INSERT INTO uploads (id, device_id, round_id, length, offset, sha256, "
+                  "num_samples, expires_at, data, local_steps) VALUES (?1, ?2, ?3, ?4, 0, "
+                  "?5, ?6, ?7, zeroblob(?4), ?8)",
+                  &st);
     if (rc != SL_OK)
         return rc;
     sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);

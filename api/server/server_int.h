@@ -410,6 +410,9 @@ void sl__h_upload_patch(sl_server *s, sl__req *rq, const sl__params *p, sl__resp
 void sl__h_upload_head(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs);
 /* Forget the tombstone of session @id (a new session is made under that id). */
 void sl__tomb_clear(sl_server *s, const char *id);
+/* The problem for an update the engine refuses for @why (409 not_selected, 410 late, ...),
+ * counted in the metrics; its status into *@status. */
+void sl__upload_refuse(sl_server *s, sl__req *rq, sl__resp *rs, sl_reject_reason why, int *status);
 /* 200 with the receipt of a stored update (UploadAccepted) and Upload-Offset @length. */
 void sl__upload_receipt(sl__resp *rs, int64_t round_id, uint64_t length,
                         const sl_store_receipt *receipt);

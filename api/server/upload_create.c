@@ -19,6 +19,14 @@
  * the same request again (a second copy of a stored update gets its
  * original receipt, duplicate: true).
  *
+ * Before any session: a declared length above what an update of the
+ * round's task can take is 413, and a device the open round did not select
+ * gets 409 not_selected (the completion would refuse its update: the
+ * device folds it now instead of reserving space for nothing). A device
+ * keeps one session a round (a new digest replaces its older session of
+ * that round) and at most SL_STORE_UPLOADS_PER_DEVICE for other rounds
+ * (429 too_many_uploads beyond, until one completes or expires).
+ *
  * Creation is idempotent: the session id is derived (keyed by a secret of
  * this server process) from the device, round, digest and length, so a
  * create sent again because its answer was lost finds the session it made,
@@ -266,6 +274,16 @@ void sl__h_upload_create(sl_server *s, sl__req *rq, const sl__params *p, sl__res
             return;
         }
     }
+    if (!(octets && rq->body_len == d.length)) {
+        /* a session only for a device the round selected (it would be refused at the end) */
+        sl_reject_reason why = SL_REJECT_NONE;
+        int status = 0;
+        if (sl_engine_upload_allowed(s->engine, d.round_id, rq->device_id, &why) == SL_OK &&
+            why != SL_REJECT_NONE) {
+            sl__upload_refuse(s, rq, rs, why, &status);
+            return;
+        }
+    }
     atomic_fetch_add(&s->metrics.uploads_in_flight, 1);
     if (octets && rq->body_len == d.length) {
         complete_at_once(s, rq, &d, rs);
@@ -275,6 +293,16 @@ void sl__h_upload_create(sl_server *s, sl__req *rq, const sl__params *p, sl__res
     rc = open_session(s, rq, &d, &rec, &created);
     if (rc == SL_ETOOBIG) {
         sl__problem(rs, rq, 413, "payload-too-large", NULL, "the upload is too large");
+        goto out;
+    }
+    if (rc == SL_ELIMIT) { /* each holds up to a dense update's space until it expires */
+        sl__problem(rs, rq, 429, "too-many-requests", "too_many_uploads",
+                    "this device already has %d open upload sessions for other rounds; "
+                    "complete them or let them expire",
+                    SL_STORE_UPLOADS_PER_DEVICE);
+        sl__resp_header(
+            rs, "Retry-After", "%lld",
+            (long long)(s->opt.upload_ttl_ms / 1000 < 60 ? s->opt.upload_ttl_ms / 1000 : 60));
         goto out;
     }
     if (rc != SL_OK) {

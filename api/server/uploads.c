@@ -176,9 +176,7 @@ void sl__upload_receipt(sl__resp *rs, int64_t round_id, uint64_t length,
     sl__resp_header(rs, "Upload-Offset", "%llu", (unsigned long long)length);
 }
 
-/* The answer to an update the engine refused; its status into *@status. */
-static void answer_reject(sl_server *s, sl__req *rq, sl__resp *rs, sl_reject_reason why,
-                          int *status)
+void sl__upload_refuse(sl_server *s, sl__req *rq, sl__resp *rs, sl_reject_reason why, int *status)
 {
     const char *name = sl_reject_reason_name(why);
     const char *type;
@@ -230,7 +228,7 @@ sl__upload_outcome sl__upload_accept(sl_server *s, sl__req *rq, int64_t round_id
         return SL__UPLOAD_FAILED;
     }
     if (!res.accepted) {
-        answer_reject(s, rq, rs, res.reason, status);
+        sl__upload_refuse(s, rq, rs, res.reason, status);
         *reason = sl_reject_reason_name(res.reason);
         return SL__UPLOAD_REJECTED;
     }

@@ -248,10 +248,50 @@ int sl__pg_foreach_update(sl_store *s, int64_t round_id,
 static int create_upload_exec(sl__pg *p, PGconn *c, void *arg)
 {
     const sl_upload_record *u = arg;
+    int64_t now = sl__pg_now_ms(p);
     PGresult *r = NULL;
     sl__pgq q = {0};
     int rc;
-    (void)p;
+    /* the device's row, locked: its creates on any replica take their turns at the count */
+    sl__pgq_int(&q, u->device_id);
+    rc = sl__pg_exec(c, "SELECT id FROM devices WHERE id = $1 FOR UPDATE", &q, &r);
+    if (rc != SL_OK)
+        return rc;
+    rc = PQntuples(r) == 1 ? SL_OK : SL_ENOENT;
+    PQclear(r);
+    if (rc != SL_OK)
+        return rc;
+    q.n = 0;
+    sl__pgq_text(&q, u->id);
+    rc = sl__pg_exec(c, "SELECT 1 FROM uploads WHERE id = $1", &q, &r);
+    if (rc != SL_OK)
+        return rc;
+    rc = PQntuples(r) > 0 ? SL_EEXIST : SL_OK; /* nothing changed */
+    PQclear(r);
+    if (rc != SL_OK)
+        return rc;
+    /* the device's live sessions for other rounds; those of this round it replaces */
+    q.n = 0;
+    sl__pgq_int(&q, u->device_id);
+    sl__pgq_int(&q, u->round_id);
+    sl__pgq_int(&q, now);
+    rc = sl__pg_exec(c,
+                     "SELECT count(*) FROM uploads WHERE device_id = $1 AND round_id <> $2 AND "
+                     "expires_at > $3",
+                     &q, &r);
+    if (rc != SL_OK)
+        return rc;
+    rc = sl__pg_int(r, 0, 0) >= SL_STORE_UPLOADS_PER_DEVICE ? SL_ELIMIT : SL_OK;
+    PQclear(r);
+    if (rc != SL_OK)
+        return rc;
+    rc = sl__pg_exec(c,
+                     "DELETE FROM uploads WHERE device_id = $1 AND round_id = $2 AND "
+                     "expires_at > $3",
+                     &q, NULL);
+    if (rc != SL_OK)
+        return rc;
+    q.n = 0;
     sl__pgq_text(&q, u->id);
     sl__pgq_int(&q, u->device_id);
     sl__pgq_int(&q, u->round_id);

@@ -14,6 +14,22 @@
 
 /* ---- a complete round ------------------------------------------------------------ */
 
+/* starling_uploads_created_total: the upload sessions the server made. */
+static uint64_t uploads_created(ah_fx *f)
+{
+    static const char key[] = "starling_uploads_created_total ";
+    ah_resp r;
+    const char *at;
+    uint64_t n;
+    ah_get(f, "/metrics", (const char *[]){"Authorization: Bearer " AH_ADMIN}, 1, &r);
+    assert_int_equal(r.status, 200);
+    at = strstr(r.body, key);
+    assert_non_null(at);
+    n = strtoull(at + sizeof key - 1, NULL, 10);
+    ah_resp_free(&r);
+    return n;
+}
+
 #define ROUND_TASK                                                                      \
     "{\"config\":{\"name\":\"round\",\"target\":2,\"quorum\":2,\"over_selection\":1.5," \
     "\"selection_window_ms\":%d,\"report_deadline_ms\":30000,\"values\":\"fp16\","      \
@@ -25,7 +41,7 @@ void test_complete_round(void **state)
     ah_dev dev[4]; /* a, b, c selected; d checks in too late */
     ah_resp r;
     sl_layout *layout, *other;
-    char path[160], etag[80], value[200], id[40], late_id[40], body[128];
+    char path[160], etag[80], value[200], id[40], late_id[40], body[160];
     const char *auth[] = {"Authorization: Bearer " AH_ADMIN};
     float *v1, *v2, *v2_delta;
     void *good, *frame;
@@ -220,11 +236,31 @@ void test_complete_round(void **state)
     ah_resp_free(&r);
     free(frame);
 
-    /* d was not selected */
+    /* d was not selected: refused before any session (which would reserve the update's
+     * length on disk for a day), in the JSON form, with some of the bytes and with all */
     ah_update(layout, round, 1, 0.125f, &frame, &len);
-    ah_upload_all(&f, &dev[3], round, frame, len, NULL, &r);
-    ah_expect_reason(&r, 409, "conflict", "not_selected");
-    ah_resp_free(&r);
+    {
+        uint64_t created = uploads_created(&f);
+        char hex[65];
+        uint8_t sha[32];
+        sl_sha256(frame, len, sha);
+        sl_hex(sha, 32, hex);
+        snprintf(path, sizeof path, "/v1/rounds/%lld/uploads", (long long)round);
+        snprintf(body, sizeof body, "{\"length\":%zu,\"sha256\":\"%s\",\"num_samples\":4}", len,
+                 hex);
+        ah_dev_call(&f, &dev[3], "POST", path, body, strlen(body), NULL, 0, &r);
+        ah_expect_reason(&r, 409, "conflict", "not_selected");
+        assert_false(ah_header(&r, "Location", value, sizeof value));
+        ah_resp_free(&r);
+        ah_upload_create_with(&f, &dev[3], round, frame, len, 10, NULL, &r);
+        ah_expect_reason(&r, 409, "conflict", "not_selected");
+        assert_false(ah_header(&r, "Location", value, sizeof value));
+        ah_resp_free(&r);
+        ah_upload_create_with(&f, &dev[3], round, frame, len, len, NULL, &r);
+        ah_expect_reason(&r, 409, "conflict", "not_selected");
+        ah_resp_free(&r);
+        assert_int_equal(uploads_created(&f), created);
+    }
     free(frame);
     /* c starts an upload the round will not wait for */
     ah_update(layout, round, 1, 0.375f, &frame, &len);
@@ -507,7 +543,8 @@ static void expect_nothing_stored(ah_fx *f, const ah_dev *d, int64_t round, cons
  * sent again finds it (idempotent); a create cut mid-body leaves nothing; a
  * wrong digest is refused with nothing stored; a body beyond the declared
  * length is 413, and so is a declared length beyond the model's dense update;
- * a query without the declared values is 400.
+ * a query without the declared values is 400; a device holding too many
+ * sessions for other rounds is 429 without a new one.
  */
 void test_create_with_body(void **state)
 {
@@ -632,6 +669,42 @@ void test_create_with_body(void **state)
         ah_resp_free(&r);
     }
     expect_nothing_stored(&f, &dev[1], round, frame[1], len[1]);
+
+    /* a device holding SL_STORE_UPLOADS_PER_DEVICE live sessions for other rounds (here of
+     * another task, made in the store) gets 429 too_many_uploads and no session; once one is
+     * gone it gets its session */
+    {
+        sl_upload_record other = {0};
+        sl_round_record rr = {0};
+        int64_t t2;
+        uint64_t created = uploads_created(&f);
+        assert_int_equal(sl_store_create_task(f.store, "other", "{}", "w 10\n", &t2), SL_OK);
+        other.device_id = dev[1].id;
+        other.length = 100;
+        other.expires_at_ms = sl_clock_wall_ns(NULL) / 1000000 + 3600000;
+        for (int i = 0; i < SL_STORE_UPLOADS_PER_DEVICE; i++) {
+            rr.id = 0;
+            rr.task_id = t2;
+            rr.round_no = i + 1;
+            rr.base_version = 1;
+            rr.state = SL_ROUND_TRAINING;
+            rr.target = 1;
+            assert_int_equal(sl_store_create_round(f.store, &rr), SL_OK);
+            snprintf(other.id, sizeof other.id, "held-%d", i);
+            other.round_id = rr.id;
+            assert_int_equal(sl_store_create_upload(f.store, &other), SL_OK);
+        }
+        ah_upload_create_with(&f, &dev[1], round, frame[1], len[1], 10, NULL, &r);
+        ah_expect_reason(&r, 429, "too-many-requests", "too_many_uploads");
+        assert_true(ah_header(&r, "Retry-After", value, sizeof value));
+        assert_false(ah_header(&r, "Location", value, sizeof value));
+        ah_resp_free(&r);
+        assert_int_equal(uploads_created(&f), created);
+        for (int i = 0; i < SL_STORE_UPLOADS_PER_DEVICE; i++) {
+            snprintf(other.id, sizeof other.id, "held-%d", i);
+            assert_int_equal(sl_store_delete_upload(f.store, other.id), SL_OK);
+        }
+    }
 
     /* b in parts: 10 bytes with the create, the rest by PATCH */
     ah_upload_create_with(&f, &dev[1], round, frame[1], len[1], 10, NULL, &r);

@@ -60,7 +60,8 @@ extern "C" {
     X(EPERM, -26, "permission denied")                              \
     X(ESYNTAX, -27, "syntax error")                                 \
     X(ESPEC, -28, "invalid model spec")                             \
-    X(EFENCED, -29, "a newer leader took over (fencing epoch)")
+    X(EFENCED, -29, "a newer leader took over (fencing epoch)")     \
+    X(ELIMIT, -30, "a per-client limit is reached")
 
 /** Project status codes. SL_OK is zero; every error is negative. */
 typedef enum sl_status {

@@ -531,6 +531,19 @@ int sl_engine_tick(sl_engine *e, int64_t *next_deadline_ms);
  */
 int sl_engine_update_limit(sl_engine *e, int64_t round_id, uint64_t *max_bytes);
 
+/**
+ * sl_engine_upload_allowed - whether device @device_id may begin an upload
+ * for round @round_id, asked before the upload API reserves a session's
+ * space: *@why receives SL_REJECT_NOT_SELECTED when this engine knows that
+ * round is open and the device is not one of its participants (a round
+ * still selecting, or a training round that did not select it; FedBuff's
+ * rounds take any device), else SL_REJECT_NONE, including for a round this
+ * engine does not hold open (the completion decides, as for any update).
+ * Reads only. Returns SL_OK, or SL_EINVAL.
+ */
+int sl_engine_upload_allowed(sl_engine *e, int64_t round_id, int64_t device_id,
+                             sl_reject_reason *why);
+
 /** A task's state now. */
 typedef struct sl_task_status {
     int64_t task_id;

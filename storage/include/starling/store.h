@@ -551,9 +551,17 @@ typedef struct sl_upload_record {
     uint32_t local_steps; /* as sl_update_put's, carried into the update */
 } sl_upload_record;
 
+/** The live upload sessions a device may hold for rounds other than a new one's. */
+#define SL_STORE_UPLOADS_PER_DEVICE 8
+
 /**
  * sl_store_create_upload - a session for @r->length bytes (space reserved,
- * offset 0). An existing id is SL_EEXIST.
+ * offset 0). An existing id is SL_EEXIST. A device holds at most one live
+ * session a round: the new one replaces (deletes, in the same transaction)
+ * any other live session of @r->device_id for @r->round_id, whose update
+ * it can no longer be (a device makes one update a round). A device that
+ * already holds SL_STORE_UPLOADS_PER_DEVICE live sessions for other rounds
+ * gets SL_ELIMIT. SL_EEXIST and SL_ELIMIT change nothing.
  */
 int sl_store_create_upload(sl_store *s, const sl_upload_record *r);
 

@@ -618,7 +618,8 @@ static void test_checkpointer(void **state)
     char path[600], err[256];
     static uint8_t chunk[CHUNK];
     sl_upload_record r = {0}, got;
-    int64_t round_id, devices[1];
+    static int64_t devices[N]; /* one session a device: a device keeps one a round */
+    int64_t round_id;
     uint64_t off, checkpoints, most = 0;
     sl_store_close(f->s);
     sl_store_options_default(&o);
@@ -627,15 +628,15 @@ static void test_checkpointer(void **state)
     o.clock = &f->clock.clock;
     o.checkpoint_pages = MARK;
     assert_int_equal(sl_store_open(&o, &f->s, err, sizeof err), SL_OK);
-    sl_test_store_fixture(f->s, &round_id, devices, 1);
+    sl_test_store_fixture(f->s, &round_id, devices, N);
     for (size_t i = 0; i < CHUNK; i++)
         chunk[i] = (uint8_t)(i * 7919u >> 3);
-    r.device_id = devices[0];
     r.round_id = round_id;
     r.length = CHUNK;
     r.expires_at_ms = 1764465820000LL + 60000;
     for (int i = 0; i < N; i++) {
         snprintf(r.id, sizeof r.id, "up-%d", i);
+        r.device_id = devices[i];
         assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
         assert_int_equal(sl_store_append_upload(f->s, r.id, 0, chunk, CHUNK, 5000, &off), SL_OK);
         pthread_mutex_lock(&f->s->lock);
@@ -902,6 +903,88 @@ static void test_audit(void **state)
     assert_int_equal(sl_store_count_audit(f->s, &n), SL_OK);
     assert_int_equal(n, 2);
     assert_int_equal(sl_store_audit(f->s, NULL, "x", NULL), SL_EINVAL);
+}
+
+/*
+ * What a device's sessions may hold: one live session a round (a new one replaces the
+ * device's older one of that round) and SL_STORE_UPLOADS_PER_DEVICE for other rounds; a
+ * create beyond is SL_ELIMIT and changes nothing; expired sessions do not count, and
+ * other devices are not limited by it.
+ */
+static void test_upload_limits(void **state)
+{
+    fixture *f = *state;
+    enum { K = SL_STORE_UPLOADS_PER_DEVICE };
+    int64_t round_id, devices[2], rounds[K + 2];
+    uint8_t frame[600], sha[32];
+    sl_upload_record r = {0}, got;
+    sl_round_record rr;
+    uint64_t off;
+    int64_t now_ms = sl_clock_wall_ns(&f->clock.clock) / 1000000;
+    sl_test_store_fixture(f->s, &round_id, devices, 2);
+    assert_int_equal(sl_store_get_round(f->s, round_id, &rr), SL_OK);
+    rounds[0] = round_id;
+    for (int i = 1; i < K + 2; i++) {
+        rr.id = 0;
+        rr.round_no = i + 1;
+        assert_int_equal(sl_store_create_round(f->s, &rr), SL_OK);
+        rounds[i] = rr.id;
+    }
+    sl_test_update_bytes(5, frame, sizeof frame, sha);
+    r.device_id = devices[0];
+    r.length = sizeof frame;
+    memcpy(r.sha256, sha, 32);
+    r.expires_at_ms = now_ms + 60000;
+    for (int i = 0; i < K; i++) { /* rounds 0 .. K-1: one each */
+        snprintf(r.id, sizeof r.id, "lim-%d", i);
+        r.round_id = rounds[i];
+        assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    }
+    assert_int_equal(sl_store_append_upload(f->s, "lim-0", 0, frame, 100, 5000, &off), SL_OK);
+    /* a K+1-th round: refused, nothing made, nothing of the others touched */
+    snprintf(r.id, sizeof r.id, "lim-x");
+    r.round_id = rounds[K];
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_ELIMIT);
+    assert_int_equal(sl_store_get_upload(f->s, "lim-x", &got), SL_ENOENT);
+    for (int i = 0; i < K; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "lim-%d", i);
+        assert_int_equal(sl_store_get_upload(f->s, id, &got), SL_OK);
+        assert_int_equal(got.offset, i == 0 ? 100 : 0);
+    }
+    /* the other device is not limited by this one's sessions */
+    r.device_id = devices[1];
+    snprintf(r.id, sizeof r.id, "other");
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    r.device_id = devices[0];
+    /* a new session of round 0 (another update) replaces the device's older one there,
+     * even at the limit: the count is of other rounds */
+    snprintf(r.id, sizeof r.id, "lim-0b");
+    r.round_id = rounds[0];
+    r.sha256[0] ^= 1;
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    assert_int_equal(sl_store_get_upload(f->s, "lim-0", &got), SL_ENOENT);
+    assert_int_equal(sl_store_get_upload(f->s, "lim-0b", &got), SL_OK);
+    assert_int_equal(got.offset, 0);
+    assert_int_equal(sl_store_get_upload(f->s, "other", &got), SL_OK); /* another device's */
+    /* a finished session frees its place */
+    assert_int_equal(sl_store_delete_upload(f->s, "lim-1"), SL_OK);
+    snprintf(r.id, sizeof r.id, "lim-x");
+    r.round_id = rounds[K];
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    /* and after a restart the limit still counts the same sessions */
+    reopen(f);
+    snprintf(r.id, sizeof r.id, "lim-y");
+    r.round_id = rounds[K + 1];
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_ELIMIT);
+    /* expired sessions do not count, and a new one of their round leaves them be */
+    sl_clock_manual_advance(&f->clock, 61000000000LL);
+    r.expires_at_ms = now_ms + 61000 + 60000;
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    snprintf(r.id, sizeof r.id, "lim-z");
+    r.round_id = rounds[2];
+    assert_int_equal(sl_store_create_upload(f->s, &r), SL_OK);
+    assert_int_equal(sl_store_get_upload(f->s, "lim-2", &got), SL_ETIMEDOUT);
 }
 
 /* Deleting a session (rejected uploads) and the expired/unknown distinction. */
@@ -1629,6 +1712,7 @@ int main(int argc, char **argv)
         T(test_group_commit),
         T(test_uploads),
         T(test_checkpointer),
+        T(test_upload_limits),
         T(test_delete_and_expired_upload),
         T(test_retention),
         T(test_backup_while_writing),
@@ -1656,6 +1740,7 @@ int main(int argc, char **argv)
         T(test_updates_idempotent),
         T(test_list_devices),
         T(test_uploads),
+        T(test_upload_limits),
         T(test_delete_and_expired_upload),
         T(test_retention),
         T(test_refusals),
