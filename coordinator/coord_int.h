@@ -224,14 +224,15 @@ struct sl_engine {
     /* replicas (replica.c): all under lock; without opt.replica the engine always leads */
     char replica[SL_STORE_MAX_OWNER]; /* this replica's name; "" when it is the only one */
     int leader;                       /* it holds the lease: it runs round transitions */
-    uint64_t epoch;                   /* its fencing epoch while it leads */
-    int64_t renew_at_ms, renewed_ms;  /* monotonic: next lease call; last successful renewal */
-    int64_t synced_ms;                /* monotonic: last sync from the store (followers, leader) */
-    uint64_t promotions, demotions;   /* role changes (metrics, tests) */
-    pthread_mutex_t partial_lock;     /* every task's partial sum (accepts fold concurrently) */
-    uint64_t partials_merged;         /* partial sums the leader added at closes (tests) */
-    uint64_t updates_read;            /* updates it read one by one at closes (tests) */
-    uint64_t history_reads;           /* device histories read for the senders' mean (tests) */
+    int promoting;  /* the tasks are loaded for a promotion: resumed participants are busy */
+    uint64_t epoch; /* its fencing epoch while it leads */
+    int64_t renew_at_ms, renewed_ms; /* monotonic: next lease call; last successful renewal */
+    int64_t synced_ms;               /* monotonic: last sync from the store (followers, leader) */
+    uint64_t promotions, demotions;  /* role changes (metrics, tests) */
+    pthread_mutex_t partial_lock;    /* every task's partial sum (accepts fold concurrently) */
+    uint64_t partials_merged;        /* partial sums the leader added at closes (tests) */
+    uint64_t updates_read;           /* updates it read one by one at closes (tests) */
+    uint64_t history_reads;          /* device histories read for the senders' mean (tests) */
     /* a round's downloads this replica served but could not write once the round was over
      * (the leader's write at the close, a follower's last write when it sees the close): kept
      * and written again at each sync until the store takes them (replica.c) */
@@ -317,6 +318,10 @@ void sl__replica_free(sl_engine *e);
  */
 int sl__spec_check_layout(const char *spec, const sl_layout *layout, char *err, size_t errcap);
 sl__device *sl__engine_device(sl_engine *e, int64_t id); /* found or inserted; NULL on ENOMEM */
+/* Release every device marked busy (selected for a round until it ends): a replica about to lead
+ * forgets the marks of its earlier leadership, whose rounds another leader may have ended, before
+ * it marks the participants of the rounds open now (tasks.c). */
+void sl__engine_clear_busy(sl_engine *e);
 
 /* select.c: order the @n pool devices @ids (sorted) for a task with paced_selection or
  * fairness_rounds, from the fleet's history in the store: the first ones are selected. */

@@ -110,6 +110,13 @@ static uint64_t hash_id(int64_t id)
     return z ^ (z >> 29);
 }
 
+void sl__engine_clear_busy(sl_engine *e)
+{
+    for (size_t i = 0; i < e->devcap; i++)
+        if (e->devices[i].id != 0 && e->devices[i].cooldown_until_ms == INT64_MAX)
+            e->devices[i].cooldown_until_ms = 0;
+}
+
 sl__device *sl__engine_device(sl_engine *e, int64_t id)
 {
     size_t mask;

@@ -252,8 +252,17 @@ static int lease(sl_engine *e, int64_t now)
     if (rc == SL_OK) {
         e->renewed_ms = now;
         e->renew_at_ms = now + lease_ms / 4;
-        if (!e->leader) {
+        if (!e->leader || epoch != e->epoch) {
+            /* a promotion, or a leader that was paused while another took the lease and lost
+             * it again (a new epoch: its tasks moved on meanwhile) loads the store's state.
+             * The busy marks of an earlier leadership go; the open rounds' participants are
+             * marked again as their tasks load */
+            if (e->leader)
+                demote(e, "another replica led meanwhile (a newer epoch)");
+            sl__engine_clear_busy(e);
+            e->promoting = 1;
             rc = reload_all(e);
+            e->promoting = 0;
             if (rc != SL_OK) /* try again at the next tick, still following */
                 return rc;
             e->leader = 1;

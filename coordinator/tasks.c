@@ -44,15 +44,16 @@ typedef struct resume_ctx {
 
 /* A participant of the open round: selected, and (once drawn) busy until the round ends, as
  * lifecycle.c's draw marks it, so that no other task selects it meanwhile. Only where this
- * engine ends the round and so releases the mark: a single coordinator (a follower replica
- * re-reads tasks at every round and closes none). */
+ * engine ends the round and so releases the mark: a single coordinator, or a replica loading
+ * its tasks to lead (a follower re-reads tasks at every round and closes none). */
 static int resume_participant(void *ctx, const sl_participant_record *p)
 {
     resume_ctx *r = ctx;
     int rc = sl__idset_add(&r->t->selected, p->device_id);
     if (rc == SL_EEXIST)
         rc = SL_OK;
-    if (rc == SL_OK && r->t->round.state != SL_ROUND_SELECTING && r->e->replica[0] == '\0') {
+    if (rc == SL_OK && r->t->round.state != SL_ROUND_SELECTING &&
+        (r->e->replica[0] == '\0' || r->e->promoting)) {
         sl__device *d = sl__engine_device(r->e, p->device_id);
         if (d == NULL)
             return SL_ENOMEM;

@@ -150,8 +150,11 @@ static void tick(cluster *c, int64_t ms, unsigned up)
     /* PostgreSQL's leases run on the server's clock, not the simulated one */
     usleep(g_pg_mode && ms >= LEASE ? (useconds_t)ms * 1000 : 260000);
     for (size_t i = 0; i < c->n; i++)
-        if (up & (1u << i))
-            assert_int_equal(sl_engine_tick(c->engine[i], NULL), SL_OK);
+        if (up & (1u << i)) {
+            int rc = sl_engine_tick(c->engine[i], NULL);
+            if (rc != SL_OK)
+                fail_msg("tick of replica %zu: %s", i, sl_strerror(rc));
+        }
 }
 
 static int leads(cluster *c, size_t i)
@@ -789,6 +792,138 @@ static void test_update_racing_an_abandon(void **state)
     cluster_free(&r);
 }
 
+/* Another task with @config and a zero model, created at replica 0: its id. */
+static int64_t second_task(cluster *c, const char *config)
+{
+    char err[256];
+    void *frame;
+    size_t len, np = (size_t)sl_layout_params(c->layout);
+    float *w = calloc(np, sizeof *w);
+    int64_t id = 0;
+    assert_int_equal(sl_frame_encode_model(c->layout, w, 1, 3, &frame, &len), SL_OK);
+    free(w);
+    if (sl_engine_create_task(c->engine[0], config, LAYOUT, frame, len, &id, err, sizeof err) !=
+        SL_OK)
+        fail_msg("create task: %s", err);
+    free(frame);
+    return id;
+}
+
+/* A device in one task's open round is busy for the others, across a promotion: the new leader
+ * marks the participants of the rounds open when it takes over, so another task's draw does
+ * not take them (before, a promoted replica kept busy marks for the rounds it drew itself
+ * only, and drew A's devices for B). @promote 0: the same draw by the first leader. */
+static void busy_draw(int promote, int *in_a, int *in_b)
+{
+    static const size_t at0[1] = {0};
+    cluster r;
+    size_t drawer = promote ? 1 : 0;
+    unsigned up = promote ? 2u : 3u;
+    int64_t task_b;
+    sl_task_status st;
+    cluster_init(&r, promote ? "busy_promoted" : "busy_kept", 2);
+    tick(&r, 0, 3);
+    assert_true(leads(&r, 0));
+    check_in_all(&r, at0, 1);
+    tick(&r, 1100, 3); /* A draws 4 of the 8 */
+    tick(&r, 0, 3);
+    for (size_t k = 0; k < DEVICES; k++) {
+        sl_checkin_result cr;
+        assert_int_equal(sl_engine_checkin(r.engine[0], r.task, r.devices[k], &info, &cr), SL_OK);
+        in_a[k] = cr.selected;
+    }
+    task_b = second_task(&r, "{\"name\":\"b\",\"target\":4,\"quorum\":3,\"over_selection\":1,"
+                             "\"selection_window_ms\":10000,\"report_deadline_ms\":60000,"
+                             "\"rounds\":2,\"seed\":11,\"cooldown_ms\":0}");
+    tick(&r, 0, 3);
+    tick(&r, 0, 3);
+    if (promote) { /* the leader stops; the other replica takes over within the lease */
+        tick(&r, LEASE + 100, 2);
+        tick(&r, 0, 2);
+        assert_true(leads(&r, 1));
+    }
+    for (size_t k = 0; k < DEVICES; k++) { /* every device asks B at the one that leads */
+        sl_checkin_result cr;
+        assert_int_equal(sl_engine_checkin(r.engine[drawer], task_b, r.devices[k], &info, &cr),
+                         SL_OK);
+        assert_false(cr.selected);
+    }
+    assert_int_equal(sl_engine_task_status(r.engine[drawer], task_b, &st), SL_OK);
+    tick(&r, st.round.select_deadline_ms - sl_clock_wall_ns(&r.clock.clock) / 1000000 + 100, up);
+    tick(&r, 0, up);
+    assert_int_equal(sl_engine_task_status(r.engine[drawer], task_b, &st), SL_OK);
+    assert_int_equal(st.round.state, SL_ROUND_TRAINING);
+    for (size_t k = 0; k < DEVICES; k++) {
+        sl_checkin_result cr;
+        assert_int_equal(sl_engine_checkin(r.engine[drawer], task_b, r.devices[k], &info, &cr),
+                         SL_OK);
+        in_b[k] = cr.selected;
+    }
+    cluster_free(&r);
+}
+
+static void test_busy_after_promotion(void **state)
+{
+    int a[DEVICES], b[DEVICES], a_kept[DEVICES], b_kept[DEVICES], na = 0, nb = 0;
+    (void)state;
+    busy_draw(0, a_kept, b_kept);
+    busy_draw(1, a, b);
+    assert_memory_equal(a, a_kept, sizeof a); /* the same draws in A */
+    for (size_t k = 0; k < DEVICES; k++) {
+        assert_false(a_kept[k] && b_kept[k]);
+        assert_false(a[k] && b[k]);
+        na += a[k];
+        nb += b[k];
+    }
+    assert_int_equal(na, 4);
+    assert_int_equal(nb, 4); /* the four A did not select */
+}
+
+/* A replica that leads again forgets the busy marks of its earlier leadership: the round it
+ * drew was ended by the leader in between, which released its devices; before, they stayed
+ * busy in the first replica's memory and no task there drew them again. */
+static void test_busy_marks_of_an_earlier_leadership(void **state)
+{
+    static const size_t at0[1] = {0}, at1[1] = {1};
+    cluster r;
+    int64_t task_b, round_id;
+    uint64_t acked = 0;
+    sl_task_status st;
+    int nb = 0;
+    (void)state;
+    cluster_init(&r, "busy_flap", 2);
+    tick(&r, 0, 3);
+    assert_true(leads(&r, 0));
+    check_in_all(&r, at0, 1);
+    tick(&r, 1100, 3); /* replica 0 draws A's round: 4 devices busy there */
+    tick(&r, 0, 3);
+    tick(&r, LEASE + 100, 2); /* replica 0 pauses; replica 1 leads and closes A's round */
+    tick(&r, 0, 2);
+    assert_true(leads(&r, 1));
+    assert_true(upload_all(&r, 2, at1, 1, &round_id, &acked) > 0);
+    tick(&r, LEASE + 100, 1); /* replica 1 pauses; replica 0 leads again */
+    tick(&r, 0, 1);
+    assert_true(leads(&r, 0));
+    task_b = second_task(&r, "{\"name\":\"all\",\"target\":8,\"quorum\":4,\"over_selection\":1,"
+                             "\"selection_window_ms\":1000,\"report_deadline_ms\":60000,"
+                             "\"rounds\":2,\"seed\":3,\"cooldown_ms\":0}");
+    tick(&r, 0, 1);
+    for (size_t k = 0; k < DEVICES; k++) {
+        sl_checkin_result cr;
+        assert_int_equal(sl_engine_checkin(r.engine[0], task_b, r.devices[k], &info, &cr), SL_OK);
+    }
+    tick(&r, 1100, 1);
+    assert_int_equal(sl_engine_task_status(r.engine[0], task_b, &st), SL_OK);
+    assert_int_equal(st.round.state, SL_ROUND_TRAINING);
+    for (size_t k = 0; k < DEVICES; k++) {
+        sl_checkin_result cr;
+        assert_int_equal(sl_engine_checkin(r.engine[0], task_b, r.devices[k], &info, &cr), SL_OK);
+        nb += cr.selected;
+    }
+    assert_int_equal(nb, DEVICES); /* A's first four among them */
+    cluster_free(&r);
+}
+
 /* A replica that does not lead refuses an operator's abort (503: retry, another replica
  * will), and a stale leader cannot close a round: the store fences it. */
 static void test_follower_refuses_transitions(void **state)
@@ -818,6 +953,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_late_downloads_written_when_stopping),
         cmocka_unit_test(test_leaders_refused_write_at_the_close),
         cmocka_unit_test(test_update_racing_an_abandon),
+        cmocka_unit_test(test_busy_after_promotion),
+        cmocka_unit_test(test_busy_marks_of_an_earlier_leadership),
     };
     if (argc > 1 && strcmp(argv[1], "pg") == 0) {
 #ifdef SL_HAVE_PG
