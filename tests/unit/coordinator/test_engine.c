@@ -1265,6 +1265,44 @@ static void test_restart_while_selecting(void **state)
     assert_memory_equal(plain, restarted, sizeof plain);
 }
 
+/* A coordinator in a crash loop while a round selects (restarted every 0.9 s, its devices
+ * checking in between) still draws: the resumed window is extended at most to twice the wait
+ * for the devices' return after its end. Earlier builds extended it from every restart anew,
+ * past the next one, and the round never drew. */
+static void test_restart_loop_while_selecting(void **state)
+{
+    sim s;
+    sl_checkin_result r;
+    int64_t t;
+    int drew_at = -1, drawn = 0;
+    (void)state;
+    sim_init(&s, "engine_restart_loop", 26, CONFIG(""));
+    t = T0 / 1000000;
+    sim_at(&s, t);
+    for (size_t i = 0; i < 20; i++)
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
+    t = status(&s).round.select_deadline_ms - 200;
+    for (int k = 0; k < 8 && drew_at < 0; k++) {
+        sim_at(&s, t);
+        sim_restart(&s);
+        sim_at(&s, t + 400);
+        for (size_t i = 0; i < 26; i++)
+            assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
+        sim_at(&s, t + 899);
+        if (status(&s).round.state == SL_ROUND_TRAINING)
+            drew_at = k;
+        t += 900;
+    }
+    if (drew_at < 0)
+        fail_msg("eight restarts 0.9 s apart: the round still selects");
+    for (size_t i = 0; i < 26; i++) {
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
+        drawn += r.selected;
+    }
+    assert_int_equal(drawn, 13);
+    sim_free(&s);
+}
+
 /* Two rounds of a task whose devices rest for ten minutes after a round (cooldown_ms): the
  * second round's draw, @restart: after a restart between the rounds; @first, @second[i]:
  * device i drawn in each. */
@@ -2056,6 +2094,7 @@ int main(void)
         cmocka_unit_test(test_fednova_steps),
         cmocka_unit_test(test_reports_the_sum_takes),
         cmocka_unit_test(test_restart_while_selecting),
+        cmocka_unit_test(test_restart_loop_while_selecting),
         cmocka_unit_test(test_rest_and_busy_after_restart),
         cmocka_unit_test(test_steps_refused),
         cmocka_unit_test(test_time_budget),
