@@ -173,6 +173,9 @@ static const char *const migrations[] = {
      "  devices BYTEA NOT NULL,"
      "  at BIGINT NOT NULL,"
      "  PRIMARY KEY (round_id, replica));"),
+    /* 13 -> 14: a device's upload sessions (the per-device bound a create counts, and the
+     * same round's older session it replaces), read by index, not by all live sessions */
+    ("CREATE INDEX uploads_device ON uploads(device_id, round_id);"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

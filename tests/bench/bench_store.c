@@ -1,7 +1,10 @@
 /*
  * bench_store.c - `starling bench store`: durable 40 KB update inserts per
  * second with synchronous=FULL: one commit per insert against group commit
- * with 1, 8 and 64 concurrent writers, in one run on the same disk.
+ * with 1, 8 and 64 concurrent writers, in one run on the same disk; and
+ * upload sessions created per second (8 writers, group commit) in a store
+ * that holds no live session against one that holds many (a create counts
+ * and replaces the device's own sessions: by index, so about as fast).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -138,6 +141,102 @@ static double run(const char *dir, const run_cfg *cfg, uint32_t inserts, uint64_
     return (double)per * cfg->writers / ((double)(t1 - t0) * 1e-9);
 }
 
+/* ---- upload sessions: creates/s beside many live sessions ------------------ */
+
+typedef struct creator {
+    sl_store *s;
+    int64_t round_id;
+    const int64_t *devices;
+    uint32_t first, count;
+    int failures;
+} creator;
+
+static void *create_sessions(void *arg)
+{
+    creator *c = arg;
+    for (uint32_t i = c->first; i < c->first + c->count; i++) {
+        sl_upload_record u;
+        memset(&u, 0, sizeof u);
+        snprintf(u.id, sizeof u.id, "bench-%u", i);
+        u.device_id = c->devices[i];
+        u.round_id = c->round_id;
+        u.length = FRAME;
+        make_digest(i, u.sha256);
+        u.num_samples = 1;
+        u.expires_at_ms = INT64_MAX / 2;
+        if (sl_store_create_upload(c->s, &u) != SL_OK)
+            c->failures++;
+    }
+    return NULL;
+}
+
+/* @n sessions of @FRAME bytes from 8 writers, for devices[first ..]: creates per second. */
+static double create_phase(sl_store *s, int64_t round_id, const int64_t *devices, uint32_t first,
+                           uint32_t n)
+{
+    pthread_t th[8];
+    creator c[8];
+    uint32_t per = n / 8;
+    int64_t t0 = sl_bench_now_ns(), t1;
+    for (uint32_t k = 0; k < 8; k++) {
+        c[k] = (creator){s, round_id, devices, first + k * per, k == 7 ? n - 7 * per : per, 0};
+        pthread_create(&th[k], NULL, create_sessions, &c[k]);
+    }
+    for (uint32_t k = 0; k < 8; k++) {
+        pthread_join(th[k], NULL);
+        if (c[k].failures) {
+            fprintf(stderr, "bench store: %d failed upload creates\n", c[k].failures);
+            exit(1);
+        }
+    }
+    t1 = sl_bench_now_ns();
+    return (double)n / ((double)(t1 - t0) * 1e-9);
+}
+
+/* Creates/s in an empty store (@rates[0]) and, in the same store, after @live sessions of
+ * other devices are open (@rates[1]). */
+static void run_uploads(const char *dir, uint32_t creates, uint32_t live, double rates[2])
+{
+    char path[1024], err[256];
+    sl_store_options o;
+    sl_store *s;
+    uint32_t total = 2 * creates + live, per = total / 16;
+    int64_t task, *devices = malloc(total * sizeof *devices);
+    sl_round_record r;
+    pthread_t th[16];
+    enrol_job jobs[16];
+
+    snprintf(path, sizeof path, "%s/bench-uploads.db", dir);
+    unlink(path);
+    sl_store_options_default(&o);
+    o.path = path;
+    if (devices == NULL || sl_store_open(&o, &s, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "bench store: %s\n", devices ? err : "out of memory");
+        exit(1);
+    }
+    if (sl_store_create_task(s, "bench", "{}", "w 10240\n", &task) != SL_OK)
+        abort();
+    memset(&r, 0, sizeof r);
+    r.task_id = task;
+    r.round_no = 1;
+    r.base_version = 1;
+    r.state = SL_ROUND_TRAINING;
+    if (sl_store_create_round(s, &r) != SL_OK)
+        abort();
+    for (uint32_t k = 0; k < 16; k++) {
+        jobs[k] = (enrol_job){s, devices, k * per, k == 15 ? total - 15 * per : per};
+        pthread_create(&th[k], NULL, enrol, &jobs[k]);
+    }
+    for (uint32_t k = 0; k < 16; k++)
+        pthread_join(th[k], NULL);
+    rates[0] = create_phase(s, r.id, devices, 0, creates);
+    (void)create_phase(s, r.id, devices, creates, live); /* the fleet's open sessions */
+    rates[1] = create_phase(s, r.id, devices, creates + live, creates);
+    sl_store_close(s);
+    unlink(path);
+    free(devices);
+}
+
 int sl_bench_store(int argc, char **argv)
 {
     static const run_cfg cfgs[] = {
@@ -146,8 +245,8 @@ int sl_bench_store(int argc, char **argv)
     };
     const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     int json = 0;
-    uint32_t inserts = 4096;
-    double rate[5], base;
+    uint32_t inserts = 4096, creates = 2048, live = 8192;
+    double rate[5], base, up[2];
 
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
@@ -155,7 +254,7 @@ int sl_bench_store(int argc, char **argv)
         else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
             dir = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0)
-            inserts = 512;
+            inserts = 512, creates = 256, live = 1024;
         else {
             fprintf(stderr, "usage: starling bench store [--json] [--quick] [--dir DIR]\n");
             return 2;
@@ -167,6 +266,7 @@ int sl_bench_store(int argc, char **argv)
         uint32_t n = cfgs[c].max_batch == 1 ? inserts / 4 : inserts;
         rate[c] = run(dir, &cfgs[c], n, &commits);
     }
+    run_uploads(dir, creates, live, up);
     base = rate[1];
     if (json)
         printf("[\n");
@@ -183,6 +283,15 @@ int sl_bench_store(int argc, char **argv)
                    cfgs[c].name, cfgs[c].writers, rate[c], rate[c] / base);
     }
     if (json)
-        printf("\n]\n");
+        printf(",\n{\"mode\":\"upload-creates\",\"writers\":8,\"live_sessions\":0,"
+               "\"creates_per_s\":%.1f},\n{\"mode\":\"upload-creates\",\"writers\":8,"
+               "\"live_sessions\":%u,\"creates_per_s\":%.1f,\"vs_no_live_sessions\":%.2f}"
+               "\n]\n",
+               up[0], live, up[1], up[1] / up[0]);
+    else
+        printf("upload sessions of %d KB created/s (8 writers, group commit):\n"
+               "  beside no live session   %9.1f creates/s\n"
+               "  beside %5u live ones   %9.1f creates/s  %6.2fx\n",
+               FRAME / 1024, up[0], live, up[1], up[1] / up[0]);
     return 0;
 }

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 13
+#define SL_STORE_SCHEMA_VERSION 14
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
