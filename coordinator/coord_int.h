@@ -329,15 +329,24 @@ int sl__select_order(sl_engine *e, const sl__task *t, int64_t *ids, size_t n);
 /* select.c: the report window (ms after the selection deadline) of task @t's round @round_no:
  * its report_deadline_ms, or the adaptive one (deadline_percentile). */
 int64_t sl__report_window(sl_engine *e, const sl__task *t, int64_t round_no);
-/* Devices in a round's pool come back for the draw's answer spread over this much after the
- * selection deadline (ms), so that they do not all ask at once; a planned round allows for
- * it. */
-#define SL__SELECT_SPREAD_MS 1000
+/* Devices in a round's pool come back for the draw's answer spread over a time after the
+ * selection deadline, so that they do not all ask at once: two milliseconds for each device
+ * the round selects (its pool holds about as many or more; the server answers about a
+ * thousand ECDSA-signed check-ins a second on two cores), within [SL__SELECT_SPREAD_MIN_MS,
+ * SL__SELECT_SPREAD_MS]. They are told to come back then even when that is sooner than
+ * retry_after_min_ms (a rendezvous once a round, not a poll), but not sooner than
+ * SL__RENDEZVOUS_MIN_MS. A planned round allows for the spread. */
+#define SL__SELECT_SPREAD_MS     1000
+#define SL__SELECT_SPREAD_MIN_MS 100
+#define SL__RENDEZVOUS_MIN_MS    50
+/* select.c: the spread (ms) over which the pool of a round of a task configured as @c comes
+ * back for the draw's answer. */
+int64_t sl__select_spread_ms(const sl_task_config *c);
 
 /* select.c: the planned report window (ms) of task @t's round that selected the @n devices
  * @ids, when it has time budgets and max_local_steps: the percentile (deadline_percentile,
  * or target / n) of their full windows, from the paces the store keeps, plus the spread of
- * their check-ins after the selection (SL__SELECT_SPREAD_MS), within
+ * their check-ins after the selection (sl__select_spread_ms), within
  * [min_report_deadline_ms, report_deadline_ms]; 0 in @window when no selected device's
  * pace is known or the task is not planned. SL_OK or the store's error. */
 int sl__budget_plan(sl_engine *e, const sl__task *t, const int64_t *ids, size_t n, int64_t *window);

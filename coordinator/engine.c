@@ -286,16 +286,17 @@ static int64_t expected_close(const sl__task *t, int64_t now)
     return at;
 }
 
-/* Pace steering: come back at @at plus a jitter spread over @spread, clamped. */
-static int64_t retry_at(sl_engine *e, int64_t now, int64_t at, int64_t spread)
+/* Pace steering: come back at @at plus a jitter spread over @spread, no sooner than @min_ms,
+ * no later than retry_after_max_ms. */
+static int64_t retry_at(sl_engine *e, int64_t now, int64_t at, int64_t spread, int64_t min_ms)
 {
     int64_t wait;
     e->rng ^= e->rng << 13;
     e->rng ^= e->rng >> 7;
     e->rng ^= e->rng << 17;
     wait = at - now + (spread > 0 ? (int64_t)(e->rng % (uint64_t)spread) : 0);
-    if (wait < e->opt.retry_after_min_ms)
-        wait = e->opt.retry_after_min_ms;
+    if (wait < min_ms)
+        wait = min_ms;
     if (wait > e->opt.retry_after_max_ms)
         wait = e->opt.retry_after_max_ms;
     return wait;
@@ -376,12 +377,14 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
             if (sl__idset_add(&t->selected, device_id) == SL_OK)
                 t->checked_in++;
         } else {
-            r.retry_after_ms = retry_at(e, now, now, t->cfg.selection_window_ms);
+            r.retry_after_ms =
+                retry_at(e, now, now, t->cfg.selection_window_ms, e->opt.retry_after_min_ms);
         }
     } else if (t->round.state == SL_ROUND_SELECTING && !sl__engine_leads(e)) {
         /* another replica leads: it draws from the check-ins relayed through the store */
         relay = eligible(t, d, info, now);
-        r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms, SL__SELECT_SPREAD_MS);
+        r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms,
+                                    sl__select_spread_ms(&t->cfg), SL__RENDEZVOUS_MIN_MS);
     } else if (t->round.state == SL_ROUND_SELECTING) {
         /* join the pool; the draw happens when the window closes */
         if (sl__idset_has(&t->pool, device_id) ||
@@ -402,14 +405,17 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
             }
             if (!sl__idset_has(&t->selected, device_id))
                 t->checked_in++;
-            r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms, SL__SELECT_SPREAD_MS);
+            r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms,
+                                        sl__select_spread_ms(&t->cfg), SL__RENDEZVOUS_MIN_MS);
         } else {
-            r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms);
+            r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms,
+                                        e->opt.retry_after_min_ms);
         }
     } else if (sl__idset_has(&t->selected, device_id)) {
         r.selected = 1; /* idempotent: the same assignment again */
         /* a device that already reported waits for the next round: about when this one closes */
-        r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms);
+        r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms,
+                                    e->opt.retry_after_min_ms);
     } else {
         if (t->round.state == SL_ROUND_TRAINING && eligible(t, d, info, now)) {
             if (sl__engine_leads(e))
@@ -420,7 +426,8 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         /* spread the next check-ins over the next round's selection window: it opens at the
          * report deadline at the latest, and about when rounds have been closing if they
          * close early (the target reached), so waiting devices are back for its selection */
-        r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms);
+        r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms,
+                                    e->opt.retry_after_min_ms);
     }
     if (r.selected) {
         r.round_id = t->round.id;

@@ -210,6 +210,14 @@ int64_t sl__report_window(sl_engine *e, const sl__task *t, int64_t round_no)
 
 /* ---- planned rounds (time budgets) -------------------------------------------------------- */
 
+int64_t sl__select_spread_ms(const sl_task_config *c)
+{
+    double want = ceil((double)c->target * c->over_selection);
+    if (!(want * 2 < (double)SL__SELECT_SPREAD_MS)) /* NaN too */
+        return SL__SELECT_SPREAD_MS;
+    return want * 2 > SL__SELECT_SPREAD_MIN_MS ? (int64_t)want * 2 : SL__SELECT_SPREAD_MIN_MS;
+}
+
 static int by_window(const void *pa, const void *pb)
 {
     int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
@@ -259,8 +267,8 @@ int sl__budget_plan(sl_engine *e, const sl__task *t, const int64_t *ids, size_t 
                                        : (double)(c->target < n ? c->target : n) / (double)n;
         k = (size_t)ceil(f * (double)m);
         qsort(w, m, sizeof *w, by_window);
-        /* the devices come for their answer up to SL__SELECT_SPREAD_MS after the selection */
-        *window = w[k > 0 ? (k <= m ? k - 1 : m - 1) : 0] + SL__SELECT_SPREAD_MS;
+        /* the devices come for their answer up to the spread after the selection */
+        *window = w[k > 0 ? (k <= m ? k - 1 : m - 1) : 0] + sl__select_spread_ms(c);
         if (*window > c->report_deadline_ms)
             *window = c->report_deadline_ms;
         if (*window < c->min_report_deadline_ms)

@@ -119,18 +119,19 @@ static int resume_round(void *ctx, const sl_round_record *round)
     t->quorum_at_ms = -1;
     if (rc == SL_OK && round->state == SL_ROUND_SELECTING && r->e->replica[0] == '\0') {
         /* The pool was in memory (replicas keep their check-ins in the store instead). Its
-         * devices were told to come back for the draw's answer within SL__SELECT_SPREAD_MS of
-         * the window's end, and no sooner than retry_after_min_ms after they asked: the resumed
-         * window ends that long (and half a second for the request) after the later of its end
-         * and now, within the round's bound, so they are in the pool again when it draws, and
-         * the draw is the one a coordinator that was not restarted makes. The extension is not
-         * stored, so each restart would make it anew: the window ends by its end and twice that
-         * wait at the latest, after which a restart (a crash loop) draws at once from the
-         * devices back since, as it did before the extension, instead of never. */
+         * devices were told to come back for the draw's answer within the spread after the
+         * window's end (sl__select_spread_ms), other devices no sooner than retry_after_min_ms
+         * after they asked: the resumed window ends the longer of the two (and half a second
+         * for the request) after the later of its end and now, within the round's bound, so they
+         * are in the pool again when it draws, and the draw is the one a coordinator that was not
+         * restarted makes. The extension is not stored, so each restart would make it anew: the
+         * window ends by its end and twice that wait at the latest, after which a restart (a crash
+         * loop) draws at once from the devices back since, as it did before the extension, instead
+         * of never. */
         int64_t now = sl__engine_now(r->e), at = round->select_deadline_ms;
-        int64_t back = r->e->opt.retry_after_min_ms > SL__SELECT_SPREAD_MS
-                           ? r->e->opt.retry_after_min_ms
-                           : SL__SELECT_SPREAD_MS;
+        int64_t spread = sl__select_spread_ms(&t->cfg);
+        int64_t back =
+            r->e->opt.retry_after_min_ms > spread ? r->e->opt.retry_after_min_ms : spread;
         int64_t limit = round->opened_at_ms + t->cfg.report_deadline_ms;
         int64_t most = round->select_deadline_ms + 2 * (back + 500);
         at = (at > now ? at : now) + back + 500;

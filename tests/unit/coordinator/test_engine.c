@@ -1265,6 +1265,53 @@ static void test_restart_while_selecting(void **state)
     assert_memory_equal(plain, restarted, sizeof plain);
 }
 
+/* The pool comes back for the draw's answer over 2 ms for each device the round selects (100
+ * ms at least, 1 s at most) after the window's end, not after retry_after_min_ms (1 s): 6
+ * selected of 8 come back within 100 ms of the window's end, as does a device that asks 10 ms
+ * before it (50 ms later at the soonest) or after it before the draw; a round that selects
+ * 1,000 spreads its pool over the second after the end. Earlier builds spread every pool over
+ * a second and told a device that asked late in the window to come back a second later. */
+static void test_come_back_for_the_draw(void **state)
+{
+    sim s;
+    sl_checkin_result r;
+    sl_task_status st;
+    int64_t most = 0;
+    (void)state;
+    sim_init(&s, "come_back", 8,
+             "{\"name\":\"small\",\"target\":4,\"quorum\":2,\"over_selection\":1.5,"
+             "\"selection_window_ms\":1000,\"report_deadline_ms\":60000,\"rounds\":2}");
+    sim_at(&s, T0 / 1000000);
+    for (size_t i = 0; i < 6; i++) {
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
+        assert_false(r.selected);
+        assert_true(r.retry_after_ms >= 1000 && r.retry_after_ms < 1100);
+    }
+    st = status(&s);
+    assert_int_equal(st.round.state, SL_ROUND_SELECTING);
+    sim_at(&s, st.round.select_deadline_ms - 10);
+    assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[6], &info, &r), SL_OK);
+    assert_true(r.retry_after_ms >= 50 && r.retry_after_ms < 110);
+    /* at the end, before the draw's tick: soon again */
+    sl_clock_manual_advance(&s.clock, 15000000);
+    assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[7], &info, &r), SL_OK);
+    assert_false(r.selected);
+    assert_true(r.retry_after_ms >= 50 && r.retry_after_ms < 100);
+    sim_free(&s);
+
+    sim_init(&s, "come_back_big", 8,
+             "{\"name\":\"big\",\"target\":1000,\"quorum\":2,\"over_selection\":1,"
+             "\"selection_window_ms\":1000,\"report_deadline_ms\":60000,\"rounds\":2}");
+    sim_at(&s, T0 / 1000000);
+    for (size_t i = 0; i < 8; i++) {
+        assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[i], &info, &r), SL_OK);
+        assert_true(r.retry_after_ms >= 1000 && r.retry_after_ms < 2000);
+        most = r.retry_after_ms > most ? r.retry_after_ms : most;
+    }
+    assert_true(most >= 1100); /* spread over the second, not 100 ms (8 draws of 1,000) */
+    sim_free(&s);
+}
+
 /* A coordinator in a crash loop while a round selects (restarted every 0.9 s, its devices
  * checking in between) still draws: the resumed window is extended at most to twice the wait
  * for the devices' return after its end. Earlier builds extended it from every restart anew,
@@ -1626,8 +1673,9 @@ static void test_planned_round(void **state)
         }
         assert_true(m >= 3); /* round 1's six of eight devices told their pace */
         qsort(sorted, m, sizeof *sorted, by_i64);
-        /* and the second over which the devices come back for their answer */
-        w = sorted[(size_t)ceil(4.0 / 6.0 * (double)m) - 1] + 1000;
+        /* and the time over which the devices come back for their answer: 2 ms for each of
+         * the 6 the round selects, 100 ms at least */
+        w = sorted[(size_t)ceil(4.0 / 6.0 * (double)m) - 1] + 100;
     }
     window = st.round.report_deadline_ms - st.round.select_deadline_ms;
     print_message("planned window %lld ms (full windows up to %lld ms)\n", (long long)window,
@@ -1642,9 +1690,9 @@ static void test_planned_round(void **state)
                          SL_OK);
         assert_true(r.selected);
         assert_int_equal(r.report_deadline_ms, st.round.report_deadline_ms);
-        if (full[k] > 0 && full[k] <= window - 1000)
+        if (full[k] > 0 && full[k] <= window - 100)
             assert_int_equal(r.max_steps, 100);
-        else if (full[k] > window - 1000 && ++slower)
+        else if (full[k] > window - 100 && ++slower)
             assert_true(r.max_steps < 100); /* slower than the plan: fewer steps, in time */
         else
             assert_int_equal(r.max_steps, 100); /* never measured */
@@ -2094,6 +2142,7 @@ int main(void)
         cmocka_unit_test(test_fednova_steps),
         cmocka_unit_test(test_reports_the_sum_takes),
         cmocka_unit_test(test_restart_while_selecting),
+        cmocka_unit_test(test_come_back_for_the_draw),
         cmocka_unit_test(test_restart_loop_while_selecting),
         cmocka_unit_test(test_rest_and_busy_after_restart),
         cmocka_unit_test(test_steps_refused),
