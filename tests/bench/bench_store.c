@@ -76,26 +76,26 @@ static void *enrol(void *arg)
     return NULL;
 }
 
-static double run(const char *dir, const run_cfg *cfg, uint32_t inserts, uint64_t *commits_out)
+/* A new store at @path (group commits of up to @max_batch) with a task, its round 1 training,
+ * and @n devices enrolled from 16 threads into @devices; its round's id in *@round_id. */
+static sl_store *bench_store(const char *path, uint32_t max_batch, int64_t *devices, uint32_t n,
+                             int64_t *round_id)
 {
-    char path[1024], err[256];
+    char err[256];
     sl_store_options o;
     sl_store *s;
-    int64_t task, *devices = malloc(inserts * sizeof *devices);
     sl_round_record r;
-    pthread_t th[64];
-    worker w[64];
+    pthread_t th[16];
     enrol_job jobs[16];
-    int64_t t0, t1;
-    uint32_t per;
+    uint32_t per = n / 16;
+    int64_t task;
 
-    snprintf(path, sizeof path, "%s/bench-%s-%u.db", dir, cfg->name, cfg->writers);
     unlink(path);
     sl_store_options_default(&o);
     o.path = path;
-    o.max_batch = cfg->max_batch;
-    if (sl_store_open(&o, &s, err, sizeof err) != SL_OK) {
-        fprintf(stderr, "bench store: %s\n", err);
+    o.max_batch = max_batch;
+    if (devices == NULL || sl_store_open(&o, &s, err, sizeof err) != SL_OK) {
+        fprintf(stderr, "bench store: %s\n", devices ? err : "out of memory");
         exit(1);
     }
     if (sl_store_create_task(s, "bench", "{}", "w 10240\n", &task) != SL_OK)
@@ -107,18 +107,32 @@ static double run(const char *dir, const run_cfg *cfg, uint32_t inserts, uint64_
     r.state = SL_ROUND_TRAINING;
     if (sl_store_create_round(s, &r) != SL_OK)
         abort();
-    per = inserts / 16;
     for (uint32_t k = 0; k < 16; k++) {
-        jobs[k] = (enrol_job){s, devices, k * per, k == 15 ? inserts - 15 * per : per};
+        jobs[k] = (enrol_job){s, devices, k * per, k == 15 ? n - 15 * per : per};
         pthread_create(&th[k], NULL, enrol, &jobs[k]);
     }
     for (uint32_t k = 0; k < 16; k++)
         pthread_join(th[k], NULL);
+    *round_id = r.id;
+    return s;
+}
 
+static double run(const char *dir, const run_cfg *cfg, uint32_t inserts, uint64_t *commits_out)
+{
+    char path[1024];
+    sl_store *s;
+    int64_t *devices = malloc(inserts * sizeof *devices), round_id;
+    pthread_t th[64];
+    worker w[64];
+    int64_t t0, t1;
+    uint32_t per;
+
+    snprintf(path, sizeof path, "%s/bench-%s-%u.db", dir, cfg->name, cfg->writers);
+    s = bench_store(path, cfg->max_batch, devices, inserts, &round_id);
     per = inserts / cfg->writers;
     t0 = sl_bench_now_ns();
     for (uint32_t k = 0; k < cfg->writers; k++) {
-        w[k] = (worker){s, r.id, devices, k * per, per, 0};
+        w[k] = (worker){s, round_id, devices, k * per, per, 0};
         pthread_create(&th[k], NULL, work, &w[k]);
     }
     for (uint32_t k = 0; k < cfg->writers; k++) {
@@ -130,7 +144,7 @@ static double run(const char *dir, const run_cfg *cfg, uint32_t inserts, uint64_
     *commits_out = 0;
     {
         uint64_t n = 0;
-        sl_store_count_updates(s, r.id, &n);
+        sl_store_count_updates(s, round_id, &n);
         if (n != (uint64_t)per * cfg->writers)
             fprintf(stderr, "bench store: %llu rows, expected %u\n", (unsigned long long)n,
                     per * cfg->writers);
@@ -197,41 +211,16 @@ static double create_phase(sl_store *s, int64_t round_id, const int64_t *devices
  * other devices are open (@rates[1]). */
 static void run_uploads(const char *dir, uint32_t creates, uint32_t live, double rates[2])
 {
-    char path[1024], err[256];
-    sl_store_options o;
+    char path[1024];
+    uint32_t total = 2 * creates + live;
+    int64_t *devices = malloc(total * sizeof *devices), round_id;
     sl_store *s;
-    uint32_t total = 2 * creates + live, per = total / 16;
-    int64_t task, *devices = malloc(total * sizeof *devices);
-    sl_round_record r;
-    pthread_t th[16];
-    enrol_job jobs[16];
 
     snprintf(path, sizeof path, "%s/bench-uploads.db", dir);
-    unlink(path);
-    sl_store_options_default(&o);
-    o.path = path;
-    if (devices == NULL || sl_store_open(&o, &s, err, sizeof err) != SL_OK) {
-        fprintf(stderr, "bench store: %s\n", devices ? err : "out of memory");
-        exit(1);
-    }
-    if (sl_store_create_task(s, "bench", "{}", "w 10240\n", &task) != SL_OK)
-        abort();
-    memset(&r, 0, sizeof r);
-    r.task_id = task;
-    r.round_no = 1;
-    r.base_version = 1;
-    r.state = SL_ROUND_TRAINING;
-    if (sl_store_create_round(s, &r) != SL_OK)
-        abort();
-    for (uint32_t k = 0; k < 16; k++) {
-        jobs[k] = (enrol_job){s, devices, k * per, k == 15 ? total - 15 * per : per};
-        pthread_create(&th[k], NULL, enrol, &jobs[k]);
-    }
-    for (uint32_t k = 0; k < 16; k++)
-        pthread_join(th[k], NULL);
-    rates[0] = create_phase(s, r.id, devices, 0, creates);
-    (void)create_phase(s, r.id, devices, creates, live); /* the fleet's open sessions */
-    rates[1] = create_phase(s, r.id, devices, creates + live, creates);
+    s = bench_store(path, 512, devices, total, &round_id);
+    rates[0] = create_phase(s, round_id, devices, 0, creates);
+    (void)create_phase(s, round_id, devices, creates, live); /* the fleet's open sessions */
+    rates[1] = create_phase(s, round_id, devices, creates + live, creates);
     sl_store_close(s);
     unlink(path);
     free(devices);
