@@ -160,9 +160,13 @@ int sl__sq_list_sessions(sl_store *s, int64_t device_id, int64_t now_ms,
     int rc;
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
+    /* one device's by its index (revoking them holds the server's session lock) */
     rc = sl__stmt(c,
-                  "SELECT id, device_id, epoch, issued_at, expires_at, revoked_at FROM sessions "
-                  "WHERE (?1 = 0 OR device_id = ?1) AND expires_at > ?2 ORDER BY issued_at, id",
+                  device_id != 0
+                      ? "SELECT id, device_id, epoch, issued_at, expires_at, revoked_at FROM "
+                        "sessions WHERE device_id = ?1 AND expires_at > ?2 ORDER BY issued_at, id"
+                      : "SELECT id, device_id, epoch, issued_at, expires_at, revoked_at FROM "
+                        "sessions WHERE ?1 = 0 AND expires_at > ?2 ORDER BY issued_at, id",
                   &st);
     if (rc == SL_OK) {
         int step;

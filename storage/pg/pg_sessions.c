@@ -209,10 +209,14 @@ static int list_exec(sl__pg *p, PGconn *c, void *arg)
     sl__pgq_int(&q, a->device);
     sl__pgq_int(&q, a->now);
     /* COLLATE "C": ids in byte order, as SQLite's BINARY collation orders them */
+    /* one device's by its index (revoking them holds the server's session lock) */
     rc = sl__pg_exec(c,
-                     "SELECT id, device_id, epoch, issued_at, expires_at, revoked_at FROM sessions "
-                     "WHERE ($1::bigint = 0 OR device_id = $1) AND expires_at > $2 "
-                     "ORDER BY issued_at, id COLLATE \"C\"",
+                     a->device != 0 ? "SELECT id, device_id, epoch, issued_at, expires_at, "
+                                      "revoked_at FROM sessions WHERE device_id = $1 AND "
+                                      "expires_at > $2 ORDER BY issued_at, id COLLATE \"C\""
+                                    : "SELECT id, device_id, epoch, issued_at, expires_at, "
+                                      "revoked_at FROM sessions WHERE $1::bigint = 0 AND "
+                                      "expires_at > $2 ORDER BY issued_at, id COLLATE \"C\"",
                      &q, &r);
     if (rc == SL_OK) {
         a->done = 1;
