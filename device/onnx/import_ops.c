@@ -30,6 +30,14 @@ static int is(const Onnx__NodeProto *nd, const char *op)
     return strcmp(nd->op_type, op) == 0;
 }
 
+/* 1 when node @nd is op @op with exactly @in inputs (0: any number, at least one) and at
+ * least one output: what a pattern reads of a node it matches (a hostile file's node may
+ * have none). */
+static int is_n(const Onnx__NodeProto *nd, const char *op, size_t in)
+{
+    return is(nd, op) && (in == 0 ? nd->n_input >= 1 : nd->n_input == in) && nd->n_output >= 1;
+}
+
 static sl__value *in_val(sl__imp *m, const Onnx__NodeProto *nd, size_t k)
 {
     return k < nd->n_input ? sl__val(m, nd->input[k]) : NULL;
@@ -990,7 +998,7 @@ static int try_gelu(sl__imp *m, size_t k)
     if (binop_with(m, (int32_t)k, "Div", xn, sqrt(2.0), NULL) < 0)
         return 0;
     e = sole_user(m, div->output[0]);
-    if (e < 0 || !is(m->g->node[e], "Erf"))
+    if (e < 0 || !is_n(m->g->node[e], "Erf", 1))
         return 0;
     erf = m->g->node[e];
     a = binop_with(m, sole_user(m, erf->output[0]), "Add", erf->output[0], 1.0, NULL);
@@ -998,7 +1006,7 @@ static int try_gelu(sl__imp *m, size_t k)
         return 0;
     add = m->g->node[a];
     m1 = sole_user(m, add->output[0]);
-    if (m1 < 0 || !is(m->g->node[m1], "Mul") || m->g->node[m1]->n_input != 2)
+    if (m1 < 0 || !is_n(m->g->node[m1], "Mul", 2))
         return 0;
     mul1 = m->g->node[m1];
     if (!((strcmp(mul1->input[0], xn) == 0 && strcmp(mul1->input[1], add->output[0]) == 0) ||
@@ -1027,7 +1035,7 @@ static int try_gelu(sl__imp *m, size_t k)
 static int try_layernorm(sl__imp *m, size_t k)
 {
     const Onnx__NodeProto *rm = m->g->node[k], *sub, *pw, *rm2, *add, *sq, *dv, *mul, *ad2 = NULL;
-    const sl__value *xv = sl__val(m, rm->input[0]);
+    const sl__value *xv = in_val(m, rm, 0);
     int64_t axes[SL__ONNX_RANK], axes2[SL__ONNX_RANK];
     size_t na = 0, na2 = 0;
     int32_t i, x;
@@ -1038,7 +1046,8 @@ static int try_layernorm(sl__imp *m, size_t k)
         axes_of(m, rm, axes, &na) != SL_OK || na == 0)
         return 0;
     i = sole_user(m, rm->output[0]);
-    if (i < 0 || !is(m->g->node[i], "Sub") || strcmp(m->g->node[i]->input[0], rm->input[0]) != 0)
+    if (i < 0 || !is_n(m->g->node[i], "Sub", 2) ||
+        strcmp(m->g->node[i]->input[0], rm->input[0]) != 0)
         return 0;
     sub = m->g->node[i];
     {
@@ -1053,13 +1062,14 @@ static int try_layernorm(sl__imp *m, size_t k)
             u0 = u1;
             u1 = tmp;
         }
-        if (binop_with(m, u0, "Pow", sub->output[0], 2.0, NULL) < 0 || !is(m->g->node[u1], "Div"))
+        if (binop_with(m, u0, "Pow", sub->output[0], 2.0, NULL) < 0 ||
+            !is_n(m->g->node[u1], "Div", 2))
             return 0;
         pw = m->g->node[u0];
         dv = m->g->node[u1];
     }
     i = sole_user(m, pw->output[0]);
-    if (i < 0 || !is(m->g->node[i], "ReduceMean"))
+    if (i < 0 || !is_n(m->g->node[i], "ReduceMean", 0))
         return 0;
     rm2 = m->g->node[i];
     if (axes_of(m, rm2, axes2, &na2) != SL_OK || na2 != na ||
@@ -1075,7 +1085,7 @@ static int try_layernorm(sl__imp *m, size_t k)
             return 0;
     }
     i = sole_user(m, add->output[0]);
-    if (i < 0 || !is(m->g->node[i], "Sqrt"))
+    if (i < 0 || !is_n(m->g->node[i], "Sqrt", 1))
         return 0;
     sq = m->g->node[i];
     i = sole_user(m, sq->output[0]);
@@ -1084,7 +1094,7 @@ static int try_layernorm(sl__imp *m, size_t k)
     if (strcmp(dv->input[0], sub->output[0]) != 0 || strcmp(dv->input[1], sq->output[0]) != 0)
         return 0;
     i = sole_user(m, dv->output[0]);
-    if (i < 0 || !is(m->g->node[i], "Mul"))
+    if (i < 0 || !is_n(m->g->node[i], "Mul", 2))
         return 0;
     mul = m->g->node[i];
     scale = sl__val(m, mul->input[strcmp(mul->input[0], dv->output[0]) == 0 ? 1 : 0]);
@@ -1092,7 +1102,7 @@ static int try_layernorm(sl__imp *m, size_t k)
         scale->c.nsrc == 0)
         return 0;
     i = sole_user(m, mul->output[0]);
-    if (i >= 0 && is(m->g->node[i], "Add")) {
+    if (i >= 0 && is_n(m->g->node[i], "Add", 2)) {
         const Onnx__NodeProto *cand = m->g->node[i];
         sl__value *b = sl__val(m, cand->input[strcmp(cand->input[0], mul->output[0]) == 0 ? 1 : 0]);
         if (b != NULL && b->kind == SL__V_CONST && b->c.dtype == SL__DT_FLOAT && b->c.nsrc > 0) {
