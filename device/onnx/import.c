@@ -393,6 +393,9 @@ int sl_onnx_import(const void *onnx, size_t len, const char *name, char **spec_j
         }
     }
     m.g = model->graph;
+    m.fold_cap = (uint64_t)len > SL__ONNX_FOLD_MIN / SL__ONNX_FOLD_TIMES
+                     ? (uint64_t)len * SL__ONNX_FOLD_TIMES
+                     : SL__ONNX_FOLD_MIN;
     m.opset = default_opset(model);
     if (m.opset < 13 || m.opset > 17) {
         rc = sl__imp_fail(&m, SL_EUNSUPPORTED, "opset %lld: export with opset_version 13 to 17",

@@ -215,6 +215,13 @@ static int make(sl__imp *m, sl__cval *c, int32_t dtype, const int64_t *dims, siz
     c->dtype = dtype;
     if ((rc = count_of(m, dims, ndim, &c->count)) != SL_OK)
         return rc;
+    m->fold_bytes += (uint64_t)c->count * (dtype == SL__DT_FLOAT ? sizeof *c->f : sizeof *c->i);
+    if (m->fold_bytes > m->fold_cap)
+        return sl__imp_fail(m, SL_ETOOBIG,
+                            "the constants folded from the graph take more than %llu MiB (%d "
+                            "times the file's size, %llu MiB at least)",
+                            (unsigned long long)(m->fold_cap >> 20), SL__ONNX_FOLD_TIMES,
+                            (unsigned long long)(SL__ONNX_FOLD_MIN >> 20));
     c->ndim = (uint8_t)ndim;
     memcpy(c->dims, dims, ndim * sizeof *dims);
     return alloc_vals(m, c);

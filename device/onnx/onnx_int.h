@@ -32,7 +32,13 @@
 #define SL__ONNX_NAME    127                 /* bytes of a spec name */
 #define SL__ONNX_MAX_LEN ((size_t)1 << 30)   /* bytes of a model */
 #define SL__ONNX_MAX_EL  ((uint64_t)1 << 28) /* elements of one constant */
-#define SL__BATCH        INT64_MIN           /* the batch size in a folded shape vector */
+/* Constants folded from the graph (shape arithmetic, ConstantOfShape, slices of weights) take
+ * at most SL__ONNX_FOLD_TIMES the file's bytes, SL__ONNX_FOLD_MIN at least: a model's folded
+ * constants are small or parts of its weights, and a small hostile file must not make the
+ * importer allocate gigabytes. */
+#define SL__ONNX_FOLD_MIN   ((uint64_t)64 << 20)
+#define SL__ONNX_FOLD_TIMES 4
+#define SL__BATCH           INT64_MIN /* the batch size in a folded shape vector */
 
 enum { SL__AX_BATCH = -1, SL__AX_UNIT = -2 };
 enum { SL__V_NONE, SL__V_CONST, SL__V_ACT, SL__V_POISON };
@@ -141,6 +147,8 @@ typedef struct sl__imp {
     sl__sb unsupported; /* "node /a (Op), ..." */
     size_t nunsupported;
     int64_t fixed_batch; /* batch size when graph inputs fix it, else 0 */
+    uint64_t fold_bytes; /* bytes of the constants folded from the graph so far */
+    uint64_t fold_cap;   /* ... and the most they may take (SL__ONNX_FOLD_MIN, or more) */
     int rc;              /* first fatal error (not "unsupported"), with err */
     char err[320];
 } sl__imp;

@@ -8,7 +8,8 @@
  *     eval-mode output (1e-5 relative, 1e-4 absolute floor);
  *   - export then import gives the same spec text and parameters;
  *   - a graph with CumSum and Mod is refused naming both; garbage and
- *     truncated files are refused.
+ *     truncated files are refused; a small graph that folds into a huge
+ *     constant is refused before it allocates it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -307,12 +308,34 @@ static void test_corrupt(void **state)
     sl_onnx_fixture_free(&f);
 }
 
+/* A 12 KB graph (found by fuzz_onnx) whose shape arithmetic folds into a ConstantOfShape of
+ * 2^28 values: refused by the bound on folded constants (4 times the file, 64 MiB at least)
+ * instead of 1 GiB allocated and 4 s spent (it imported before the bound). */
+static void test_folding_bound(void **state)
+{
+    size_t len = 0, jlen = 0, np = 0;
+    void *onnx = sl_fixture_load("../fuzz/corpus/fuzz_onnx/fold-1gib-constant-of-shape", &len);
+    char *json = NULL, err[512] = "";
+    float *params = NULL;
+    (void)state;
+    assert_non_null(onnx);
+    assert_true(len < 64 * 1024);
+    assert_int_equal(
+        sl_onnx_import(onnx, len, NULL, &json, &jlen, &params, &np, NULL, err, sizeof err),
+        SL_ETOOBIG);
+    assert_null(json);
+    assert_null(params);
+    if (strstr(err, "constants folded from the graph") == NULL)
+        fail_msg("the message does not say why: %s", err);
+    free(onnx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),  cmocka_unit_test(test_eval_names),
         cmocka_unit_test(test_fused_ops), cmocka_unit_test(test_unsupported),
-        cmocka_unit_test(test_corrupt),
+        cmocka_unit_test(test_corrupt),   cmocka_unit_test(test_folding_bound),
     };
     nnames = sl_onnx_fixture_list(names, SL_ONNX_FIXTURES_MAX);
     if (nnames < 0)
