@@ -335,7 +335,8 @@ int64_t sl__report_window(sl_engine *e, const sl__task *t, int64_t round_no);
  * thousand ECDSA-signed check-ins a second on two cores), within [SL__SELECT_SPREAD_MIN_MS,
  * SL__SELECT_SPREAD_MS]. They are told to come back then even when that is sooner than
  * retry_after_min_ms (a rendezvous once a round, not a poll), but not sooner than
- * SL__RENDEZVOUS_MIN_MS. A planned round allows for the spread. */
+ * SL__RENDEZVOUS_MIN_MS, and once the draw is later than the spread, not sooner than
+ * retry_after_min_ms again. A planned round allows for the spread. */
 #define SL__SELECT_SPREAD_MS     1000
 #define SL__SELECT_SPREAD_MIN_MS 100
 #define SL__RENDEZVOUS_MIN_MS    50

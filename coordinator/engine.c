@@ -302,6 +302,17 @@ static int64_t retry_at(sl_engine *e, int64_t now, int64_t at, int64_t spread, i
     return wait;
 }
 
+/* The soonest a device of the pool may come back for the draw's answer: SL__RENDEZVOUS_MIN_MS
+ * while the draw is due (until the spread after the window's end), retry_after_min_ms once it
+ * is late (a leader replica gone, a coordinator restarting), so that a late draw is not polled
+ * for every 50 ms. */
+static int64_t rendezvous_min(const sl_engine *e, const sl__task *t, int64_t now)
+{
+    return now <= t->round.select_deadline_ms + sl__select_spread_ms(&t->cfg)
+               ? SL__RENDEZVOUS_MIN_MS
+               : e->opt.retry_after_min_ms;
+}
+
 /* The budget of a selected device: the pace it reports now (kept in the store, so that a
  * restarted coordinator, or another replica, knows it) or, when it reports none, the one it
  * reported last. */
@@ -384,7 +395,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
         /* another replica leads: it draws from the check-ins relayed through the store */
         relay = eligible(t, d, info, now);
         r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms,
-                                    sl__select_spread_ms(&t->cfg), SL__RENDEZVOUS_MIN_MS);
+                                    sl__select_spread_ms(&t->cfg), rendezvous_min(e, t, now));
     } else if (t->round.state == SL_ROUND_SELECTING) {
         /* join the pool; the draw happens when the window closes */
         if (sl__idset_has(&t->pool, device_id) ||
@@ -406,7 +417,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
             if (!sl__idset_has(&t->selected, device_id))
                 t->checked_in++;
             r.retry_after_ms = retry_at(e, now, t->round.select_deadline_ms,
-                                        sl__select_spread_ms(&t->cfg), SL__RENDEZVOUS_MIN_MS);
+                                        sl__select_spread_ms(&t->cfg), rendezvous_min(e, t, now));
         } else {
             r.retry_after_ms = retry_at(e, now, expected_close(t, now), t->cfg.selection_window_ms,
                                         e->opt.retry_after_min_ms);

@@ -1268,7 +1268,8 @@ static void test_restart_while_selecting(void **state)
 /* The pool comes back for the draw's answer over 2 ms for each device the round selects (100
  * ms at least, 1 s at most) after the window's end, not after retry_after_min_ms (1 s): 6
  * selected of 8 come back within 100 ms of the window's end, as does a device that asks 10 ms
- * before it (50 ms later at the soonest) or after it before the draw; a round that selects
+ * before it (50 ms later at the soonest) or after it before the draw (but a draw later than the
+ * spread is asked for no sooner than retry_after_min_ms); a round that selects
  * 1,000 spreads its pool over the second after the end. Earlier builds spread every pool over
  * a second and told a device that asked late in the window to come back a second later. */
 static void test_come_back_for_the_draw(void **state)
@@ -1297,6 +1298,12 @@ static void test_come_back_for_the_draw(void **state)
     assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[7], &info, &r), SL_OK);
     assert_false(r.selected);
     assert_true(r.retry_after_ms >= 50 && r.retry_after_ms < 100);
+    /* a draw later than the spread (a coordinator that has not ticked: a leader gone) is not
+     * polled for every 50 ms: retry_after_min_ms again */
+    sl_clock_manual_advance(&s.clock, 100000000);
+    assert_int_equal(sl_engine_checkin(s.engine, s.task, s.devices[7], &info, &r), SL_OK);
+    assert_false(r.selected);
+    assert_true(r.retry_after_ms >= 1000);
     sim_free(&s);
 
     sim_init(&s, "come_back_big", 8,
