@@ -106,14 +106,25 @@ int sl__const_load(sl__imp *m, const Onnx__TensorProto *tp, int32_t init, sl__cv
         return sl__imp_fail(m, SL_EUNSUPPORTED, "tensor %.64s has data type %d (float32 wanted)",
                             what, (int)dt);
     }
+    /* the values it holds against its dims, before any allocation: a few bytes that declare
+     * 2^28 values are refused, not allocated for */
+    if (raw != NULL && rawlen != c->count * width)
+        return sl__imp_fail(m, SL_ECORRUPT, "tensor %.64s holds %zu bytes for %zu values", what,
+                            rawlen, c->count);
+    if (raw == NULL) {
+        size_t have = dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT    ? tp->n_float_data
+                      : dt == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ? tp->n_double_data
+                      : dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64  ? tp->n_int64_data
+                                                                    : tp->n_int32_data;
+        if (have != c->count)
+            return sl__imp_fail(m, SL_ECORRUPT,
+                                "tensor %.64s holds %zu values where its dims "
+                                "say %zu",
+                                what, have, c->count);
+    }
     if ((rc = alloc_vals(m, c)) != SL_OK)
         return rc;
     if (raw != NULL) {
-        if (rawlen != c->count * width) {
-            sl__const_free(c);
-            return sl__imp_fail(m, SL_ECORRUPT, "tensor %.64s holds %zu bytes for %zu values", what,
-                                rawlen, c->count);
-        }
         for (size_t k = 0; k < c->count; k++) {
             const uint8_t *b = raw + k * width;
             if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
@@ -135,17 +146,6 @@ int sl__const_load(sl__imp *m, const Onnx__TensorProto *tp, int32_t init, sl__cv
         return SL_OK;
     }
     {
-        size_t have = dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT    ? tp->n_float_data
-                      : dt == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ? tp->n_double_data
-                      : dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64  ? tp->n_int64_data
-                                                                    : tp->n_int32_data;
-        if (have != c->count) {
-            sl__const_free(c);
-            return sl__imp_fail(m, SL_ECORRUPT,
-                                "tensor %.64s holds %zu values where its dims "
-                                "say %zu",
-                                what, have, c->count);
-        }
         for (size_t k = 0; k < c->count; k++) {
             if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
                 c->f[k] = tp->float_data[k];

@@ -18,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -330,12 +333,57 @@ static void test_folding_bound(void **state)
     free(onnx);
 }
 
+/* A 99-byte file whose weight declares 2^28 values and holds 4 bytes: refused as corrupt
+ * before anything is allocated for it. Run in a child limited to 512 MiB of address space
+ * beyond what it holds now, where an allocation of the declared 1 GiB fails (an importer that
+ * allocated first answered "out of memory"). */
+static void test_declared_size_checked_first(void **state)
+{
+    size_t len = 0;
+    void *onnx =
+        sl_fixture_load("../fuzz/corpus/fuzz_onnx/declares-2e28-values-holds-4-bytes", &len);
+    pid_t pid;
+    int status = 0;
+    (void)state;
+    assert_non_null(onnx);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char *json = NULL, err[512] = "";
+        float *params = NULL;
+        size_t jlen = 0, np = 0;
+        struct rlimit lim;
+        FILE *f = fopen("/proc/self/statm", "r");
+        unsigned long pages = 0;
+        if (f == NULL || fscanf(f, "%lu", &pages) != 1)
+            _exit(3);
+        fclose(f);
+        lim.rlim_cur = lim.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (512u << 20);
+        if (setrlimit(RLIMIT_AS, &lim) != 0)
+            _exit(3);
+        int rc = sl_onnx_import(onnx, len, NULL, &json, &jlen, &params, &np, NULL, err, sizeof err);
+        if (rc != SL_ECORRUPT || strstr(err, "holds 4 bytes for 268435456 values") == NULL) {
+            fprintf(stderr, "import: %s: %s\n", sl_errname(rc), err);
+            _exit(1);
+        }
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    free(onnx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fixtures),  cmocka_unit_test(test_eval_names),
-        cmocka_unit_test(test_fused_ops), cmocka_unit_test(test_unsupported),
-        cmocka_unit_test(test_corrupt),   cmocka_unit_test(test_folding_bound),
+        cmocka_unit_test(test_fixtures),
+        cmocka_unit_test(test_eval_names),
+        cmocka_unit_test(test_fused_ops),
+        cmocka_unit_test(test_unsupported),
+        cmocka_unit_test(test_corrupt),
+        cmocka_unit_test(test_folding_bound),
+        cmocka_unit_test(test_declared_size_checked_first),
     };
     nnames = sl_onnx_fixture_list(names, SL_ONNX_FIXTURES_MAX);
     if (nnames < 0)
