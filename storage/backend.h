@@ -43,7 +43,7 @@ typedef struct sl__store_ops {
     int (*count_audit)(sl_store *s, uint64_t *count);
     int (*probe_write)(sl_store *s);
     int (*count_devices)(sl_store *s, uint64_t *count);
-    int (*list_devices)(sl_store *s, uint32_t offset, uint32_t limit,
+    int (*list_devices)(sl_store *s, int64_t after, uint32_t offset, uint32_t limit,
                         int (*fn)(void *ctx, const sl_device_summary *d), void *ctx);
     int (*list_reporters)(sl_store *s, int64_t round_id, int (*fn)(void *ctx, int64_t device_id),
                           void *ctx);

@@ -587,7 +587,7 @@ int sl__sq_count_devices(sl_store *s, uint64_t *count)
  * round_participants and one over the (round_id, device_id) index of updates per
  * page, whatever the fleet's size. */
 const char sl__list_devices_sql[] =
-    "WITH page AS (SELECT id, enrolled_at, last_seen, state FROM devices "
+    "WITH page AS (SELECT id, enrolled_at, last_seen, state FROM devices WHERE id > ?3 "
     "              ORDER BY id LIMIT ?2 OFFSET ?1), "
     "parts AS (SELECT device_id, count(*) AS n, sum(state = 6) AS rejected, "
     "                 sum(state = 5) AS late FROM round_participants "
@@ -605,7 +605,7 @@ static uint32_t count_column(sqlite3_stmt *st, int col)
     return v < 0 ? 0 : v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 }
 
-int sl__sq_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
+int sl__sq_list_devices(sl_store *s, int64_t after, uint32_t offset, uint32_t limit,
                         int (*fn)(void *ctx, const sl_device_summary *d), void *ctx)
 {
     sl__conn *c;
@@ -618,6 +618,7 @@ int sl__sq_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
         int step;
         sqlite3_bind_int64(st, 1, offset);
         sqlite3_bind_int64(st, 2, limit);
+        sqlite3_bind_int64(st, 3, after);
         while ((step = sqlite3_step(st)) == SQLITE_ROW) {
             sl_device_summary d;
             memset(&d, 0, sizeof d);

@@ -278,14 +278,14 @@ int sl_store_count_devices(sl_store *s, uint64_t *count)
     return OPS(s)->count_devices(s, count);
 }
 
-int sl_store_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
+int sl_store_list_devices(sl_store *s, int64_t after, uint32_t offset, uint32_t limit,
                           int (*fn)(void *ctx, const sl_device_summary *d), void *ctx)
 {
-    if (s == NULL || fn == NULL)
+    if (s == NULL || fn == NULL || after < 0)
         return SL_EINVAL;
     if (limit == 0)
         return SL_OK;
-    return OPS(s)->list_devices(s, offset, limit, fn, ctx);
+    return OPS(s)->list_devices(s, after, offset, limit, fn, ctx);
 }
 
 int sl_store_list_reporters(sl_store *s, int64_t round_id, int (*fn)(void *ctx, int64_t device_id),

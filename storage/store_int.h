@@ -140,7 +140,7 @@ int sl__sq_audit(sl_store *s, const char *actor, const char *action, const char 
 int sl__sq_count_audit(sl_store *s, uint64_t *count);
 int sl__sq_probe_write(sl_store *s);
 int sl__sq_count_devices(sl_store *s, uint64_t *count);
-int sl__sq_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
+int sl__sq_list_devices(sl_store *s, int64_t after, uint32_t offset, uint32_t limit,
                         int (*fn)(void *ctx, const sl_device_summary *d), void *ctx);
 int sl__sq_list_reporters(sl_store *s, int64_t round_id, int (*fn)(void *ctx, int64_t device_id),
                           void *ctx);

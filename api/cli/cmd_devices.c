@@ -21,6 +21,8 @@ static int devices_usage(FILE *out)
                  "refuses; a device's sessions (GET / DELETE /v1/devices/{id}/sessions).\n"
                  "  --limit N        devices (default 50, at most 1000)\n"
                  "  --offset N       skip the first N\n"
+                 "  --after ID       the devices after device ID (each page as fast wherever\n"
+                 "                   it is in the fleet; the footer names the next page's ID)\n"
                  "  --json           the API's JSON (DeviceList of api/openapi.yaml) as "
                  "is\n" SL__CLI_CONN_HELP "  --help           this text\n"
                  "exit status: 0 ok, 1 error, 2 usage\n");
@@ -57,8 +59,15 @@ static void print_devices(const cJSON *list, int colour)
         }
         n++;
     }
-    printf("%d of %.0f devices (from %.0f)\n", n, sl__cli_num(list, "total", 0),
-           sl__cli_num(list, "offset", 0) + (n > 0));
+    if (cJSON_GetObjectItemCaseSensitive(list, "total") != NULL)
+        printf("%d of %.0f devices (from %.0f)", n, sl__cli_num(list, "total", 0),
+               sl__cli_num(list, "offset", 0) + (n > 0));
+    else
+        printf("%d devices after device %.0f", n, sl__cli_num(list, "after", 0));
+    if (cJSON_GetObjectItemCaseSensitive(list, "next_after") != NULL)
+        printf("; next page: --after %.0f\n", sl__cli_num(list, "next_after", 0));
+    else
+        printf("; the last page\n");
 }
 
 static void print_sessions(const cJSON *doc)
@@ -143,7 +152,7 @@ static int sessions_cmd(int argc, char **argv)
 int sl__cli_devices(int argc, char **argv)
 {
     sl__cli c = {"devices", NULL, NULL, NULL, 0, NULL};
-    int64_t limit = 50, offset = 0;
+    int64_t limit = 50, offset = 0, after = -1;
     int json = 0, rc;
     char path[96];
     cJSON *list = NULL;
@@ -168,14 +177,23 @@ int sl__cli_devices(int argc, char **argv)
         } else if ((o = sl__cli_opt(argc, argv, &i, "--offset", &v)) != 0) {
             if (o < 0 || sl__cli_int(&c, "--offset", v, 0, UINT32_MAX, &offset) != 0)
                 return SL__CLI_USAGE;
+        } else if ((o = sl__cli_opt(argc, argv, &i, "--after", &v)) != 0) {
+            if (o < 0 || sl__cli_int(&c, "--after", v, 0, INT64_MAX, &after) != 0)
+                return SL__CLI_USAGE;
         } else {
             return sl__cli_usage_error(&c, "unknown argument \"%s\"", argv[i]);
         }
     }
+    if (after >= 0 && offset > 0)
+        return sl__cli_usage_error(&c, "--after and --offset cannot be combined");
     if (sl__cli_connect(&c) != 0)
         return SL__CLI_ERROR;
-    snprintf(path, sizeof path, "/v1/devices?limit=%lld&offset=%lld", (long long)limit,
-             (long long)offset);
+    if (after >= 0)
+        snprintf(path, sizeof path, "/v1/devices?limit=%lld&after=%lld", (long long)limit,
+                 (long long)after);
+    else
+        snprintf(path, sizeof path, "/v1/devices?limit=%lld&offset=%lld", (long long)limit,
+                 (long long)offset);
     rc = sl__cli_call(&c, "GET", path, NULL, json ? NULL : &list, json ? &raw : NULL);
     if (rc == 0 && json) {
         fwrite(raw.body, 1, raw.body_len, stdout);

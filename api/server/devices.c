@@ -457,13 +457,24 @@ void sl__h_report_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__re
 typedef struct devices_ctx {
     sl_server *s;
     cJSON *array;
+    uint32_t want; /* the page's size: the row past it only says there is more */
+    uint32_t n;
+    int64_t last; /* the page's last id */
+    int more;
     int failed;
 } devices_ctx;
 
 static int add_device(void *ctx, const sl_device_summary *d)
 {
     devices_ctx *c = ctx;
-    cJSON *o = cJSON_CreateObject();
+    cJSON *o;
+    if (c->n == c->want) {
+        c->more = 1;
+        return 1;
+    }
+    c->n++;
+    c->last = d->id;
+    o = cJSON_CreateObject();
     if (o == NULL || !cJSON_AddItemToArray(c->array, o)) {
         cJSON_Delete(o);
         c->failed = 1;
@@ -489,18 +500,33 @@ static int add_device(void *ctx, const sl_device_summary *d)
     return 0;
 }
 
+/* GET /v1/devices: a page by offset (with the fleet's total), or a keyset
+ * page after a device id (without it: counting a million devices costs more
+ * than the page). Either says next_after when devices follow the page. */
 void sl__h_devices(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
 {
     char text[32];
-    int64_t offset = 0, limit = 100;
+    int64_t offset = 0, limit = 100, after = 0;
     uint64_t total = 0;
-    devices_ctx ctx = {s, NULL, 0};
+    devices_ctx ctx = {s, NULL, 0, 0, 0, 0, 0};
+    int keyset, rc;
     cJSON *out;
-    int rc;
     (void)p;
     if ((rc = sl__query_get(rq->query, "offset", text, sizeof text)) != 0 &&
         (rc < 0 || sl__parse_i64(text, 0, UINT32_MAX, &offset) != SL_OK)) {
         sl__problem(rs, rq, 400, "bad-request", NULL, "offset must be an integer >= 0");
+        return;
+    }
+    if ((keyset = sl__query_get(rq->query, "after", text, sizeof text)) != 0 &&
+        (keyset < 0 || sl__parse_i64(text, 0, INT64_MAX, &after) != SL_OK)) {
+        sl__problem(rs, rq, 400, "bad-request", NULL,
+                    "after must be a device id (an integer >= 0)");
+        return;
+    }
+    if (keyset && offset != 0) {
+        sl__problem(rs, rq, 400, "bad-request", NULL,
+                    "after and offset cannot be combined: a page starts after a device id or at "
+                    "an offset");
         return;
     }
     if ((rc = sl__query_get(rq->query, "limit", text, sizeof text)) != 0 &&
@@ -509,22 +535,34 @@ void sl__h_devices(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
                     DEVICES_MAX_LIMIT);
         return;
     }
-    rc = sl_store_count_devices(s->store, &total);
+    rc = keyset ? SL_OK : sl_store_count_devices(s->store, &total);
     out = cJSON_CreateObject();
     ctx.array = cJSON_CreateArray();
+    ctx.want = (uint32_t)limit;
     if (rc == SL_OK && (out == NULL || ctx.array == NULL))
         rc = SL_ENOMEM;
-    if (rc == SL_OK)
-        rc = sl_store_list_devices(s->store, (uint32_t)offset, (uint32_t)limit, add_device, &ctx);
+    if (rc == SL_OK) {
+        /* one row past the page says whether another follows */
+        rc = sl_store_list_devices(s->store, after, (uint32_t)offset, (uint32_t)limit + 1,
+                                   add_device, &ctx);
+        if (rc == 1 && ctx.more && !ctx.failed)
+            rc = SL_OK;
+    }
     if (rc != SL_OK || ctx.failed) {
         cJSON_Delete(out);
         cJSON_Delete(ctx.array);
         sl__problem_status(rs, rq, ctx.failed ? SL_ENOMEM : rc, "listing devices");
         return;
     }
-    cJSON_AddNumberToObject(out, "offset", (double)offset);
+    if (keyset)
+        cJSON_AddNumberToObject(out, "after", (double)after);
+    else
+        cJSON_AddNumberToObject(out, "offset", (double)offset);
     cJSON_AddNumberToObject(out, "limit", (double)limit);
-    cJSON_AddNumberToObject(out, "total", (double)total);
+    if (!keyset)
+        cJSON_AddNumberToObject(out, "total", (double)total);
+    if (ctx.more)
+        cJSON_AddNumberToObject(out, "next_after", (double)ctx.last);
     cJSON_AddItemToObject(out, "devices", ctx.array);
     sl__resp_json(rs, 200, out);
 }

@@ -280,7 +280,7 @@ int sl__pg_count_devices(sl_store *s, uint64_t *count)
 
 /* meta.c's query: the page of devices first, then the counts of those devices only. */
 static const char list_devices_sql[] =
-    "WITH page AS (SELECT id, enrolled_at, last_seen, state FROM devices "
+    "WITH page AS (SELECT id, enrolled_at, last_seen, state FROM devices WHERE id > $3 "
     "              ORDER BY id LIMIT $2 OFFSET $1), "
     "parts AS (SELECT device_id, count(*) AS n, count(*) FILTER (WHERE state = 6) AS rejected, "
     "                 count(*) FILTER (WHERE state = 5) AS late FROM round_participants "
@@ -313,12 +313,13 @@ static int device_row(const list_args *a, const PGresult *r, int i)
     return a->fn.device(a->ctx, &d);
 }
 
-int sl__pg_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
+int sl__pg_list_devices(sl_store *s, int64_t after, uint32_t offset, uint32_t limit,
                         int (*fn)(void *ctx, const sl_device_summary *d), void *ctx)
 {
     list_args a = {.sql = list_devices_sql, .row = device_row, .fn.device = fn, .ctx = ctx};
     sl__pgq_int(&a.q, offset);
     sl__pgq_int(&a.q, limit);
+    sl__pgq_int(&a.q, after);
     return run_list(s, &a);
 }
 

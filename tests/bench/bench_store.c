@@ -4,7 +4,10 @@
  * with 1, 8 and 64 concurrent writers, in one run on the same disk; and
  * upload sessions created per second (8 writers, group commit) in a store
  * that holds no live session against one that holds many (a create counts
- * and replaces the device's own sessions: by index, so about as fast).
+ * and replaces the device's own sessions: by index, so about as fast); and
+ * the operators' device list at the end of a large fleet: a page by offset
+ * (with the fleet's count, as GET /v1/devices?offset= answers) against a
+ * page after a device id (GET /v1/devices?after=).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -226,6 +229,56 @@ static void run_uploads(const char *dir, uint32_t creates, uint32_t live, double
     free(devices);
 }
 
+/* ---- the device list: the last page of a large fleet ------------------------ */
+
+static int count_page(void *ctx, const sl_device_summary *d)
+{
+    (void)d;
+    ++*(uint32_t *)ctx;
+    return 0;
+}
+
+/* Milliseconds for one page of @limit devices, the median of 9: by offset (with the count,
+ * @ms[0]) and after an id (@ms[1]), both at the end of a fleet of @n; and at its start, by
+ * offset (@ms[2]). Each page's devices are checked. */
+static void run_device_pages(const char *dir, uint32_t n, uint32_t limit, double ms[3])
+{
+    char path[1024];
+    int64_t *devices = malloc(n * sizeof *devices), round_id;
+    sl_store *s;
+
+    snprintf(path, sizeof path, "%s/bench-devices.db", dir);
+    s = bench_store(path, 512, devices, n, &round_id);
+    for (int m = 0; m < 3; m++) {
+        double t[9];
+        for (int k = 0; k < 9; k++) {
+            uint32_t got = 0;
+            uint64_t total = 0;
+            int64_t t0 = sl_bench_now_ns();
+            int rc =
+                m == 1 ? sl_store_list_devices(s, (int64_t)(n - limit), 0, limit, count_page, &got)
+                       : sl_store_count_devices(s, &total);
+            if (rc == SL_OK && m != 1)
+                rc = sl_store_list_devices(s, 0, m == 0 ? n - limit : 0, limit, count_page, &got);
+            t[k] = (double)(sl_bench_now_ns() - t0) * 1e-6;
+            if (rc != SL_OK || got != limit || (m != 1 && total != n)) {
+                fprintf(stderr, "bench store: a page of %u devices read %u\n", limit, got);
+                exit(1);
+            }
+        }
+        for (int a = 1; a < 9; a++) /* insertion sort: the median */
+            for (int b = a; b > 0 && t[b] < t[b - 1]; b--) {
+                double x = t[b];
+                t[b] = t[b - 1];
+                t[b - 1] = x;
+            }
+        ms[m] = t[4];
+    }
+    sl_store_close(s);
+    unlink(path);
+    free(devices);
+}
+
 int sl_bench_store(int argc, char **argv)
 {
     static const run_cfg cfgs[] = {
@@ -234,8 +287,8 @@ int sl_bench_store(int argc, char **argv)
     };
     const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     int json = 0;
-    uint32_t inserts = 4096, creates = 2048, live = 8192;
-    double rate[5], base, up[2];
+    uint32_t inserts = 4096, creates = 2048, live = 8192, fleet = 1000000;
+    double rate[5], base, up[2], pages[3];
 
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
@@ -243,7 +296,7 @@ int sl_bench_store(int argc, char **argv)
         else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
             dir = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0)
-            inserts = 512, creates = 256, live = 1024;
+            inserts = 512, creates = 256, live = 1024, fleet = 20000;
         else {
             fprintf(stderr, "usage: starling bench store [--json] [--quick] [--dir DIR]\n");
             return 2;
@@ -256,6 +309,7 @@ int sl_bench_store(int argc, char **argv)
         rate[c] = run(dir, &cfgs[c], n, &commits);
     }
     run_uploads(dir, creates, live, up);
+    run_device_pages(dir, fleet, 100, pages);
     base = rate[1];
     if (json)
         printf("[\n");
@@ -275,12 +329,21 @@ int sl_bench_store(int argc, char **argv)
         printf(",\n{\"mode\":\"upload-creates\",\"writers\":8,\"live_sessions\":0,"
                "\"creates_per_s\":%.1f},\n{\"mode\":\"upload-creates\",\"writers\":8,"
                "\"live_sessions\":%u,\"creates_per_s\":%.1f,\"vs_no_live_sessions\":%.2f}"
-               "\n]\n",
-               up[0], live, up[1], up[1] / up[0]);
+               ",\n{\"mode\":\"device-pages\",\"devices\":%u,\"limit\":100,"
+               "\"first_by_offset_ms\":%.3f,\"last_by_offset_ms\":%.3f,\"last_after_id_ms\":%.3f,"
+               "\"offset_vs_after\":%.1f}\n]\n",
+               up[0], live, up[1], up[1] / up[0], fleet, pages[2], pages[0], pages[1],
+               pages[0] / pages[1]);
     else
         printf("upload sessions of %d KB created/s (8 writers, group commit):\n"
                "  beside no live session   %9.1f creates/s\n"
                "  beside %5u live ones   %9.1f creates/s  %6.2fx\n",
                FRAME / 1024, up[0], live, up[1], up[1] / up[0]);
+    if (!json)
+        printf("a page of 100 devices in a fleet of %u (median of 9):\n"
+               "  the first, by offset (and the fleet's count) %9.3f ms\n"
+               "  the last, by offset (and the fleet's count)  %9.3f ms\n"
+               "  the last, after a device id                 %9.3f ms  %6.1fx faster\n",
+               fleet, pages[2], pages[0], pages[1], pages[0] / pages[1]);
     return 0;
 }

@@ -124,6 +124,9 @@ static void test_help_and_usage(void **state)
     assert_int_equal(CLI("rounds", "--task", "x1"), 2);
     assert_int_equal(CLI("devices", "--limit", "1001"), 2);
     assert_int_equal(CLI("devices", "--offset", "-1"), 2);
+    assert_int_equal(CLI("devices", "--after", "-1"), 2);
+    assert_int_equal(CLI("devices", "--after", "2", "--offset", "1"), 2);
+    assert_non_null(strstr(err, "cannot be combined"));
     assert_int_equal(CLI("task"), 2);
     assert_int_equal(CLI("task", "delete"), 2);
     assert_int_equal(CLI("task", "create"), 2);
@@ -493,7 +496,7 @@ static void test_devices(void **state)
     assert_non_null(strstr(out, "DEVICE"));
     assert_non_null(strstr(out, "REJECTED"));
     assert_non_null(strstr(out, "\n       1  "));
-    assert_non_null(strstr(out, "4 of 4 devices"));
+    assert_non_null(strstr(out, "4 of 4 devices (from 1); the last page"));
     assert_int_equal(CLI("devices", "--url", job.f.base, "--token-file", token_file, "--limit", "2",
                          "--offset", "1"),
                      0);
@@ -501,7 +504,21 @@ static void test_devices(void **state)
     assert_non_null(strstr(out, "\n       3  "));
     assert_null(strstr(out, "\n       4  "));
     assert_null(strstr(out, "\n       1  "));
-    assert_non_null(strstr(out, "2 of 4 devices (from 2)"));
+    assert_non_null(strstr(out, "2 of 4 devices (from 2); next page: --after 3"));
+    /* keyset pages: after a device id, to the last page */
+    assert_int_equal(CLI("devices", "--url", job.f.base, "--token-file", token_file, "--limit", "2",
+                         "--after", "1"),
+                     0);
+    assert_non_null(strstr(out, "\n       2  "));
+    assert_non_null(strstr(out, "\n       3  "));
+    assert_null(strstr(out, "\n       4  "));
+    assert_non_null(strstr(out, "2 devices after device 1; next page: --after 3"));
+    assert_int_equal(CLI("devices", "--url", job.f.base, "--token-file", token_file, "--limit", "2",
+                         "--after", "3"),
+                     0);
+    assert_non_null(strstr(out, "\n       4  "));
+    assert_null(strstr(out, "\n       3  "));
+    assert_non_null(strstr(out, "1 devices after device 3; the last page"));
     assert_int_equal(CLI("devices", "--url", job.f.base), 1);
     assert_non_null(strstr(err, "HTTP 401"));
 }

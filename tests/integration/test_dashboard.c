@@ -169,6 +169,50 @@ static void test_routes(void **state)
     assert_int_equal(ah_json_int(r.body, "offset"), 1);
     assert_non_null(strstr(r.body, "\"device_id\":2,"));
     assert_null(strstr(r.body, "\"device_id\":1,"));
+    assert_int_equal(ah_json_int(r.body, "next_after"), 3); /* device 4 follows */
+    ah_resp_free(&r);
+    /* keyset pages: after a device id, next_after to the end, where it is absent */
+    {
+        int64_t after = 0, seen = 0, pages = 0;
+        for (;;) {
+            char url[64];
+            snprintf(url, sizeof url, "/v1/devices?limit=3&after=%lld", (long long)after);
+            ah_get(&j.f, url, auth, 1, &r);
+            assert_int_equal(r.status, 200);
+            assert_int_equal(ah_json_int(r.body, "after"), after);
+            assert_null(strstr(r.body, "\"total\""));
+            assert_null(strstr(r.body, "\"offset\""));
+            for (int64_t id = after + 1; id <= after + 3 && id <= TD_DEVICES; id++) {
+                char want[48];
+                snprintf(want, sizeof want, "\"device_id\":%lld,", (long long)id);
+                assert_non_null(strstr(r.body, want));
+                seen++;
+            }
+            pages++;
+            if (strstr(r.body, "\"next_after\"") == NULL) {
+                ah_resp_free(&r);
+                break;
+            }
+            after = ah_json_int(r.body, "next_after");
+            assert_int_equal(after, 3 * pages);
+            ah_resp_free(&r);
+        }
+        assert_int_equal(seen, TD_DEVICES);
+        assert_int_equal(pages, (TD_DEVICES + 2) / 3);
+    }
+    ah_get(&j.f, "/v1/devices?limit=4&after=0", auth, 1, &r); /* exactly the fleet: no more */
+    assert_int_equal(r.status, 200);
+    assert_null(strstr(r.body, "\"next_after\""));
+    ah_resp_free(&r);
+    ah_get(&j.f, "/v1/devices?after=4", auth, 1, &r); /* past the last: an empty page */
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"devices\":[]"));
+    ah_resp_free(&r);
+    ah_get(&j.f, "/v1/devices?after=1&offset=2", auth, 1, &r);
+    ah_expect_problem(&r, 400, "bad-request");
+    ah_resp_free(&r);
+    ah_get(&j.f, "/v1/devices?after=-1", auth, 1, &r);
+    ah_expect_problem(&r, 400, "bad-request");
     ah_resp_free(&r);
     ah_get(&j.f, "/v1/devices", NULL, 0, &r);
     ah_expect_problem(&r, 401, "unauthorized");

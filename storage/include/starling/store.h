@@ -144,13 +144,17 @@ typedef struct sl_device_summary {
 } sl_device_summary;
 
 /**
- * sl_store_list_devices - devices in id order, skipping @offset, at most
- * @limit of them (0: none), each with its counts; calls @fn for each (the
- * record is valid during the call only) and stops at the first non-zero
- * return of @fn, which it returns. One read transaction: the counts and the
- * page are one snapshot. Reads only; never waits for the writer.
+ * sl_store_list_devices - the devices whose id is above @after (0: from the
+ * first), in id order, skipping @offset of them, at most @limit (0: none),
+ * each with its counts; calls @fn for each (the record is valid during the
+ * call only) and stops at the first non-zero return of @fn, which it
+ * returns. A page that starts @after the last id of the one before reads
+ * the same few rows wherever it is in the fleet (the primary key); an
+ * @offset reads the rows it skips. One read transaction: the counts and the
+ * page are one snapshot. SL_EINVAL for a negative @after. Reads only; never
+ * waits for the writer.
  */
-int sl_store_list_devices(sl_store *s, uint32_t offset, uint32_t limit,
+int sl_store_list_devices(sl_store *s, int64_t after, uint32_t offset, uint32_t limit,
                           int (*fn)(void *ctx, const sl_device_summary *d), void *ctx);
 
 /**

@@ -450,7 +450,7 @@ static void test_list_devices(void **state)
     u = (sl_update_put){second, devices[0], frame, sizeof frame, 10, sha, 0};
     assert_int_equal(sl_store_put_update(f->s, &u, 5000, &rec), SL_OK);
 
-    assert_int_equal(sl_store_list_devices(f->s, 0, 100, collect_device, &page), SL_OK);
+    assert_int_equal(sl_store_list_devices(f->s, 0, 0, 100, collect_device, &page), SL_OK);
     assert_int_equal(page.n, 4);
     for (int i = 0; i < 4; i++) {
         assert_true(page.d[i].id == devices[i]);
@@ -470,16 +470,31 @@ static void test_list_devices(void **state)
     assert_int_equal(page.d[3].reported, 0);
     /* pages: offset and limit, past the end, limit 0 */
     page.n = 0;
-    assert_int_equal(sl_store_list_devices(f->s, 1, 2, collect_device, &page), SL_OK);
+    assert_int_equal(sl_store_list_devices(f->s, 0, 1, 2, collect_device, &page), SL_OK);
     assert_int_equal(page.n, 2);
     assert_true(page.d[0].id == devices[1] && page.d[1].id == devices[2]);
     assert_int_equal(page.d[0].rejected, 1); /* counts of the page's devices, not shifted */
     page.n = 0;
-    assert_int_equal(sl_store_list_devices(f->s, 4, 10, collect_device, &page), SL_OK);
-    assert_int_equal(sl_store_list_devices(f->s, 0, 0, collect_device, &page), SL_OK);
+    assert_int_equal(sl_store_list_devices(f->s, 0, 4, 10, collect_device, &page), SL_OK);
+    assert_int_equal(sl_store_list_devices(f->s, 0, 0, 0, collect_device, &page), SL_OK);
     assert_int_equal(page.n, 0);
-    assert_int_equal(sl_store_list_devices(f->s, 0, 10, stop_at_first, NULL), 42);
-    assert_int_equal(sl_store_list_devices(f->s, 0, 10, NULL, NULL), SL_EINVAL);
+    assert_int_equal(sl_store_list_devices(f->s, 0, 0, 10, stop_at_first, NULL), 42);
+    assert_int_equal(sl_store_list_devices(f->s, 0, 0, 10, NULL, NULL), SL_EINVAL);
+    /* keyset pages: the devices after an id, the same counts; after the last, none */
+    page.n = 0;
+    assert_int_equal(sl_store_list_devices(f->s, devices[1], 0, 2, collect_device, &page), SL_OK);
+    assert_int_equal(page.n, 2);
+    assert_true(page.d[0].id == devices[2] && page.d[1].id == devices[3]);
+    assert_int_equal(page.d[0].reported, 1);
+    assert_int_equal(page.d[1].late, 1);
+    page.n = 0;
+    assert_int_equal(sl_store_list_devices(f->s, devices[0], 1, 1, collect_device, &page), SL_OK);
+    assert_int_equal(page.n, 1);
+    assert_true(page.d[0].id == devices[2]); /* after an id, then skipping one */
+    page.n = 0;
+    assert_int_equal(sl_store_list_devices(f->s, devices[3], 0, 10, collect_device, &page), SL_OK);
+    assert_int_equal(page.n, 0);
+    assert_int_equal(sl_store_list_devices(f->s, -1, 0, 10, collect_device, &page), SL_EINVAL);
     assert_int_equal(sl_store_count_devices(f->s, NULL), SL_EINVAL);
     if (!g_pg_mode) { /* a page reads the page's devices' rows through indexes, never whole tables
                        */
@@ -495,7 +510,8 @@ static void test_list_devices(void **state)
                                      (const char *)sqlite3_column_text(st, 3));
         sqlite3_finalize(st);
         sl__conn_close(&c);
-        if (strstr(plan, "round_participants_device") == NULL ||
+        if (strstr(plan, "SEARCH devices USING INTEGER PRIMARY KEY (rowid>?)") == NULL ||
+            strstr(plan, "round_participants_device") == NULL ||
             strstr(plan, "updates_device") == NULL || strstr(plan, "SCAN round_participants") ||
             strstr(plan, "SCAN updates"))
             fail_msg("the device list's plan:\n%s", plan);
