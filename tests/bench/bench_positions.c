@@ -41,9 +41,20 @@
 #include <sqlite3.h>
 
 #include "bench.h"
+#include "codec_int.h" /* sl__pos_plan: the frames' coders, sizes only */
 #include "starling/codec.h"
 
-enum { POS_FRAME, POS_UNIFORM, POS_TENSORS, POS_AGG, POS_BOTH, POS_HELD, POS_OWN, POS_KINDS };
+enum {
+    POS_FRAME,
+    POS_UNIFORM,
+    POS_TENSORS,
+    POS_AGG,
+    POS_BOTH,
+    POS_HELD,
+    POS_HELD_CODED,
+    POS_OWN,
+    POS_KINDS
+};
 
 static const char *const pos_names[POS_KINDS] = {"the frames, as sent (adaptive coder)",
                                                  "uniform: log2 C(d, k)",
@@ -51,6 +62,7 @@ static const char *const pos_names[POS_KINDS] = {"the frames, as sent (adaptive 
                                                  "split by the last aggregate's support",
                                                  "split by tensor and the last aggregate's support",
                                                  "split by the support of the delta it downloaded",
+                                                 "  the same, each part by the frames' coders",
                                                  "split by the device's previous update"};
 
 typedef struct pos_totals {
@@ -71,6 +83,8 @@ typedef struct pos_ctx {
     uint8_t *down;   /* [d] the support of the delta from held to this round's base */
     float *base;     /* [d] this round's base model */
     float *other;    /* [d] scratch: a held version */
+    uint32_t *in;    /* [d] scratch: one tensor's positions inside the split's part, renumbered */
+    uint32_t *out;   /* [d] and outside it */
     int64_t base_version;
     sqlite3_stmt *model;
     int64_t task;
@@ -98,6 +112,48 @@ static double split_bits(const uint8_t *cur, const uint8_t *mark, size_t from, s
     }
     return log2_choose((double)in_size, (double)in_k) +
            log2_choose((double)(to - from - in_size), (double)(k - in_k));
+}
+
+/* Bits the frames' coders (SL_POS_AUTO) spend on the positions of @cur in [from, to) coded
+ * as two sets, those inside @mark's part and those outside, each renumbered within its part,
+ * with the first set's count (a varint): the smaller of that and the positions coded whole,
+ * with one bit to say which. */
+static double split_coded_bits(pos_ctx *c, const uint8_t *mark, size_t from, size_t to)
+{
+    size_t nin = 0, nout = 0, rin = 0, rout = 0, bin = 0, bout = 0, ball = 0;
+    sl_pos_mode chosen;
+    uint8_t param;
+    double split;
+    for (size_t j = from; j < to; j++) {
+        if (mark[j]) {
+            if (c->cur[j])
+                c->in[nin++] = (uint32_t)rin;
+            rin++;
+        } else {
+            if (c->cur[j])
+                c->out[nout++] = (uint32_t)rout;
+            rout++;
+        }
+    }
+    if (nin + nout == 0)
+        return 0;
+    if ((nin && sl__pos_plan(SL_POS_AUTO, c->in, nin, rin, &chosen, &param, &bin) != SL_OK) ||
+        (nout && sl__pos_plan(SL_POS_AUTO, c->out, nout, rout, &chosen, &param, &bout) != SL_OK))
+        abort();
+    /* the positions whole, renumbered in the tensor */
+    nout = 0;
+    for (size_t j = from; j < to; j++)
+        if (c->cur[j])
+            c->out[nout++] = (uint32_t)(j - from);
+    if (sl__pos_plan(SL_POS_AUTO, c->out, nout, to - from, &chosen, &param, &ball) != SL_OK)
+        abort();
+    split = 8.0 * (double)(bin + bout);
+    for (size_t v = nin;; v >>= 7) { /* the count, a varint */
+        split += 8.0;
+        if (v < 128)
+            break;
+    }
+    return 1.0 + (split < 8.0 * (double)ball ? split : 8.0 * (double)ball);
 }
 
 static int read_model(sqlite3_stmt *st, int64_t task, int64_t version, const sl_layout *l,
@@ -160,11 +216,17 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
             tot->bits[POS_OWN] += split_bits(c->cur, NULL, 0, c->d);
         if (have) {
             tot->bits[POS_HELD] += split_bits(c->cur, c->down, 0, c->d) + lk;
+            for (size_t t = 0; t < tensors; t++) {
+                const sl_tensor_desc *td = sl_layout_tensor(c->l, t);
+                tot->bits[POS_HELD_CODED] += split_coded_bits(c, c->down, (size_t)td->offset,
+                                                              (size_t)(td->offset + td->count));
+            }
             tot->held_size += down;
             for (size_t j = 0; j < c->d; j++)
                 tot->in_held += c->cur[j] & c->down[j];
         } else {
             tot->bits[POS_HELD] += split_bits(c->cur, NULL, 0, c->d);
+            tot->bits[POS_HELD_CODED] += 8.0 * (double)pos_bytes;
             tot->held_size += c->d; /* downloaded whole */
             tot->in_held += k;
         }
@@ -238,12 +300,14 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
     c.held = calloc((size_t)c.devices, sizeof *c.held);
     c.down = calloc(c.d, 1);
     c.other = malloc(c.d * sizeof *c.other);
+    c.in = malloc(c.d * sizeof *c.in);
+    c.out = malloc(c.d * sizeof *c.out);
     c.model = model;
     c.task = task;
     c.base = a;
     if (a == NULL || b == NULL || c.agg == NULL || c.cur == NULL || c.prev == NULL ||
         c.nprev == NULL || c.mark == NULL || c.seen == NULL || c.held == NULL || c.down == NULL ||
-        c.other == NULL) {
+        c.other == NULL || c.in == NULL || c.out == NULL) {
         rc = SL_ENOMEM;
         goto done;
     }
@@ -295,6 +359,8 @@ done:
     free(c.held);
     free(c.down);
     free(c.other);
+    free(c.in);
+    free(c.out);
     return rc;
 }
 
