@@ -1,7 +1,8 @@
 /*
  * starling-coordinator - the coordinator program: opens the store
  * (<data-dir>/starling.db), the round engine (which recovers open rounds)
- * and the HTTPS server, then waits for SIGTERM or SIGINT.
+ * and the HTTPS server, then waits for SIGTERM or SIGINT; SIGHUP reloads the
+ * TLS certificate and key (sl_server_reload_tls()).
  *
  * Configuration: defaults < --config FILE (key = value lines) <
  * STARLING_* environment < command-line flags. `--help` lists every key.
@@ -49,6 +50,9 @@ static const sl_config_spec specs[] = {
      "the leader's lease: a dead leader's rounds move on within about this"},
     {"tls_cert", SL_CONFIG_STRING, NULL, 0, 0, "TLS certificate chain (PEM)"},
     {"tls_key", SL_CONFIG_STRING, NULL, 0, 0, "TLS private key (PEM)"},
+    {"tls_watch", SL_CONFIG_DURATION, "60s", 0, 86400000,
+     "how often tls_cert and tls_key are checked for a change, which reloads them for new "
+     "connections as SIGHUP does (0: on SIGHUP only)"},
     {"insecure_http", SL_CONFIG_BOOL, "false", 0, 0,
      "serve plain HTTP (loopback demos, TLS-terminating ingress)"},
     {"admin_token_file", SL_CONFIG_STRING, NULL, 0, 0,
@@ -78,6 +82,51 @@ static const sl_config_spec specs[] = {
 };
 
 #define NSPECS (sizeof specs / sizeof specs[0])
+
+/* What tells a file's new content: its inode, size and change time (stat follows symbolic
+ * links, so a Kubernetes Secret's swapped ..data link counts). All zero when it is missing. */
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+} file_id;
+
+static file_id file_id_of(const char *path)
+{
+    struct stat st;
+    file_id id;
+    memset(&id, 0, sizeof id);
+    if (path != NULL && stat(path, &st) == 0) {
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+        id.size = st.st_size;
+        id.mtime = st.st_mtim;
+        id.ctime = st.st_ctim;
+    }
+    return id;
+}
+
+static int file_id_same(const file_id *a, const file_id *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+           a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+/* Reload the certificate and key for @why (SIGHUP, or the files changed), and log it. */
+static void reload_tls(sl_server *server, const sl_config *cfg, const char *why)
+{
+    char err[768];
+    const char *cert = NULL, *key = NULL;
+    sl_config_get_string(cfg, "tls_cert", &cert);
+    sl_config_get_string(cfg, "tls_key", &key);
+    if (sl_server_reload_tls(server, cert, key, err, sizeof err) != SL_OK)
+        sl_log(SL_LOG_ERROR, "main", "%s: the TLS certificate was not reloaded: %s", why, err);
+    else
+        sl_log(SL_LOG_INFO, "main", "%s: TLS certificate and key reloaded from %s and %s", why,
+               cert, key);
+}
 
 static void usage(const sl_config *cfg)
 {
@@ -172,7 +221,8 @@ int main(int argc, char **argv)
     char replica[SL_STORE_MAX_OWNER] = "";
     const char *data_dir;
     sl_log_level level;
-    int64_t v, grace = 0;
+    int64_t v, grace = 0, watch = 0;
+    file_id seen[2];
     uint64_t size;
     double d;
     int flag, rc, sig, status = 1;
@@ -245,11 +295,13 @@ int main(int argc, char **argv)
     if (so.insecure_http)
         sl_log(SL_LOG_WARN, "main", "serving plain HTTP (insecure_http)");
 
-    /* SIGTERM/SIGINT go to sigwait() below, never to another thread: block
-     * them before any thread starts so every thread inherits the mask */
+    /* SIGTERM/SIGINT (and SIGHUP) go to sigwait() below, never to another
+     * thread: block them before any thread starts so every thread inherits
+     * the mask */
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -334,8 +386,44 @@ int main(int argc, char **argv)
     sl_log(SL_LOG_INFO, "main", "coordinator ready: %s (port %u), data in %s", so.listen,
            (unsigned)sl_server_port(server), data_dir);
 
-    while (sigwait(&stop, &sig) != 0)
-        ;
+    /* SIGHUP, or a change of the certificate or key file seen every tls_watch: the files
+     * again (a renewed certificate) for new connections; open ones keep theirs. A change is
+     * tried once: files refused (a key not yet replaced beside its certificate) are tried
+     * again when either changes again. */
+    sl_config_get_duration_ms(cfg, "tls_watch", &watch);
+    seen[0] = file_id_of(str(cfg, "tls_cert"));
+    seen[1] = file_id_of(str(cfg, "tls_key"));
+    for (;;) {
+        if (watch > 0 && !so.insecure_http) {
+            struct timespec every = {(time_t)(watch / 1000), (long)(watch % 1000) * 1000000};
+            file_id now[2];
+            sig = sigtimedwait(&stop, NULL, &every);
+            if (sig < 0 && errno != EAGAIN)
+                continue; /* EINTR */
+            now[0] = file_id_of(str(cfg, "tls_cert"));
+            now[1] = file_id_of(str(cfg, "tls_key"));
+            if (sig < 0) {
+                if (!file_id_same(&now[0], &seen[0]) || !file_id_same(&now[1], &seen[1])) {
+                    seen[0] = now[0];
+                    seen[1] = now[1];
+                    reload_tls(server, cfg, "tls_cert or tls_key changed");
+                }
+                continue;
+            }
+            if (sig == SIGHUP) {
+                seen[0] = now[0];
+                seen[1] = now[1];
+            }
+        } else if (sigwait(&stop, &sig) != 0) {
+            continue;
+        }
+        if (sig != SIGHUP)
+            break;
+        if (so.insecure_http)
+            sl_log(SL_LOG_WARN, "main", "SIGHUP: plain HTTP, no certificate to reload");
+        else
+            reload_tls(server, cfg, "SIGHUP");
+    }
     sl_log(SL_LOG_INFO, "main", "%s: stopping (grace %lld ms)",
            sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)grace);
     sl_server_quiesce(server);

@@ -139,6 +139,7 @@ int sl_server_create(const sl_server_options *o, sl_store *store, sl_engine *eng
     pthread_mutex_init(&s->tomb_lock, NULL);
     pthread_mutex_init(&s->tick_lock, NULL);
     pthread_mutex_init(&s->backup_lock, NULL);
+    pthread_mutex_init(&s->retire_lock, NULL);
     {
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -389,6 +390,222 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     sl_log(SL_LOG_WARN, "mhd", "%s", line);
 }
 
+/* ---- certificates: the daemon, a reload, the daemons it retired ---------------- */
+
+/* Overwrite a private key before freeing it: it does not outlive its use in memory. */
+static void free_secret(char *p)
+{
+    if (p != NULL) {
+        volatile char *v = p;
+        for (size_t i = 0; v[i] != '\0'; i++)
+            v[i] = 0;
+    }
+    free(p);
+}
+
+/* A daemon serving @s with @cert and @key (ignored for plain HTTP): on the listening socket
+ * @fd when it is valid (a reload takes over the old daemon's), otherwise bound to the listen
+ * address. NULL when libmicrohttpd refuses. */
+static struct MHD_Daemon *start_daemon(sl_server *s, const char *cert, const char *key,
+                                       MHD_socket fd)
+{
+    struct MHD_OptionItem extra[4] = {{MHD_OPTION_END, 0, NULL},
+                                      {MHD_OPTION_END, 0, NULL},
+                                      {MHD_OPTION_END, 0, NULL},
+                                      {MHD_OPTION_END, 0, NULL}};
+    unsigned flags =
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    size_t n = 0;
+    if (!s->opt.insecure_http) {
+        flags |= MHD_USE_TLS;
+        extra[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
+        extra[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert};
+    }
+    if (fd != MHD_INVALID_SOCKET)
+        extra[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, (intptr_t)fd, NULL};
+    else
+        extra[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &s->addr};
+    if (s->ipv6)
+        flags |= MHD_USE_IPv6;
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, access_cb, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opt.threads, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)s->opt.connection_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)s->opt.per_ip_connection_limit, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)s->opt.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(64u << 10), MHD_OPTION_URI_LOG_CALLBACK, uri_cb, s, MHD_OPTION_NOTIFY_COMPLETED,
+        completed_cb, s, MHD_OPTION_ARRAY, extra, MHD_OPTION_END);
+}
+
+/* The first message libmicrohttpd (and GnuTLS through it) logs: why it refused. */
+typedef struct first_log {
+    char msg[256];
+} first_log;
+
+static void capture_log(void *cls, const char *fmt, va_list ap)
+{
+    first_log *f = cls;
+    size_t n;
+    if (f->msg[0] != '\0')
+        return;
+    vsnprintf(f->msg, sizeof f->msg, fmt, ap);
+    n = strlen(f->msg);
+    while (n > 0 && (f->msg[n - 1] == '\n' || f->msg[n - 1] == '\r'))
+        f->msg[--n] = '\0';
+}
+
+/* Whether libmicrohttpd takes @cert and @key, checked by a daemon that listens on nothing and
+ * is stopped at once (GnuTLS parses both and checks that the key is the certificate's). */
+static int check_credentials(const char *cert, const char *key, char *why, size_t cap)
+{
+    first_log f = {""};
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_TLS | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG, 0, NULL, NULL, access_cb, NULL,
+        MHD_OPTION_EXTERNAL_LOGGER, capture_log, &f, MHD_OPTION_HTTPS_MEM_KEY, key,
+        MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_END);
+    if (d == NULL) {
+        snprintf(why, cap, "%s", f.msg[0] ? f.msg : "libmicrohttpd refused them");
+        return SL_EINVAL;
+    }
+    MHD_stop_daemon(d);
+    return SL_OK;
+}
+
+/* Stop the retired daemons whose connections have all closed (@all: every one). */
+static void sweep_retired(sl_server *s, int all)
+{
+    pthread_mutex_lock(&s->retire_lock);
+    for (size_t i = 0; i < s->nretired;) {
+        sl__retired *r = &s->retired[i];
+        const union MHD_DaemonInfo *info =
+            MHD_get_daemon_info(r->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        if (!all && (info == NULL || info->num_connections > 0)) {
+            i++;
+            continue;
+        }
+        MHD_stop_daemon(r->daemon);
+        free(r->cert_pem);
+        free_secret(r->key_pem);
+        s->retired[i] = s->retired[--s->nretired];
+        sl_log(SL_LOG_INFO, "http", "the daemon of the previous certificate stopped (%s)",
+               all ? "server stopping" : "its connections closed");
+    }
+    pthread_mutex_unlock(&s->retire_lock);
+}
+
+int sl_server_reload_tls(sl_server *s, const char *cert_file, const char *key_file, char *err,
+                         size_t errcap)
+{
+    char dummy[8], why[256];
+    void *buf = NULL;
+    char *cert = NULL, *key = NULL, *old_cert = NULL, *old_key = NULL;
+    size_t len, retired;
+    struct MHD_Daemon *d;
+    MHD_socket fd;
+    int rc;
+    if (err == NULL) {
+        err = dummy;
+        errcap = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (s == NULL || cert_file == NULL || key_file == NULL)
+        return SL_EINVAL;
+    if (s->daemon == NULL || s->quiesced) {
+        snprintf(err, errcap, "the server is not accepting connections");
+        return SL_ESTATE;
+    }
+    if (s->opt.insecure_http) {
+        snprintf(err, errcap, "the server speaks plain HTTP: no certificate to reload");
+        return SL_ESTATE;
+    }
+    if ((rc = sl_fs_read_file(cert_file, MAX_TLS_FILE, &buf, &len)) != SL_OK) {
+        snprintf(err, errcap, "tls_cert %s: %s", cert_file, sl_strerror(rc));
+        return rc;
+    }
+    cert = buf;
+    if ((rc = sl_fs_read_file(key_file, MAX_TLS_FILE, &buf, &len)) != SL_OK) {
+        snprintf(err, errcap, "tls_key %s: %s", key_file, sl_strerror(rc));
+        free(cert);
+        return rc;
+    }
+    key = buf;
+    if ((rc = check_credentials(cert, key, why, sizeof why)) != SL_OK) {
+        snprintf(err, errcap, "%s and %s refused: %s; the certificate in use stays", cert_file,
+                 key_file, why);
+        goto fail;
+    }
+    pthread_mutex_lock(&s->retire_lock);
+    retired = s->nretired;
+    pthread_mutex_unlock(&s->retire_lock);
+    if (retired == SL__RETIRED) {
+        snprintf(err, errcap,
+                 "%zu earlier reloads still serve connections of older certificates; try again "
+                 "when they have closed (at most connection_timeout)",
+                 retired);
+        rc = SL_EBUSY;
+        goto fail;
+    }
+    /* copies of the certificate in use, for a daemon of its own should the new one fail */
+    if ((old_cert = dup_text(s->cert_pem)) == NULL || (old_key = dup_text(s->key_pem)) == NULL) {
+        snprintf(err, errcap, "out of memory");
+        rc = SL_ENOMEM;
+        goto fail;
+    }
+    /* the old daemon stops accepting and hands over its listening socket: connections that
+     * arrive meanwhile wait in its backlog, none is refused */
+    fd = MHD_quiesce_daemon(s->daemon);
+    if (fd == MHD_INVALID_SOCKET) {
+        snprintf(err, errcap, "cannot take over the listening socket");
+        rc = SL_EIO;
+        goto fail;
+    }
+    d = start_daemon(s, cert, key, fd);
+    if (d == NULL) {
+        /* checked above, so unlikely: back to the certificate in use, on the same socket */
+        d = start_daemon(s, old_cert, old_key, fd);
+        if (d == NULL) {
+            close(fd);
+            s->quiesced = 1;
+            snprintf(err, errcap,
+                     "libmicrohttpd refused to serve on the listening socket again: "
+                     "no new connections are accepted");
+            sl_log(SL_LOG_ERROR, "http", "%s", err);
+        } else {
+            snprintf(err, errcap, "libmicrohttpd refused %s and %s; the certificate in use stays",
+                     cert_file, key_file);
+            pthread_mutex_lock(&s->retire_lock);
+            s->retired[s->nretired++] = (sl__retired){s->daemon, s->cert_pem, s->key_pem};
+            pthread_mutex_unlock(&s->retire_lock);
+            s->daemon = d;
+            s->cert_pem = old_cert;
+            s->key_pem = old_key;
+            old_cert = old_key = NULL;
+        }
+        rc = SL_EIO;
+        goto fail;
+    }
+    pthread_mutex_lock(&s->retire_lock);
+    s->retired[s->nretired++] = (sl__retired){s->daemon, s->cert_pem, s->key_pem};
+    s->tls_reloads++;
+    pthread_mutex_unlock(&s->retire_lock);
+    s->daemon = d;
+    s->cert_pem = cert;
+    s->key_pem = key;
+    free(old_cert);
+    free_secret(old_key);
+    sl_log(SL_LOG_INFO, "http",
+           "TLS certificate reloaded from %s; connections open before keep "
+           "the previous one until they close",
+           cert_file);
+    return SL_OK;
+fail:
+    free(cert);
+    free_secret(key);
+    free(old_cert);
+    free_secret(old_key);
+    return rc;
+}
+
 /* ---- ticker ------------------------------------------------------------------- */
 
 static void *ticker_main(void *arg)
@@ -412,6 +629,7 @@ static void *ticker_main(void *arg)
             wait_ms = next - now < 1 ? 1 : next - now;
         }
         last_error = rc;
+        sweep_retired(s, 0);
         if (sl__mono_ns(s) - last_expire > (int64_t)EXPIRE_EVERY_MS * 1000000) {
             last_expire = sl__mono_ns(s);
             rc = sl_store_expire_uploads(s->store, NULL);
@@ -437,11 +655,7 @@ static void *ticker_main(void *arg)
 
 int sl_server_start(sl_server *s, char *err, size_t errcap)
 {
-    struct MHD_OptionItem tls[3] = {
-        {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
     const union MHD_DaemonInfo *info;
-    unsigned flags =
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     struct MHD_Daemon *d;
     char dummy[8];
     if (err == NULL) {
@@ -455,33 +669,16 @@ int sl_server_start(sl_server *s, char *err, size_t errcap)
         snprintf(err, errcap, "libmicrohttpd was built without epoll");
         return SL_EUNSUPPORTED;
     }
-    if (!s->opt.insecure_http) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            snprintf(err, errcap, "libmicrohttpd was built without TLS");
-            return SL_EUNSUPPORTED;
-        }
-        flags |= MHD_USE_TLS;
-        tls[0].option = MHD_OPTION_HTTPS_MEM_KEY;
-        tls[0].ptr_value = s->key_pem;
-        tls[1].option = MHD_OPTION_HTTPS_MEM_CERT;
-        tls[1].ptr_value = s->cert_pem;
+    if (!s->opt.insecure_http && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        snprintf(err, errcap, "libmicrohttpd was built without TLS");
+        return SL_EUNSUPPORTED;
     }
-    if (s->ipv6)
-        flags |= MHD_USE_IPv6;
     if (s->opt.workers > 0 &&
         sl__pool_start(s, s->opt.workers, s->opt.connection_limit, &s->pool) != SL_OK) {
         snprintf(err, errcap, "cannot start the worker threads");
         return SL_ENOMEM;
     }
-    d = MHD_start_daemon(
-        flags, 0, NULL, NULL, access_cb, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)s->opt.threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->opt.connection_limit,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->opt.per_ip_connection_limit,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->opt.connection_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64u << 10), MHD_OPTION_URI_LOG_CALLBACK,
-        uri_cb, s, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, s, MHD_OPTION_ARRAY, tls,
-        MHD_OPTION_END);
+    d = start_daemon(s, s->cert_pem, s->key_pem, MHD_INVALID_SOCKET);
     if (d == NULL) {
         sl__pool_free(s->pool);
         s->pool = NULL;
@@ -548,6 +745,7 @@ void sl_server_free(sl_server *s)
     sl__pool_stop(s->pool);
     if (s->daemon != NULL)
         MHD_stop_daemon(s->daemon);
+    sweep_retired(s, 1);
     sl__pool_free(s->pool);
     s->pool = NULL;
     if (s->ticker_running) {
@@ -568,13 +766,9 @@ void sl_server_free(sl_server *s)
     pthread_mutex_destroy(&s->tomb_lock);
     pthread_mutex_destroy(&s->tick_lock);
     pthread_mutex_destroy(&s->backup_lock);
+    pthread_mutex_destroy(&s->retire_lock);
     pthread_cond_destroy(&s->tick_cond);
-    if (s->key_pem != NULL) {
-        volatile char *p = s->key_pem;
-        for (size_t i = 0; p[i] != '\0'; i++)
-            p[i] = 0; /* the private key does not outlive the server in memory */
-    }
-    free(s->key_pem);
+    free_secret(s->key_pem); /* the private key does not outlive the server in memory */
     free(s->cert_pem);
     free(s->buckets);
     free(s->listen);

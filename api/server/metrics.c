@@ -285,6 +285,14 @@ void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
         sl__text_printf(&b, "starling_replica_promotions_total %llu\n",
                         (unsigned long long)promotions);
     }
+    pthread_mutex_lock(&s->retire_lock);
+    head(&b, "starling_tls_reloads_total", "counter",
+         "TLS certificates reloaded (SIGHUP, or the files changed).");
+    sl__text_printf(&b, "starling_tls_reloads_total %llu\n", (unsigned long long)s->tls_reloads);
+    head(&b, "starling_tls_previous_certificates", "gauge",
+         "Replaced certificates still serving the connections opened before their reload.");
+    sl__text_printf(&b, "starling_tls_previous_certificates %zu\n", s->nretired);
+    pthread_mutex_unlock(&s->retire_lock);
     head(&b, "starling_http_requests_in_flight", "gauge", "Requests being handled.");
     sl__text_printf(&b, "starling_http_requests_in_flight %ld\n", (long)atomic_load(&s->inflight));
     rounds_text(s, &b);

@@ -285,6 +285,15 @@ typedef struct sl__tombstone {
     char reason[32];
 } sl__tombstone;
 
+/* A daemon that a certificate reload replaced: quiesced, serving the connections it had until
+ * they close; stopped by the ticker then, with the certificate and key it was started with. */
+#define SL__RETIRED 4
+
+typedef struct sl__retired {
+    void *daemon; /* struct MHD_Daemon */
+    char *cert_pem, *key_pem;
+} sl__retired;
+
 struct sl_server {
     sl_server_options opt; /* strings below are the server's own copies */
     char *listen;
@@ -318,6 +327,10 @@ struct sl_server {
     uint16_t port;
     int quiesced;
     atomic_long inflight;
+    pthread_mutex_t retire_lock; /* retired, nretired (daemon.c) */
+    sl__retired retired[SL__RETIRED];
+    size_t nretired;
+    uint64_t tls_reloads; /* certificates reloaded (under retire_lock) */
 
     pthread_t ticker;
     int ticker_running, stopping;

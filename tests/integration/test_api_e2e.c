@@ -6,13 +6,16 @@
  * cut link and after a restart, If-Range), resumable uploads of real update
  * frames in small chunks (a cut in the middle, a fresh client resuming from
  * a saved (upload id, offset)), the round closing and the new version in
- * GET /v1/status; then expired and refused sessions, and HTTPS with a test
- * CA and a pinned key.
+ * GET /v1/status; then expired and refused sessions, HTTPS with a test
+ * CA and a pinned key, and a certificate reloaded while connections stay
+ * open.
  *
  * A TCP relay (e2e_proxy.c) between client and server cuts connections in
  * the middle of transfers, as a flaky link does.
  */
 #include <signal.h>
+
+#include <curl/curl.h>
 
 #include "../support/sl_test.h"
 #include "e2e_support.h"
@@ -433,12 +436,167 @@ static void test_https(void **state)
     e2e_fx_close(&f);
 }
 
+/* ---- a certificate reloaded while connections stay open ------------------------- */
+
+static size_t discard(void *p, size_t size, size_t n, void *ctx)
+{
+    (void)p;
+    (void)ctx;
+    return size * n;
+}
+
+/* GET /healthz of @f on @h (a handle kept between calls keeps its connection open) trusting
+ * @ca: the curl code (an answer must be 200); *@fresh: the connections the call opened. */
+static CURLcode healthz(const e2e_fx *f, CURL *h, const char *ca, long *fresh)
+{
+    char url[128];
+    long code = 0, opened = -1;
+    CURLcode rc;
+    snprintf(url, sizeof url, "%s/healthz", f->base);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    rc = curl_easy_perform(h);
+    if (rc == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        assert_int_equal(code, 200);
+    }
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &opened);
+    if (fresh != NULL)
+        *fresh = opened;
+    return rc;
+}
+
+/* A new connection trusting @ca: the curl code. */
+static CURLcode healthz_once(const e2e_fx *f, const char *ca)
+{
+    CURL *h = curl_easy_init();
+    CURLcode rc;
+    assert_non_null(h);
+    rc = healthz(f, h, ca, NULL);
+    curl_easy_cleanup(h);
+    return rc;
+}
+
+/* The value of the sample @name in /metrics (admin client @op); -1 when absent. */
+static long metric(sl_client *op, const char *name)
+{
+    sl_client_response r;
+    char needle[128];
+    const char *at;
+    long v = -1;
+    snprintf(needle, sizeof needle, "\n%s ", name);
+    e2e_call(op, "GET", "/metrics", NULL, &r);
+    assert_int_equal(r.status, 200);
+    at = strstr((const char *)r.body, needle);
+    if (at != NULL)
+        v = strtol(at + strlen(needle), NULL, 10);
+    sl_client_response_free(&r);
+    return v;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static void test_tls_reload(void **state)
+{
+    static mh_pki a, b;
+    e2e_fx f, plain;
+    char cert_b[600], key_b[600], key_a[600], ca_a[600], ca_b[600], missing[600], err[512];
+    CURL *old, *h[4];
+    sl_client *op;
+    long fresh = -1;
+    (void)state;
+    mh_pki_make(&a);
+    mh_pki_make(&b);
+    e2e_fx_open(&f, "e2e_tls_reload", &a);
+    snprintf(ca_a, sizeof ca_a, "%s", f.ca_file);
+    snprintf(cert_b, sizeof cert_b, "%s/b-cert.pem", f.dir);
+    snprintf(key_b, sizeof key_b, "%s/b-key.pem", f.dir);
+    snprintf(key_a, sizeof key_a, "%s/key.pem", f.dir); /* the fixture's */
+    snprintf(ca_b, sizeof ca_b, "%s/b-ca.pem", f.dir);
+    snprintf(missing, sizeof missing, "%s/none.pem", f.dir);
+    write_text(cert_b, b.cert_pem);
+    write_text(key_b, b.key_pem);
+    write_text(ca_b, b.ca_pem);
+
+    /* a connection opened under certificate A, kept */
+    old = curl_easy_init();
+    assert_non_null(old);
+    assert_int_equal(healthz(&f, old, ca_a, &fresh), CURLE_OK);
+    assert_int_equal(fresh, 1);
+
+    /* files that cannot be used change nothing: missing, or B's certificate with A's key */
+    assert_int_equal(sl_server_reload_tls(f.server, missing, key_b, err, sizeof err), SL_ENOENT);
+    assert_non_null(strstr(err, "tls_cert"));
+    assert_int_equal(sl_server_reload_tls(f.server, cert_b, key_a, err, sizeof err), SL_EINVAL);
+    assert_non_null(strstr(err, "refused"));
+    assert_non_null(strstr(err, "the certificate in use stays"));
+    assert_int_equal(healthz_once(&f, ca_a), CURLE_OK);
+    assert_int_not_equal(healthz_once(&f, ca_b), CURLE_OK);
+
+    /* B: new connections get it, the kept one goes on with A on the same connection */
+    assert_int_equal(sl_server_reload_tls(f.server, cert_b, key_b, err, sizeof err), SL_OK);
+    assert_int_equal(healthz_once(&f, ca_b), CURLE_OK);
+    assert_int_not_equal(healthz_once(&f, ca_a), CURLE_OK);
+    assert_int_equal(healthz(&f, old, ca_a, &fresh), CURLE_OK);
+    assert_int_equal(fresh, 0);                        /* no new connection: served by A's daemon */
+    snprintf(f.ca_file, sizeof f.ca_file, "%s", ca_b); /* the operator's client trusts B now */
+    op = e2e_client(&f, f.base, NULL, 1, 3);
+    assert_int_equal(metric(op, "starling_tls_reloads_total"), 1);
+    assert_int_equal(metric(op, "starling_tls_previous_certificates"), 1);
+    /* once its connection closes, A's daemon is stopped */
+    curl_easy_cleanup(old);
+    for (int i = 0; i < 250 && metric(op, "starling_tls_previous_certificates") != 0; i++)
+        usleep(20000);
+    assert_int_equal(metric(op, "starling_tls_previous_certificates"), 0);
+
+    /* four replaced certificates still serving a connection each: a fifth reload waits */
+    for (int i = 0; i < 4; i++) {
+        const char *ca = i % 2 ? ca_a : ca_b, *cert = i % 2 ? cert_b : NULL;
+        char cert_a[600];
+        snprintf(cert_a, sizeof cert_a, "%s/cert.pem", f.dir);
+        h[i] = curl_easy_init();
+        assert_non_null(h[i]);
+        assert_int_equal(healthz(&f, h[i], ca, NULL), CURLE_OK);
+        assert_int_equal(sl_server_reload_tls(f.server, cert ? cert : cert_a, cert ? key_b : key_a,
+                                              err, sizeof err),
+                         SL_OK);
+    }
+    assert_int_equal(sl_server_reload_tls(f.server, cert_b, key_b, err, sizeof err), SL_EBUSY);
+    assert_non_null(strstr(err, "earlier reloads"));
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(healthz(&f, h[i], i % 2 ? ca_a : ca_b, &fresh), CURLE_OK);
+        assert_int_equal(fresh, 0);
+        curl_easy_cleanup(h[i]);
+    }
+    for (int i = 0; i < 250 && metric(op, "starling_tls_previous_certificates") != 0; i++)
+        usleep(20000);
+    assert_int_equal(sl_server_reload_tls(f.server, cert_b, key_b, err, sizeof err), SL_OK);
+    assert_int_equal(healthz_once(&f, ca_b), CURLE_OK);
+    assert_int_equal(metric(op, "starling_tls_reloads_total"), 6);
+    sl_client_free(op);
+    e2e_fx_close(&f);
+
+    /* plain HTTP has no certificate to reload */
+    e2e_fx_open(&plain, "e2e_tls_plain", NULL);
+    assert_int_equal(sl_server_reload_tls(plain.server, cert_b, key_b, err, sizeof err), SL_ESTATE);
+    assert_non_null(strstr(err, "plain HTTP"));
+    e2e_fx_close(&plain);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_over_http),
         cmocka_unit_test(test_expired_and_refused),
         cmocka_unit_test(test_https),
+        cmocka_unit_test(test_tls_reload),
     };
     signal(SIGPIPE, SIG_IGN);
     if (getenv("E2E_LOG") != NULL) {

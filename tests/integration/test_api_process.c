@@ -128,6 +128,117 @@ void test_curl_cli(void **state)
 
 /* ---- the program: TLS, configuration errors, SIGTERM ------------------------------------- */
 
+/* A self-signed certificate for 127.0.0.1 and its key (openssl). */
+static void make_cert(const char *cert, const char *key)
+{
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout %s -out %s -days 2 -subj /CN=127.0.0.1 "
+             "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+             key, cert);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Copy @from to @to through a rename (the way a Secret or certbot replaces it). */
+static void replace_file(const char *from, const char *to)
+{
+    char tmp[700], cmd[1600];
+    snprintf(tmp, sizeof tmp, "%s.new", to);
+    snprintf(cmd, sizeof cmd, "cp %s %s", from, tmp);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(rename(tmp, to), 0);
+}
+
+/* Whether a new connection to @port trusting @ca gets /healthz 200, within @ms. */
+static int served_with(int port, const char *ca, int ms)
+{
+    char url[128];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/healthz", port);
+    for (int waited = 0;; waited += 50) {
+        ah_resp r;
+        int ok;
+        ah_https("GET", url, ca, &r);
+        ok = r.status == 200;
+        ah_resp_free(&r);
+        if (ok || waited >= ms)
+            return ok;
+        usleep(50000);
+    }
+}
+
+/* The running program's certificate renewed by SIGHUP (its tls_watch is an hour: the signal
+ * reloads), after a SIGHUP whose files it cannot use (another certificate's key), which keeps
+ * the one in use. @cert and @key are the files it was started with. */
+static void renew_by_sighup(pid_t pid, int port, const char *dir, const char *cert, const char *key)
+{
+    char first[600], c1[600], k1[600], c2[600], k2[600];
+    snprintf(first, sizeof first, "%s/cert0.pem", dir); /* the first, for its clients */
+    snprintf(c1, sizeof c1, "%s/cert1.pem", dir);
+    snprintf(k1, sizeof k1, "%s/key1.pem", dir);
+    snprintf(c2, sizeof c2, "%s/cert2.pem", dir);
+    snprintf(k2, sizeof k2, "%s/key2.pem", dir);
+    make_cert(c1, k1);
+    make_cert(c2, k2);
+    replace_file(cert, first);
+    replace_file(c1, cert); /* a certificate whose key is not there yet */
+    assert_int_equal(kill(pid, SIGHUP), 0);
+    usleep(300000);
+    assert_true(served_with(port, first, 0));
+    assert_false(served_with(port, c1, 0));
+    replace_file(k1, key);
+    assert_int_equal(kill(pid, SIGHUP), 0);
+    assert_true(served_with(port, c1, 5000));
+    assert_false(served_with(port, first, 0));
+    /* the files alone change nothing within the hour */
+    replace_file(c2, cert);
+    replace_file(k2, key);
+    usleep(500000);
+    assert_true(served_with(port, c1, 0));
+    assert_int_equal(kill(pid, SIGHUP), 0);
+    assert_true(served_with(port, c2, 5000));
+}
+
+/* The program with tls_watch 200 ms: new files are served without a signal; a pair it cannot
+ * use is refused (logged, the certificate in use kept) until the key that goes with it
+ * arrives. */
+static void renew_by_watch(const char *const *args, int port, const char *dir, const char *cert,
+                           const char *key)
+{
+    char in_use[600], c3[600], k3[600], c4[600], k4[600], log[600], *text;
+    void *buf = NULL;
+    size_t len;
+    pid_t pid;
+    snprintf(in_use, sizeof in_use, "%s/cert2.pem", dir); /* what renew_by_sighup left */
+    snprintf(c3, sizeof c3, "%s/cert3.pem", dir);
+    snprintf(k3, sizeof k3, "%s/key3.pem", dir);
+    snprintf(c4, sizeof c4, "%s/cert4.pem", dir);
+    snprintf(k4, sizeof k4, "%s/key4.pem", dir);
+    snprintf(log, sizeof log, "%s/watch.log", dir);
+    make_cert(c3, k3);
+    make_cert(c4, k4);
+    setenv("AH_CHILD_LOG", log, 1);
+    pid = ah_spawn(args, port, "https", in_use);
+    unsetenv("AH_CHILD_LOG");
+    replace_file(c3, cert);
+    replace_file(k3, key);
+    assert_true(served_with(port, c3, 5000));
+    assert_false(served_with(port, in_use, 0));
+    replace_file(c4, cert); /* its key comes later */
+    usleep(800000);
+    assert_true(served_with(port, c3, 0));
+    replace_file(k4, key);
+    assert_true(served_with(port, c4, 5000));
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(ah_wait_exit(pid, 10000), 0);
+    assert_int_equal(sl_fs_read_file(log, 1 << 20, &buf, &len), SL_OK);
+    text = buf;
+    if (strstr(text, "tls_cert or tls_key changed: TLS certificate and key reloaded") == NULL ||
+        strstr(text, "tls_cert or tls_key changed: the TLS certificate was not reloaded") == NULL)
+        fail_msg("the program's log:\n%s", text);
+    free(text);
+}
+
 void test_tls_and_sigterm(void **state)
 {
     char dir[512], cert[600], key[600], data[600], admin[600], enrol[600], listen[64];
@@ -190,6 +301,8 @@ void test_tls_and_sigterm(void **state)
                               "2",
                               "--grace",
                               "2s",
+                              "--tls-watch",
+                              "1h",
                               NULL};
         pid = ah_spawn(args, port, "https", cert);
     }
@@ -214,9 +327,27 @@ void test_tls_and_sigterm(void **state)
         ah_curl_cli(cmd, out, sizeof out);
         assert_string_equal(out, "200");
     }
+    renew_by_sighup(pid, port, dir, cert, key);
     assert_int_equal(kill(pid, SIGTERM), 0);
     status = ah_wait_exit(pid, 10000);
     assert_int_equal(status, 0);
+    {
+        const char *args[] = {SL_COORDINATOR_BIN,
+                              "--listen",
+                              listen,
+                              "--data-dir",
+                              data,
+                              "--tls-cert",
+                              cert,
+                              "--tls-key",
+                              key,
+                              "--admin-token-file",
+                              admin,
+                              "--tls-watch",
+                              "200ms",
+                              NULL};
+        renew_by_watch(args, port, dir, cert, key);
+    }
     sl_test_rmtree(dir);
 }
 

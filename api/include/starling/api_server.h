@@ -17,6 +17,8 @@
  *   sl_server_create()   state only, no socket (tests and fuzzers stop here
  *                        and call sl_server_handle())
  *   sl_server_start()    listen, serve, tick
+ *   sl_server_reload_tls()  serve new connections with a new certificate
+ *                        (SIGHUP), any number of times while serving
  *   sl_server_quiesce()  stop accepting connections (SIGTERM)
  *   sl_server_drain()    wait for requests in flight, up to a grace period
  *   sl_server_free()     stop the daemon and the ticker, release everything
@@ -107,6 +109,27 @@ int sl_server_start(sl_server *s, char *err, size_t errcap);
 
 /** sl_server_port - the bound port (after start; 0 before). Thread-safe. */
 uint16_t sl_server_port(const sl_server *s);
+
+/**
+ * sl_server_reload_tls - read the certificate chain and private key (PEM)
+ * from @cert_file and @key_file again and serve every new connection with
+ * them, without closing the listening socket or any connection: a new
+ * daemon takes the socket over (connections that arrive meanwhile wait in
+ * its backlog), the old one serves the connections it has, with the old
+ * certificate, until they close (at most the connection timeout after
+ * their last request), and is then stopped by the ticker.
+ * The files are checked first by libmicrohttpd itself (GnuTLS parses both
+ * and checks that the key is the certificate's): files that cannot be
+ * read or are refused change nothing, and @err says why.
+ * Returns SL_OK; SL_EINVAL (refused files, or NULL arguments), an error of
+ * reading a file (SL_ENOENT, ...), SL_ESTATE (plain HTTP, not started, or
+ * quiesced), SL_EBUSY (four earlier reloads still serve connections),
+ * SL_ENOMEM, SL_EIO (libmicrohttpd refused to start on the socket: the old
+ * certificate serves again, or, when even that failed, no new connection
+ * is accepted and @err says so). Call it from the life-cycle thread.
+ */
+int sl_server_reload_tls(sl_server *s, const char *cert_file, const char *key_file, char *err,
+                         size_t errcap);
 
 /**
  * sl_server_quiesce - stop accepting new connections; requests on
