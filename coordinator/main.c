@@ -2,7 +2,8 @@
  * starling-coordinator - the coordinator program: opens the store
  * (<data-dir>/starling.db), the round engine (which recovers open rounds)
  * and the HTTPS server, then waits for SIGTERM or SIGINT; SIGHUP reloads the
- * TLS certificate and key (sl_server_reload_tls()).
+ * TLS certificate and key (sl_server_reload_tls()) and the token files
+ * (sl_server_set_tokens()), as file_watch does for the files that changed.
  *
  * Configuration: defaults < --config FILE (key = value lines) <
  * STARLING_* environment < command-line flags. `--help` lists every key.
@@ -50,9 +51,9 @@ static const sl_config_spec specs[] = {
      "the leader's lease: a dead leader's rounds move on within about this"},
     {"tls_cert", SL_CONFIG_STRING, NULL, 0, 0, "TLS certificate chain (PEM)"},
     {"tls_key", SL_CONFIG_STRING, NULL, 0, 0, "TLS private key (PEM)"},
-    {"tls_watch", SL_CONFIG_DURATION, "60s", 0, 86400000,
-     "how often tls_cert and tls_key are checked for a change, which reloads them for new "
-     "connections as SIGHUP does (0: on SIGHUP only)"},
+    {"file_watch", SL_CONFIG_DURATION, "60s", 0, 86400000,
+     "how often tls_cert, tls_key and the token files are checked for a change, which reloads "
+     "what changed as SIGHUP reloads them all (0: on SIGHUP only)"},
     {"insecure_http", SL_CONFIG_BOOL, "false", 0, 0,
      "serve plain HTTP (loopback demos, TLS-terminating ingress)"},
     {"admin_token_file", SL_CONFIG_STRING, NULL, 0, 0,
@@ -114,18 +115,48 @@ static int file_id_same(const file_id *a, const file_id *b)
            a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
-/* Reload the certificate and key for @why (SIGHUP, or the files changed), and log it. */
-static void reload_tls(sl_server *server, const sl_config *cfg, const char *why)
+/* The files SIGHUP reloads and file_watch watches: the certificate and its key (reloaded
+ * together), and each token file. */
+enum { W_CERT, W_KEY, W_ADMIN, W_ENROL, W_FILES };
+
+static const char *const watched[W_FILES] = {"tls_cert", "tls_key", "admin_token_file",
+                                             "enrolment_token_file"};
+
+/* Reload, for @why (SIGHUP, or the files changed), the certificate and key when either is in
+ * @which, and each token file in @which that is configured; log each. What cannot be read or
+ * used is logged and keeps what is in use. */
+static void reload_files(sl_server *server, const sl_config *cfg, int insecure_http,
+                         const int which[W_FILES], const char *why)
 {
-    char err[768];
-    const char *cert = NULL, *key = NULL;
-    sl_config_get_string(cfg, "tls_cert", &cert);
-    sl_config_get_string(cfg, "tls_key", &key);
-    if (sl_server_reload_tls(server, cert, key, err, sizeof err) != SL_OK)
-        sl_log(SL_LOG_ERROR, "main", "%s: the TLS certificate was not reloaded: %s", why, err);
-    else
-        sl_log(SL_LOG_INFO, "main", "%s: TLS certificate and key reloaded from %s and %s", why,
-               cert, key);
+    const char *path[W_FILES];
+    for (int i = 0; i < W_FILES; i++)
+        if (sl_config_get_string(cfg, watched[i], &path[i]) != SL_OK)
+            path[i] = NULL;
+    if (!insecure_http && (which[W_CERT] || which[W_KEY])) {
+        char err[768];
+        if (sl_server_reload_tls(server, path[W_CERT], path[W_KEY], err, sizeof err) != SL_OK)
+            sl_log(SL_LOG_ERROR, "main", "%s: the TLS certificate was not reloaded: %s", why, err);
+        else
+            sl_log(SL_LOG_INFO, "main", "%s: TLS certificate and key reloaded from %s and %s", why,
+                   path[W_CERT], path[W_KEY]);
+    }
+    for (int i = W_ADMIN; i <= W_ENROL; i++) {
+        char *token = NULL;
+        int rc;
+        if (!which[i] || path[i] == NULL)
+            continue;
+        rc = sl_fs_read_secret(path[i], &token);
+        if (rc != SL_OK) {
+            sl_log(SL_LOG_ERROR, "main", "%s: %s %s: %s; the token in use stays", why, watched[i],
+                   path[i], rc == SL_EINVAL ? "empty" : sl_strerror(rc));
+            continue;
+        }
+        sl_server_set_tokens(server, i == W_ADMIN ? token : NULL, i == W_ENROL ? token : NULL);
+        sl_log(SL_LOG_INFO, "main", "%s: the %s token reloaded from %s", why,
+               i == W_ADMIN ? "admin" : "enrolment", path[i]);
+        memset(token, 0, strlen(token));
+        free(token);
+    }
 }
 
 static void usage(const sl_config *cfg)
@@ -222,7 +253,7 @@ int main(int argc, char **argv)
     const char *data_dir;
     sl_log_level level;
     int64_t v, grace = 0, watch = 0;
-    file_id seen[2];
+    file_id seen[W_FILES];
     uint64_t size;
     double d;
     int flag, rc, sig, status = 1;
@@ -386,43 +417,36 @@ int main(int argc, char **argv)
     sl_log(SL_LOG_INFO, "main", "coordinator ready: %s (port %u), data in %s", so.listen,
            (unsigned)sl_server_port(server), data_dir);
 
-    /* SIGHUP, or a change of the certificate or key file seen every tls_watch: the files
-     * again (a renewed certificate) for new connections; open ones keep theirs. A change is
-     * tried once: files refused (a key not yet replaced beside its certificate) are tried
-     * again when either changes again. */
-    sl_config_get_duration_ms(cfg, "tls_watch", &watch);
-    seen[0] = file_id_of(str(cfg, "tls_cert"));
-    seen[1] = file_id_of(str(cfg, "tls_key"));
+    /* SIGHUP reloads the certificate with its key (for new connections; open ones keep
+     * theirs) and the token files; every file_watch, the files whose content changed are
+     * reloaded the same way. A change is tried once: files refused (a key not yet replaced
+     * beside its certificate) are tried again when one of them changes again. */
+    sl_config_get_duration_ms(cfg, "file_watch", &watch);
+    for (int i = 0; i < W_FILES; i++)
+        seen[i] = file_id_of(str(cfg, watched[i]));
     for (;;) {
-        if (watch > 0 && !so.insecure_http) {
+        static const int all[W_FILES] = {1, 1, 1, 1};
+        int changed[W_FILES], any = 0;
+        if (watch > 0) {
             struct timespec every = {(time_t)(watch / 1000), (long)(watch % 1000) * 1000000};
-            file_id now[2];
             sig = sigtimedwait(&stop, NULL, &every);
             if (sig < 0 && errno != EAGAIN)
                 continue; /* EINTR */
-            now[0] = file_id_of(str(cfg, "tls_cert"));
-            now[1] = file_id_of(str(cfg, "tls_key"));
-            if (sig < 0) {
-                if (!file_id_same(&now[0], &seen[0]) || !file_id_same(&now[1], &seen[1])) {
-                    seen[0] = now[0];
-                    seen[1] = now[1];
-                    reload_tls(server, cfg, "tls_cert or tls_key changed");
-                }
-                continue;
-            }
-            if (sig == SIGHUP) {
-                seen[0] = now[0];
-                seen[1] = now[1];
-            }
         } else if (sigwait(&stop, &sig) != 0) {
             continue;
         }
-        if (sig != SIGHUP)
+        if (sig >= 0 && sig != SIGHUP)
             break;
-        if (so.insecure_http)
-            sl_log(SL_LOG_WARN, "main", "SIGHUP: plain HTTP, no certificate to reload");
-        else
-            reload_tls(server, cfg, "SIGHUP");
+        for (int i = 0; i < W_FILES; i++) {
+            file_id now = file_id_of(str(cfg, watched[i]));
+            changed[i] = !file_id_same(&now, &seen[i]);
+            any |= changed[i];
+            seen[i] = now;
+        }
+        if (sig == SIGHUP)
+            reload_files(server, cfg, so.insecure_http, all, "SIGHUP");
+        else if (any)
+            reload_files(server, cfg, so.insecure_http, changed, "a watched file changed");
     }
     sl_log(SL_LOG_INFO, "main", "%s: stopping (grace %lld ms)",
            sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)grace);

@@ -140,28 +140,51 @@ int sl__token_matches(const uint8_t digest[32], const char *given, size_t len)
     return sl__ct_equal(got, digest, 32);
 }
 
-int sl__has_admin(sl_server *s, sl__req *rq)
+int sl__token_check(sl_server *s, int admin, const char *given, size_t len)
+{
+    uint8_t digest[32];
+    int have;
+    pthread_rwlock_rdlock(&s->token_lock);
+    have = admin ? s->have_admin : s->have_enrol;
+    memcpy(digest, admin ? s->admin_sha : s->enrol_sha, sizeof digest);
+    pthread_rwlock_unlock(&s->token_lock);
+    if (!have)
+        return -1;
+    return sl__token_matches(digest, given, len);
+}
+
+/* 1 admin, 0 not, -1 no admin token configured. */
+static int admin_check(sl_server *s, sl__req *rq)
 {
     const char *auth = sl__req_header(rq, "Authorization");
-    const char *token;
-    if (!s->have_admin || auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
-        return 0;
-    token = auth + 7;
-    while (*token == ' ')
-        token++;
-    if (!sl__token_matches(s->admin_sha, token, strlen(token)))
-        return 0;
-    rq->admin = 1;
-    return 1;
+    const char *token = "";
+    int rc;
+    if (auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0) {
+        token = auth + 7;
+        while (*token == ' ')
+            token++;
+    }
+    rc = sl__token_check(s, 1, token, strlen(token));
+    if (rc == 1 && auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0) {
+        rq->admin = 1;
+        return 1;
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+int sl__has_admin(sl_server *s, sl__req *rq)
+{
+    return admin_check(s, rq) == 1;
 }
 
 int sl__auth_admin(sl_server *s, sl__req *rq, sl__resp *rs)
 {
-    if (sl__has_admin(s, rq))
+    int rc = admin_check(s, rq);
+    if (rc == 1)
         return 1;
     return deny(s, rq, rs,
-                s->have_admin ? "this operation needs the admin bearer token"
-                              : "operator writes are disabled (no admin token configured)");
+                rc == 0 ? "this operation needs the admin bearer token"
+                        : "operator writes are disabled (no admin token configured)");
 }
 
 int sl__auth_read(sl_server *s, sl__req *rq, sl__resp *rs)

@@ -135,6 +135,7 @@ int sl_server_create(const sl_server_options *o, sl_store *store, sl_engine *eng
     s->clock = o->clock;
     pthread_mutex_init(&s->rate_lock, NULL);
     pthread_rwlock_init(&s->sess_lock, NULL);
+    pthread_rwlock_init(&s->token_lock, NULL);
     pthread_mutex_init(&s->cache_lock, NULL);
     pthread_mutex_init(&s->tomb_lock, NULL);
     pthread_mutex_init(&s->tick_lock, NULL);
@@ -388,6 +389,30 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         line[--n] = '\0';
     sl_log(SL_LOG_WARN, "mhd", "%s", line);
+}
+
+/* ---- tokens -------------------------------------------------------------------- */
+
+int sl_server_set_tokens(sl_server *s, const char *admin_token, const char *enrolment_token)
+{
+    uint8_t admin[32], enrol[32];
+    if (s == NULL)
+        return SL_EINVAL;
+    if (admin_token != NULL)
+        sl_sha256(admin_token, strlen(admin_token), admin);
+    if (enrolment_token != NULL)
+        sl_sha256(enrolment_token, strlen(enrolment_token), enrol);
+    pthread_rwlock_wrlock(&s->token_lock);
+    if (admin_token != NULL) {
+        memcpy(s->admin_sha, admin, sizeof admin);
+        s->have_admin = admin_token[0] != '\0';
+    }
+    if (enrolment_token != NULL) {
+        memcpy(s->enrol_sha, enrol, sizeof enrol);
+        s->have_enrol = enrolment_token[0] != '\0';
+    }
+    pthread_rwlock_unlock(&s->token_lock);
+    return SL_OK;
 }
 
 /* ---- certificates: the daemon, a reload, the daemons it retired ---------------- */
@@ -760,6 +785,7 @@ void sl_server_free(sl_server *s)
     sl_nonce_cache_free(s->nonces);
     sl__sessions_free(s);
     pthread_rwlock_destroy(&s->sess_lock);
+    pthread_rwlock_destroy(&s->token_lock);
     sl__metrics_free(&s->metrics);
     pthread_mutex_destroy(&s->rate_lock);
     pthread_mutex_destroy(&s->cache_lock);

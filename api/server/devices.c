@@ -48,8 +48,7 @@ void sl__h_enrol(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
                     "enrolment_token and public_key (strings) are required");
         goto done;
     }
-    if (!s->have_enrol ||
-        !sl__token_matches(s->enrol_sha, token->valuestring, strlen(token->valuestring))) {
+    if (sl__token_check(s, 0, token->valuestring, strlen(token->valuestring)) != 1) {
         sl__metrics_count(&s->metrics, &s->metrics.auth_failures, 1);
         sl__problem(rs, rq, 401, "unauthorized", NULL, "the enrolment token is not valid");
         goto done;

@@ -298,6 +298,7 @@ struct sl_server {
     sl_server_options opt; /* strings below are the server's own copies */
     char *listen;
     char *cert_pem, *key_pem;
+    pthread_rwlock_t token_lock; /* admin_sha .. have_enrol: replaced by sl_server_set_tokens() */
     uint8_t admin_sha[32], enrol_sha[32];
     int have_admin, have_enrol;
     sl_store *store;
@@ -384,6 +385,10 @@ int sl__auth_read(sl_server *s, sl__req *rq, sl__resp *rs);
 int sl__has_admin(sl_server *s, sl__req *rq);
 /* 1 when @given hashes to @digest (constant time). */
 int sl__token_matches(const uint8_t digest[32], const char *given, size_t len);
+/* Whether @given (@len bytes) is the admin token (@admin) or the enrolment token: 1 it is, 0
+ * not, -1 no such token is configured. Reads the tokens under token_lock (a reload may
+ * replace them at any time). */
+int sl__token_check(sl_server *s, int admin, const char *given, size_t len);
 /* A device's token bucket: 1 allowed, 0 limited (*retry_after_s set). */
 int sl__rate_allow(sl_server *s, int64_t device, int64_t *retry_after_s);
 

@@ -105,6 +105,15 @@ void ah_https(const char *method, const char *url, const char *cafile, ah_resp *
     transfer(method, url, cafile, NULL, 0, NULL, 0, out);
 }
 
+void ah_https_bearer(const char *method, const char *url, const char *cafile, const char *token,
+                     ah_resp *out)
+{
+    char auth[300];
+    const char *hdrs[1] = {auth};
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    transfer(method, url, cafile, hdrs, 1, NULL, 0, out);
+}
+
 void ah_resp_free(ah_resp *r)
 {
     free(r->body);

@@ -31,6 +31,9 @@ void ah_http(const char *method, const char *url, const char *const *hdrs, size_
              const void *body, size_t len, ah_resp *out);
 /* The same over HTTPS verified against @cafile. */
 void ah_https(const char *method, const char *url, const char *cafile, ah_resp *out);
+/* The same with "Authorization: Bearer @token". */
+void ah_https_bearer(const char *method, const char *url, const char *cafile, const char *token,
+                     ah_resp *out);
 void ah_resp_free(ah_resp *r);
 /* A response header's value into @out ("" when absent): 1 found, 0 not. */
 int ah_header(const ah_resp *r, const char *name, char *out, size_t cap);

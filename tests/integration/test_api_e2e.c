@@ -590,13 +590,80 @@ static void test_tls_reload(void **state)
     e2e_fx_close(&plain);
 }
 
+/* ---- tokens replaced while serving -------------------------------------------------- */
+
+/* GET /v1/status with the bearer @token (NULL: none): the status. */
+static long status_as(const e2e_fx *f, const char *token)
+{
+    sl_client_options o;
+    sl_client *c = NULL;
+    sl_client_response r;
+    long status;
+    memset(&o, 0, sizeof o);
+    o.base_url = f->base;
+    o.max_attempts = 1;
+    o.admin_token = token;
+    assert_int_equal(sl_client_create(&o, &c), SL_OK);
+    e2e_call(c, "GET", "/v1/status", NULL, &r);
+    status = r.status;
+    sl_client_response_free(&r);
+    sl_client_free(c);
+    return status;
+}
+
+/* POST /v1/devices with a fresh key and the enrolment token @token: the status. */
+static long enrol_with(const e2e_fx *f, const char *token)
+{
+    uint8_t pub[SL_PUBKEY_LEN];
+    char hex[2 * SL_PUBKEY_LEN + 1], body[400];
+    sl_device_key *key = NULL;
+    sl_client *anon = e2e_client(f, f->base, NULL, 0, 1);
+    sl_client_response r;
+    long status;
+    assert_int_equal(sl_device_key_generate(&key), SL_OK);
+    assert_int_equal(sl_device_key_public(key, pub), SL_OK);
+    sl_hex(pub, sizeof pub, hex);
+    snprintf(body, sizeof body, "{\"enrolment_token\":\"%s\",\"public_key\":\"%s\"}", token, hex);
+    e2e_call(anon, "POST", "/v1/devices", body, &r);
+    status = r.status;
+    sl_client_response_free(&r);
+    sl_client_free(anon);
+    sl_device_key_free(key);
+    return status;
+}
+
+static void test_tokens_replaced(void **state)
+{
+    e2e_fx f;
+    (void)state;
+    e2e_fx_open(&f, "e2e_tokens", NULL);
+    assert_int_equal(status_as(&f, E2E_ADMIN), 200);
+    assert_int_equal(enrol_with(&f, E2E_ENROL), 201);
+    /* both replaced: the old ones refused at once, the new ones taken */
+    assert_int_equal(sl_server_set_tokens(f.server, "admin-2", "enrol-2"), SL_OK);
+    assert_int_equal(status_as(&f, E2E_ADMIN), 401);
+    assert_int_equal(status_as(&f, "admin-2"), 200);
+    assert_int_equal(enrol_with(&f, E2E_ENROL), 401);
+    assert_int_equal(enrol_with(&f, "enrol-2"), 201);
+    /* NULL keeps a token; "" turns it off */
+    assert_int_equal(sl_server_set_tokens(f.server, NULL, ""), SL_OK);
+    assert_int_equal(status_as(&f, "admin-2"), 200);
+    assert_int_equal(enrol_with(&f, "enrol-2"), 401);
+    assert_int_equal(enrol_with(&f, ""), 401);
+    assert_int_equal(sl_server_set_tokens(f.server, "", "enrol-3"), SL_OK);
+    assert_int_equal(status_as(&f, "admin-2"), 401);
+    assert_int_equal(status_as(&f, ""), 401);
+    assert_int_equal(enrol_with(&f, "enrol-3"), 201);
+    assert_int_equal(sl_server_set_tokens(NULL, "x", "y"), SL_EINVAL);
+    e2e_fx_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_over_http),
-        cmocka_unit_test(test_expired_and_refused),
-        cmocka_unit_test(test_https),
-        cmocka_unit_test(test_tls_reload),
+        cmocka_unit_test(test_round_over_http), cmocka_unit_test(test_expired_and_refused),
+        cmocka_unit_test(test_https),           cmocka_unit_test(test_tls_reload),
+        cmocka_unit_test(test_tokens_replaced),
     };
     signal(SIGPIPE, SIG_IGN);
     if (getenv("E2E_LOG") != NULL) {

@@ -167,12 +167,25 @@ static int served_with(int port, const char *ca, int ms)
     }
 }
 
-/* The running program's certificate renewed by SIGHUP (its tls_watch is an hour: the signal
+/* The status of GET /v1/status on @port (trusting @ca) with the bearer @token. */
+static long status_with(int port, const char *ca, const char *token)
+{
+    char url[128];
+    ah_resp r;
+    long status;
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/v1/status", port);
+    ah_https_bearer("GET", url, ca, token, &r);
+    status = r.status;
+    ah_resp_free(&r);
+    return status;
+}
+
+/* The running program's certificate renewed by SIGHUP (its file_watch is an hour: the signal
  * reloads), after a SIGHUP whose files it cannot use (another certificate's key), which keeps
  * the one in use. @cert and @key are the files it was started with. */
 static void renew_by_sighup(pid_t pid, int port, const char *dir, const char *cert, const char *key)
 {
-    char first[600], c1[600], k1[600], c2[600], k2[600];
+    char first[600], c1[600], k1[600], c2[600], k2[600], admin[600], token[600];
     snprintf(first, sizeof first, "%s/cert0.pem", dir); /* the first, for its clients */
     snprintf(c1, sizeof c1, "%s/cert1.pem", dir);
     snprintf(k1, sizeof k1, "%s/key1.pem", dir);
@@ -190,22 +203,29 @@ static void renew_by_sighup(pid_t pid, int port, const char *dir, const char *ce
     assert_int_equal(kill(pid, SIGHUP), 0);
     assert_true(served_with(port, c1, 5000));
     assert_false(served_with(port, first, 0));
-    /* the files alone change nothing within the hour */
+    /* the files alone change nothing within the hour; SIGHUP reloads the token files too */
     replace_file(c2, cert);
     replace_file(k2, key);
+    snprintf(admin, sizeof admin, "%s/admin", dir);
+    snprintf(token, sizeof token, "%s/admin.next", dir);
+    ah_write_file(token, "rotated-by-sighup\n");
+    replace_file(token, admin);
     usleep(500000);
     assert_true(served_with(port, c1, 0));
+    assert_int_equal(status_with(port, c1, AH_ADMIN), 200);
     assert_int_equal(kill(pid, SIGHUP), 0);
     assert_true(served_with(port, c2, 5000));
+    assert_int_equal(status_with(port, c2, "rotated-by-sighup"), 200);
+    assert_int_equal(status_with(port, c2, AH_ADMIN), 401);
 }
 
-/* The program with tls_watch 200 ms: new files are served without a signal; a pair it cannot
+/* The program with file_watch 200 ms: new files are served without a signal; a pair it cannot
  * use is refused (logged, the certificate in use kept) until the key that goes with it
  * arrives. */
 static void renew_by_watch(const char *const *args, int port, const char *dir, const char *cert,
                            const char *key)
 {
-    char in_use[600], c3[600], k3[600], c4[600], k4[600], log[600], *text;
+    char in_use[600], c3[600], k3[600], c4[600], k4[600], log[600], admin[600], next[600], *text;
     void *buf = NULL;
     size_t len;
     pid_t pid;
@@ -229,12 +249,29 @@ static void renew_by_watch(const char *const *args, int port, const char *dir, c
     assert_true(served_with(port, c3, 0));
     replace_file(k4, key);
     assert_true(served_with(port, c4, 5000));
+    /* the admin token file alone: the new token without a signal; an empty file keeps it */
+    snprintf(admin, sizeof admin, "%s/admin", dir);
+    snprintf(next, sizeof next, "%s/admin.next", dir);
+    assert_int_equal(status_with(port, c4, "rotated-by-sighup"), 200);
+    ah_write_file(next, "rotated-by-watch\n");
+    replace_file(next, admin);
+    for (int i = 0; i < 100 && status_with(port, c4, "rotated-by-watch") != 200; i++)
+        usleep(50000);
+    assert_int_equal(status_with(port, c4, "rotated-by-watch"), 200);
+    assert_int_equal(status_with(port, c4, "rotated-by-sighup"), 401);
+    ah_write_file(next, "");
+    replace_file(next, admin);
+    usleep(800000);
+    assert_int_equal(status_with(port, c4, "rotated-by-watch"), 200);
     assert_int_equal(kill(pid, SIGTERM), 0);
     assert_int_equal(ah_wait_exit(pid, 10000), 0);
     assert_int_equal(sl_fs_read_file(log, 1 << 20, &buf, &len), SL_OK);
     text = buf;
-    if (strstr(text, "tls_cert or tls_key changed: TLS certificate and key reloaded") == NULL ||
-        strstr(text, "tls_cert or tls_key changed: the TLS certificate was not reloaded") == NULL)
+    if (strstr(text, "a watched file changed: TLS certificate and key reloaded") == NULL ||
+        strstr(text, "a watched file changed: the TLS certificate was not reloaded") == NULL ||
+        strstr(text, "a watched file changed: the admin token reloaded from") == NULL ||
+        strstr(text, "admin_token_file") == NULL ||
+        strstr(text, "empty; the token in use stays") == NULL)
         fail_msg("the program's log:\n%s", text);
     free(text);
 }
@@ -301,7 +338,7 @@ void test_tls_and_sigterm(void **state)
                               "2",
                               "--grace",
                               "2s",
-                              "--tls-watch",
+                              "--file-watch",
                               "1h",
                               NULL};
         pid = ah_spawn(args, port, "https", cert);
@@ -343,7 +380,7 @@ void test_tls_and_sigterm(void **state)
                               key,
                               "--admin-token-file",
                               admin,
-                              "--tls-watch",
+                              "--file-watch",
                               "200ms",
                               NULL};
         renew_by_watch(args, port, dir, cert, key);

@@ -132,6 +132,17 @@ int sl_server_reload_tls(sl_server *s, const char *cert_file, const char *key_fi
                          size_t errcap);
 
 /**
+ * sl_server_set_tokens - replace the operators' admin token and the devices'
+ * enrolment token (only their SHA-256 digests are kept, as at create): every
+ * request checked after the call sees the new ones, the old ones are refused
+ * (401). NULL keeps that token as it is; "" disables it (operator writes, or
+ * enrolment, refused). Enrolled devices never use the enrolment token again,
+ * so replacing it affects only devices not yet enrolled. Thread-safe.
+ * Returns SL_OK, or SL_EINVAL for a NULL @s.
+ */
+int sl_server_set_tokens(sl_server *s, const char *admin_token, const char *enrolment_token);
+
+/**
  * sl_server_quiesce - stop accepting new connections; requests on
  * connections already open are still served. Idempotent. Does not block.
  */
