@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mbedtls/x509_crt.h>
 #include <microhttpd.h>
 
 #include "server_int.h"
@@ -428,6 +429,47 @@ static void free_secret(char *p)
     free(p);
 }
 
+/* The notAfter of the first certificate of the chain @pem, in Unix seconds; 0 when mbedTLS
+ * cannot parse it (GnuTLS serves some it does not: the expiry is then not reported). */
+static int64_t cert_not_after(const char *pem)
+{
+    mbedtls_x509_crt crt;
+    int64_t at = 0;
+    mbedtls_x509_crt_init(&crt);
+    if (pem != NULL &&
+        mbedtls_x509_crt_parse(&crt, (const unsigned char *)pem, strlen(pem) + 1) >= 0 &&
+        crt.version != 0) {
+        struct tm tm;
+        memset(&tm, 0, sizeof tm);
+        tm.tm_year = crt.valid_to.year - 1900;
+        tm.tm_mon = crt.valid_to.mon - 1;
+        tm.tm_mday = crt.valid_to.day;
+        tm.tm_hour = crt.valid_to.hour;
+        tm.tm_min = crt.valid_to.min;
+        tm.tm_sec = crt.valid_to.sec;
+        at = (int64_t)timegm(&tm);
+    }
+    mbedtls_x509_crt_free(&crt);
+    return at;
+}
+
+/* Record the served certificate's expiry (metrics) and log it. */
+static void note_certificate(sl_server *s)
+{
+    int64_t at = cert_not_after(s->cert_pem);
+    pthread_mutex_lock(&s->retire_lock);
+    s->cert_not_after = at;
+    pthread_mutex_unlock(&s->retire_lock);
+    if (at > 0) {
+        char when[32];
+        time_t t = (time_t)at;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        sl_log(SL_LOG_INFO, "http", "the TLS certificate is valid until %s", when);
+    }
+}
+
 /* A daemon serving @s with @cert and @key (ignored for plain HTTP): on the listening socket
  * @fd when it is valid (a reload takes over the old daemon's), otherwise bound to the listen
  * address. NULL when libmicrohttpd refuses. */
@@ -616,6 +658,7 @@ int sl_server_reload_tls(sl_server *s, const char *cert_file, const char *key_fi
     s->daemon = d;
     s->cert_pem = cert;
     s->key_pem = key;
+    note_certificate(s);
     free(old_cert);
     free_secret(old_key);
     sl_log(SL_LOG_INFO, "http",
@@ -711,6 +754,8 @@ int sl_server_start(sl_server *s, char *err, size_t errcap)
                  s->listen);
         return SL_EIO;
     }
+    if (!s->opt.insecure_http)
+        note_certificate(s);
     info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : 0;
     s->daemon = d;

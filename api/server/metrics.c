@@ -292,6 +292,12 @@ void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     head(&b, "starling_tls_previous_certificates", "gauge",
          "Replaced certificates still serving the connections opened before their reload.");
     sl__text_printf(&b, "starling_tls_previous_certificates %zu\n", s->nretired);
+    if (s->cert_not_after > 0) {
+        head(&b, "starling_tls_certificate_expiry_timestamp_seconds", "gauge",
+             "When the served TLS certificate expires (its notAfter), in Unix seconds.");
+        sl__text_printf(&b, "starling_tls_certificate_expiry_timestamp_seconds %lld\n",
+                        (long long)s->cert_not_after);
+    }
     pthread_mutex_unlock(&s->retire_lock);
     head(&b, "starling_http_requests_in_flight", "gauge", "Requests being handled.");
     sl__text_printf(&b, "starling_http_requests_in_flight %ld\n", (long)atomic_load(&s->inflight));

@@ -331,7 +331,9 @@ struct sl_server {
     pthread_mutex_t retire_lock; /* retired, nretired (daemon.c) */
     sl__retired retired[SL__RETIRED];
     size_t nretired;
-    uint64_t tls_reloads; /* certificates reloaded (under retire_lock) */
+    uint64_t tls_reloads;   /* certificates reloaded (under retire_lock) */
+    int64_t cert_not_after; /* the served certificate's notAfter, Unix seconds (0: unknown;
+                               under retire_lock) */
 
     pthread_t ticker;
     int ticker_running, stopping;

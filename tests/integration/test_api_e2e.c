@@ -550,6 +550,8 @@ static void test_tls_reload(void **state)
     op = e2e_client(&f, f.base, NULL, 1, 3);
     assert_int_equal(metric(op, "starling_tls_reloads_total"), 1);
     assert_int_equal(metric(op, "starling_tls_previous_certificates"), 1);
+    /* mh_pki's certificates are valid until 2099-12-31T23:59:59Z */
+    assert_int_equal(metric(op, "starling_tls_certificate_expiry_timestamp_seconds"), 4102444799L);
     /* once its connection closes, A's daemon is stopped */
     curl_easy_cleanup(old);
     for (int i = 0; i < 250 && metric(op, "starling_tls_previous_certificates") != 0; i++)

@@ -6,9 +6,11 @@
  * answer of the run checked against api/openapi.yaml.
  */
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "../support/sl_test.h"
 #include "api_harness.h"
@@ -128,16 +130,36 @@ void test_curl_cli(void **state)
 
 /* ---- the program: TLS, configuration errors, SIGTERM ------------------------------------- */
 
-/* A self-signed certificate for 127.0.0.1 and its key (openssl). */
-static void make_cert(const char *cert, const char *key)
+/* A self-signed certificate for 127.0.0.1, valid for @days, and its key (openssl). */
+static void make_cert(const char *cert, const char *key, int days)
 {
     char cmd[1600];
     snprintf(cmd, sizeof cmd,
              "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-             "-keyout %s -out %s -days 2 -subj /CN=127.0.0.1 "
+             "-keyout %s -out %s -days %d -subj /CN=127.0.0.1 "
              "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
-             key, cert);
+             key, cert, days);
     assert_int_equal(system(cmd), 0);
+}
+
+/* The served certificate's expiry in /metrics, minus now, in days (rounded). */
+static long expiry_days(int port, const char *ca, const char *token)
+{
+    char url[128];
+    const char *at;
+    ah_resp r;
+    long days = -1;
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/metrics", port);
+    ah_https_bearer("GET", url, ca, token, &r);
+    assert_int_equal(r.status, 200);
+    at = strstr(r.body, "\nstarling_tls_certificate_expiry_timestamp_seconds ");
+    if (at != NULL)
+        days = lround(
+            (strtod(at + strlen("\nstarling_tls_certificate_expiry_timestamp_seconds "), NULL) -
+             (double)time(NULL)) /
+            86400.0);
+    ah_resp_free(&r);
+    return days;
 }
 
 /* Copy @from to @to through a rename (the way a Secret or certbot replaces it). */
@@ -191,18 +213,20 @@ static void renew_by_sighup(pid_t pid, int port, const char *dir, const char *ce
     snprintf(k1, sizeof k1, "%s/key1.pem", dir);
     snprintf(c2, sizeof c2, "%s/cert2.pem", dir);
     snprintf(k2, sizeof k2, "%s/key2.pem", dir);
-    make_cert(c1, k1);
-    make_cert(c2, k2);
+    make_cert(c1, k1, 30);
+    make_cert(c2, k2, 2);
     replace_file(cert, first);
     replace_file(c1, cert); /* a certificate whose key is not there yet */
     assert_int_equal(kill(pid, SIGHUP), 0);
     usleep(300000);
     assert_true(served_with(port, first, 0));
     assert_false(served_with(port, c1, 0));
+    assert_int_equal(expiry_days(port, first, AH_ADMIN), 2);
     replace_file(k1, key);
     assert_int_equal(kill(pid, SIGHUP), 0);
     assert_true(served_with(port, c1, 5000));
     assert_false(served_with(port, first, 0));
+    assert_int_equal(expiry_days(port, c1, AH_ADMIN), 30); /* the renewed one's */
     /* the files alone change nothing within the hour; SIGHUP reloads the token files too */
     replace_file(c2, cert);
     replace_file(k2, key);
@@ -235,8 +259,8 @@ static void renew_by_watch(const char *const *args, int port, const char *dir, c
     snprintf(c4, sizeof c4, "%s/cert4.pem", dir);
     snprintf(k4, sizeof k4, "%s/key4.pem", dir);
     snprintf(log, sizeof log, "%s/watch.log", dir);
-    make_cert(c3, k3);
-    make_cert(c4, k4);
+    make_cert(c3, k3, 2);
+    make_cert(c4, k4, 2);
     setenv("AH_CHILD_LOG", log, 1);
     pid = ah_spawn(args, port, "https", in_use);
     unsetenv("AH_CHILD_LOG");
@@ -297,12 +321,7 @@ void test_tls_and_sigterm(void **state)
     snprintf(enrol, sizeof enrol, "%s/enrol", dir);
     ah_write_file(admin, AH_ADMIN "\n");
     ah_write_file(enrol, AH_ENROL "\n");
-    snprintf(cmd, sizeof cmd,
-             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-             "-keyout %s -out %s -days 2 -subj /CN=127.0.0.1 "
-             "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
-             key, cert);
-    assert_int_equal(system(cmd), 0);
+    make_cert(cert, key, 2);
     port = ah_free_port();
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     snprintf(port_s, sizeof port_s, "%d", port);
