@@ -303,6 +303,10 @@ int main(int argc, char **argv)
     sl_config_get_size(cfg, "model_cache", &size);
     so.model_cache_bytes = size > SIZE_MAX ? SIZE_MAX : (size_t)size;
     sl_config_get_duration_ms(cfg, "grace", &grace);
+    /* what the watched files are before anything reads them: a file replaced while the
+     * coordinator starts is seen as changed by the first check, not taken for the one read */
+    for (int i = 0; i < W_FILES; i++)
+        seen[i] = file_id_of(str(cfg, watched[i]));
     if (str(cfg, "admin_token_file") != NULL &&
         (rc = sl_fs_read_secret(str(cfg, "admin_token_file"), &admin)) != SL_OK) {
         sl_log(SL_LOG_ERROR, "main", "admin_token_file %s: %s", str(cfg, "admin_token_file"),
@@ -422,8 +426,6 @@ int main(int argc, char **argv)
      * reloaded the same way. A change is tried once: files refused (a key not yet replaced
      * beside its certificate) are tried again when one of them changes again. */
     sl_config_get_duration_ms(cfg, "file_watch", &watch);
-    for (int i = 0; i < W_FILES; i++)
-        seen[i] = file_id_of(str(cfg, watched[i]));
     for (;;) {
         static const int all[W_FILES] = {1, 1, 1, 1};
         int changed[W_FILES], any = 0;
