@@ -21,7 +21,8 @@
 #    device whose signed check-in, download and resumable upload close a
 #    round, the new model version, an online backup with the image's sqlite3
 #    (deploy/README.md's command), SIGTERM with exit status 0, a restart on
-#    the same volume, and a refusal to start without the secrets.
+#    the same volume, a renewed certificate and admin token taken on SIGHUP,
+#    and a refusal to start without the secrets.
 #
 # Needs root (debootstrap, chroot, namespaces) and Debian's mirror.
 # SL_DEPLOY_MIRROR / SL_DEPLOY_SECURITY_MIRROR override the mirrors.
@@ -460,6 +461,43 @@ expect 200 "GET /v1/status after the restart"
 [ "$(json tasks 0 model_version)" = "$new_version" ] || fail "model version lost over a restart"
 [ "$(json tasks 1 2>/dev/null || echo none)" = none ] || fail "the restore did not undo the task made after the backup"
 ok "restore and restart on the volume: task $task at model version $new_version, the later task gone"
+
+# a renewed certificate and a new admin token, replaced in the mounted directory as a
+# Kubernetes Secret's update is, taken on SIGHUP without a restart (deploy/README.md)
+cp "$secrets/tls.crt" "$work/old.crt"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+    -keyout "$work/new.key" -out "$work/new.crt" -subj /CN=starling-test \
+    -addext subjectAltName=IP:127.0.0.1,DNS:localhost >/dev/null 2>&1
+new_admin=$(openssl rand -hex 32)
+printf '%s\n' "$new_admin" >"$work/new-admin"
+for f in new.key:tls.key new.crt:tls.crt new-admin:admin-token; do
+    cp "$work/${f%%:*}" "$secrets/.${f#*:}.next"
+    chgrp "$gid" "$secrets/.${f#*:}.next"
+    chmod 0440 "$secrets/.${f#*:}.next"
+    mv "$secrets/.${f#*:}.next" "$secrets/${f#*:}"
+done
+kill -HUP "$cpid"
+for _ in $(seq 50); do
+    http GET /healthz
+    [ "$status" = 200 ] && break
+    sleep 0.2
+done
+expect 200 "GET /healthz trusting the renewed certificate after SIGHUP"
+status=$(curl -sS --cacert "$work/old.crt" --max-time 20 -o /dev/null -w '%{http_code}' \
+    "$base_url/healthz" 2>/dev/null) || status=000
+[ "$status" = 000 ] || fail "the replaced certificate is still served to new connections"
+admin_http GET /v1/status
+expect 401 "the replaced admin token after SIGHUP"
+admin=$new_admin
+admin_http GET /metrics
+expect 200 "GET /metrics with the new admin token"
+expiry=$(sed -n 's/^starling_tls_certificate_expiry_timestamp_seconds //p' "$work/body")
+[ -n "$expiry" ] && [ $(((expiry - $(date +%s) + 43200) / 86400)) = 30 ] ||
+    fail "the served certificate's expiry is not the renewed one's: '$expiry'"
+kill -0 "$cpid" 2>/dev/null || fail "the coordinator exited on SIGHUP"
+grep -q 'SIGHUP: TLS certificate and key reloaded' "$work/coordinator2.log" ||
+    fail "no reload in the log: $(tail -n 3 "$work/coordinator2.log")"
+ok "SIGHUP: the renewed certificate (30 days) and the new admin token, no restart, the old ones refused"
 stop_container "$work/coordinator2.log"
 # the health check can fail: nothing listens any more (run in the plain root)
 if chroot --userspec="$user" "$root" /usr/bin/env -i "${run_env[@]}" /bin/sh -c "$healthcheck" \
