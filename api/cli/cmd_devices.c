@@ -23,20 +23,28 @@ static int devices_usage(FILE *out)
                  "  --offset N       skip the first N\n"
                  "  --after ID       the devices after device ID (each page as fast wherever\n"
                  "                   it is in the fleet; the footer names the next page's ID)\n"
+                 "  --all            every device (after --after ID, if given), page after\n"
+                 "                   page of --limit (default 1000); with --json, one device\n"
+                 "                   per line (JSON Lines)\n"
                  "  --json           the API's JSON (DeviceList of api/openapi.yaml) as "
                  "is\n" SL__CLI_CONN_HELP "  --help           this text\n"
                  "exit status: 0 ok, 1 error, 2 usage\n");
     return out == stdout ? SL__CLI_OK : SL__CLI_USAGE;
 }
 
-static void print_devices(const cJSON *list, int colour)
+static void print_header(int colour)
 {
     const char *bold = colour ? "\033[1m" : "", *off = colour ? "\033[0m" : "";
+    printf("%s%8s  %-20s  %-12s %7s %8s %8s %5s  %s%s\n", bold, "DEVICE", "ENROLLED", "LAST SEEN",
+           "ROUNDS", "REPORTED", "REJECTED", "LATE", "STATE", off);
+}
+
+/* The rows of a page's devices; returns how many. */
+static int print_rows(const cJSON *list)
+{
     const cJSON *d, *r;
     int64_t now = sl_clock_wall_ns(NULL) / 1000000;
     int n = 0;
-    printf("%s%8s  %-20s  %-12s %7s %8s %8s %5s  %s%s\n", bold, "DEVICE", "ENROLLED", "LAST SEEN",
-           "ROUNDS", "REPORTED", "REJECTED", "LATE", "STATE", off);
     cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(list, "devices"))
     {
         char enrolled[40], seen[40];
@@ -59,6 +67,14 @@ static void print_devices(const cJSON *list, int colour)
         }
         n++;
     }
+    return n;
+}
+
+static void print_devices(const cJSON *list, int colour)
+{
+    int n;
+    print_header(colour);
+    n = print_rows(list);
     if (cJSON_GetObjectItemCaseSensitive(list, "total") != NULL)
         printf("%d of %.0f devices (from %.0f)", n, sl__cli_num(list, "total", 0),
                sl__cli_num(list, "offset", 0) + (n > 0));
@@ -149,11 +165,63 @@ static int sessions_cmd(int argc, char **argv)
     return rc;
 }
 
+/* --all: keyset pages from @after to the last, as a table or JSON Lines. */
+static int all_devices(sl__cli *c, int64_t after, int64_t limit, int json)
+{
+    int64_t count = 0;
+    if (!json)
+        print_header(sl__cli_colour(stdout));
+    for (;;) {
+        char path[96];
+        cJSON *list = NULL, *next;
+        const cJSON *d;
+        int rc;
+        snprintf(path, sizeof path, "/v1/devices?limit=%lld&after=%lld", (long long)limit,
+                 (long long)after);
+        if ((rc = sl__cli_call(c, "GET", path, NULL, &list, NULL)) != 0)
+            return rc;
+        if (json) {
+            cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(list, "devices"))
+            {
+                char *line = cJSON_PrintUnformatted(d);
+                if (line == NULL) {
+                    cJSON_Delete(list);
+                    fprintf(stderr, "starling devices: out of memory\n");
+                    return SL__CLI_ERROR;
+                }
+                puts(line);
+                free(line);
+                count++;
+            }
+        } else {
+            count += print_rows(list);
+        }
+        next = cJSON_GetObjectItemCaseSensitive(list, "next_after");
+        if (next == NULL) {
+            cJSON_Delete(list);
+            break;
+        }
+        if (!cJSON_IsNumber(next) || next->valuedouble <= (double)after) {
+            cJSON_Delete(list);
+            fprintf(stderr,
+                    "starling devices: the server's next page does not move on (after "
+                    "%lld)\n",
+                    (long long)after);
+            return SL__CLI_ERROR;
+        }
+        after = (int64_t)next->valuedouble;
+        cJSON_Delete(list);
+    }
+    if (!json)
+        printf("%lld devices\n", (long long)count);
+    return 0;
+}
+
 int sl__cli_devices(int argc, char **argv)
 {
     sl__cli c = {"devices", NULL, NULL, NULL, 0, NULL};
-    int64_t limit = 50, offset = 0, after = -1;
-    int json = 0, rc;
+    int64_t limit = -1, offset = 0, after = -1;
+    int json = 0, all = 0, rc;
     char path[96];
     cJSON *list = NULL;
     sl_client_response raw;
@@ -171,6 +239,8 @@ int sl__cli_devices(int argc, char **argv)
             return devices_usage(stdout);
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--all") == 0) {
+            all = 1;
         } else if ((o = sl__cli_opt(argc, argv, &i, "--limit", &v)) != 0) {
             if (o < 0 || sl__cli_int(&c, "--limit", v, 1, 1000, &limit) != 0)
                 return SL__CLI_USAGE;
@@ -186,8 +256,17 @@ int sl__cli_devices(int argc, char **argv)
     }
     if (after >= 0 && offset > 0)
         return sl__cli_usage_error(&c, "--after and --offset cannot be combined");
+    if (all && offset > 0)
+        return sl__cli_usage_error(&c, "--all pages after device ids: --offset does not apply");
+    if (limit < 0)
+        limit = all ? 1000 : 50;
     if (sl__cli_connect(&c) != 0)
         return SL__CLI_ERROR;
+    if (all) {
+        rc = all_devices(&c, after > 0 ? after : 0, limit, json);
+        sl__cli_close(&c);
+        return rc;
+    }
     if (after >= 0)
         snprintf(path, sizeof path, "/v1/devices?limit=%lld&after=%lld", (long long)limit,
                  (long long)after);

@@ -127,6 +127,8 @@ static void test_help_and_usage(void **state)
     assert_int_equal(CLI("devices", "--after", "-1"), 2);
     assert_int_equal(CLI("devices", "--after", "2", "--offset", "1"), 2);
     assert_non_null(strstr(err, "cannot be combined"));
+    assert_int_equal(CLI("devices", "--all", "--offset", "1"), 2);
+    assert_non_null(strstr(err, "--offset does not apply"));
     assert_int_equal(CLI("task"), 2);
     assert_int_equal(CLI("task", "delete"), 2);
     assert_int_equal(CLI("task", "create"), 2);
@@ -519,6 +521,32 @@ static void test_devices(void **state)
     assert_non_null(strstr(out, "\n       4  "));
     assert_null(strstr(out, "\n       3  "));
     assert_non_null(strstr(out, "1 devices after device 3; the last page"));
+    /* --all: every page, as a table or JSON Lines, from an id on */
+    assert_int_equal(
+        CLI("devices", "--url", job.f.base, "--token-file", token_file, "--all", "--limit", "3"),
+        0);
+    for (int id = 1; id <= TD_DEVICES; id++) {
+        char row[32];
+        snprintf(row, sizeof row, "\n%8d  ", id);
+        assert_non_null(strstr(out, row));
+    }
+    assert_non_null(strstr(out, "\n4 devices\n"));
+    assert_int_equal(CLI("devices", "--url", job.f.base, "--token-file", token_file, "--all",
+                         "--json", "--limit", "1", "--after", "1"),
+                     0);
+    {
+        int lines = 0;
+        char *save = NULL;
+        for (char *line = strtok_r(out, "\n", &save); line != NULL;
+             line = strtok_r(NULL, "\n", &save)) {
+            cJSON *dev = cJSON_Parse(line);
+            assert_non_null(dev);
+            assert_int_equal((int)cJSON_GetObjectItem(dev, "device_id")->valuedouble, 2 + lines);
+            cJSON_Delete(dev);
+            lines++;
+        }
+        assert_int_equal(lines, TD_DEVICES - 1);
+    }
     assert_int_equal(CLI("devices", "--url", job.f.base), 1);
     assert_non_null(strstr(err, "HTTP 401"));
 }
