@@ -79,7 +79,8 @@ static void print_devices(const cJSON *list, int colour)
         printf("%d of %.0f devices (from %.0f)", n, sl__cli_num(list, "total", 0),
                sl__cli_num(list, "offset", 0) + (n > 0));
     else
-        printf("%d devices after device %.0f", n, sl__cli_num(list, "after", 0));
+        printf("%d device%s after device %.0f", n, n == 1 ? "" : "s",
+               sl__cli_num(list, "after", 0));
     if (cJSON_GetObjectItemCaseSensitive(list, "next_after") != NULL)
         printf("; next page: --after %.0f\n", sl__cli_num(list, "next_after", 0));
     else
@@ -213,7 +214,7 @@ static int all_devices(sl__cli *c, int64_t after, int64_t limit, int json)
         cJSON_Delete(list);
     }
     if (!json)
-        printf("%lld devices\n", (long long)count);
+        printf("%lld device%s\n", (long long)count, count == 1 ? "" : "s");
     return 0;
 }
 

@@ -153,23 +153,20 @@ int sl__token_check(sl_server *s, int admin, const char *given, size_t len)
     return sl__token_matches(digest, given, len);
 }
 
-/* 1 admin, 0 not, -1 no admin token configured. */
+/* 1 admin, 0 not, -1 no admin token configured. A request without a bearer token is
+ * checked as an empty one, which never matches (an empty token is no token). */
 static int admin_check(sl_server *s, sl__req *rq)
 {
     const char *auth = sl__req_header(rq, "Authorization");
     const char *token = "";
     int rc;
-    if (auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0) {
-        token = auth + 7;
-        while (*token == ' ')
-            token++;
-    }
+    if (auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0)
+        for (token = auth + 7; *token == ' '; token++)
+            ;
     rc = sl__token_check(s, 1, token, strlen(token));
-    if (rc == 1 && auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0) {
+    if (rc == 1)
         rq->admin = 1;
-        return 1;
-    }
-    return rc < 0 ? -1 : 0;
+    return rc;
 }
 
 int sl__has_admin(sl_server *s, sl__req *rq)

@@ -531,9 +531,24 @@ static void test_tls_reload(void **state)
     assert_int_equal(healthz(&f, old, ca_a, &fresh), CURLE_OK);
     assert_int_equal(fresh, 1);
 
-    /* files that cannot be used change nothing: missing, or B's certificate with A's key */
+    /* files that cannot be used change nothing: missing, over 1 MiB, not PEM, or B's
+     * certificate with A's key; nor do missing arguments */
     assert_int_equal(sl_server_reload_tls(f.server, missing, key_b, err, sizeof err), SL_ENOENT);
     assert_non_null(strstr(err, "tls_cert"));
+    {
+        FILE *fp = fopen(missing, "w");
+        assert_non_null(fp);
+        for (int i = 0; i < (1 << 21) / 64; i++)
+            fputs("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n", fp);
+        fclose(fp);
+    }
+    assert_int_equal(sl_server_reload_tls(f.server, cert_b, missing, err, sizeof err), SL_ETOOBIG);
+    assert_non_null(strstr(err, "tls_key"));
+    write_text(missing, "not a certificate\n");
+    assert_int_equal(sl_server_reload_tls(f.server, missing, key_b, err, sizeof err), SL_EINVAL);
+    assert_non_null(strstr(err, "the certificate in use stays"));
+    assert_int_equal(sl_server_reload_tls(f.server, NULL, key_b, err, sizeof err), SL_EINVAL);
+    assert_int_equal(sl_server_reload_tls(NULL, cert_b, key_b, err, sizeof err), SL_EINVAL);
     assert_int_equal(sl_server_reload_tls(f.server, cert_b, key_a, err, sizeof err), SL_EINVAL);
     assert_non_null(strstr(err, "refused"));
     assert_non_null(strstr(err, "the certificate in use stays"));

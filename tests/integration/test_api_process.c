@@ -300,6 +300,8 @@ static void renew_by_watch(const char *const *args, int port, const char *dir, c
     free(text);
 }
 
+#define WATCH_ARG 18 /* the value of --file-watch in test_tls_and_sigterm's arguments */
+
 void test_tls_and_sigterm(void **state)
 {
     char dir[512], cert[600], key[600], data[600], admin[600], enrol[600], listen[64];
@@ -339,29 +341,28 @@ void test_tls_and_sigterm(void **state)
         }
         assert_int_equal(ah_wait_exit(pid, 10000), 2);
     }
-    {
-        const char *args[] = {SL_COORDINATOR_BIN,
-                              "--listen",
-                              listen,
-                              "--data-dir",
-                              data,
-                              "--tls-cert",
-                              cert,
-                              "--tls-key",
-                              key,
-                              "--admin-token-file",
-                              admin,
-                              "--enrolment-token-file",
-                              enrol,
-                              "--threads",
-                              "2",
-                              "--grace",
-                              "2s",
-                              "--file-watch",
-                              "1h",
-                              NULL};
-        pid = ah_spawn(args, port, "https", cert);
-    }
+    /* the program with TLS; file_watch an hour here (the signal reloads), 200 ms below */
+    const char *args[] = {SL_COORDINATOR_BIN,
+                          "--listen",
+                          listen,
+                          "--data-dir",
+                          data,
+                          "--tls-cert",
+                          cert,
+                          "--tls-key",
+                          key,
+                          "--admin-token-file",
+                          admin,
+                          "--enrolment-token-file",
+                          enrol,
+                          "--threads",
+                          "2",
+                          "--grace",
+                          "2s",
+                          "--file-watch",
+                          "1h",
+                          NULL};
+    pid = ah_spawn(args, port, "https", cert);
     snprintf(url, sizeof url, "https://127.0.0.1:%d/v1/openapi.yaml", port);
     ah_https("GET", url, cert, &r);
     assert_int_equal(r.status, 200);
@@ -387,23 +388,9 @@ void test_tls_and_sigterm(void **state)
     assert_int_equal(kill(pid, SIGTERM), 0);
     status = ah_wait_exit(pid, 10000);
     assert_int_equal(status, 0);
-    {
-        const char *args[] = {SL_COORDINATOR_BIN,
-                              "--listen",
-                              listen,
-                              "--data-dir",
-                              data,
-                              "--tls-cert",
-                              cert,
-                              "--tls-key",
-                              key,
-                              "--admin-token-file",
-                              admin,
-                              "--file-watch",
-                              "200ms",
-                              NULL};
-        renew_by_watch(args, port, dir, cert, key);
-    }
+    assert_string_equal(args[WATCH_ARG - 1], "--file-watch");
+    args[WATCH_ARG] = "200ms";
+    renew_by_watch(args, port, dir, cert, key);
     sl_test_rmtree(dir);
 }
 

@@ -464,6 +464,19 @@ static void test_task_create(void **state)
     free(b64);
 }
 
+/* The last table printed lists the job's devices @first..@last and no other. */
+static void expect_rows(int first, int last)
+{
+    for (int id = 1; id <= TD_DEVICES; id++) {
+        char row[32];
+        snprintf(row, sizeof row, "\n%8d  ", id);
+        if (id >= first && id <= last)
+            assert_non_null(strstr(out, row));
+        else
+            assert_null(strstr(out, row));
+    }
+}
+
 static void test_devices(void **state)
 {
     char *api;
@@ -502,34 +515,24 @@ static void test_devices(void **state)
     assert_int_equal(CLI("devices", "--url", job.f.base, "--token-file", token_file, "--limit", "2",
                          "--offset", "1"),
                      0);
-    assert_non_null(strstr(out, "\n       2  "));
-    assert_non_null(strstr(out, "\n       3  "));
-    assert_null(strstr(out, "\n       4  "));
-    assert_null(strstr(out, "\n       1  "));
+    expect_rows(2, 3);
     assert_non_null(strstr(out, "2 of 4 devices (from 2); next page: --after 3"));
     /* keyset pages: after a device id, to the last page */
     assert_int_equal(CLI("devices", "--url", job.f.base, "--token-file", token_file, "--limit", "2",
                          "--after", "1"),
                      0);
-    assert_non_null(strstr(out, "\n       2  "));
-    assert_non_null(strstr(out, "\n       3  "));
-    assert_null(strstr(out, "\n       4  "));
+    expect_rows(2, 3);
     assert_non_null(strstr(out, "2 devices after device 1; next page: --after 3"));
     assert_int_equal(CLI("devices", "--url", job.f.base, "--token-file", token_file, "--limit", "2",
                          "--after", "3"),
                      0);
-    assert_non_null(strstr(out, "\n       4  "));
-    assert_null(strstr(out, "\n       3  "));
-    assert_non_null(strstr(out, "1 devices after device 3; the last page"));
+    expect_rows(4, 4);
+    assert_non_null(strstr(out, "1 device after device 3; the last page"));
     /* --all: every page, as a table or JSON Lines, from an id on */
     assert_int_equal(
         CLI("devices", "--url", job.f.base, "--token-file", token_file, "--all", "--limit", "3"),
         0);
-    for (int id = 1; id <= TD_DEVICES; id++) {
-        char row[32];
-        snprintf(row, sizeof row, "\n%8d  ", id);
-        assert_non_null(strstr(out, row));
-    }
+    expect_rows(1, TD_DEVICES);
     assert_non_null(strstr(out, "\n4 devices\n"));
     assert_int_equal(CLI("devices", "--url", job.f.base, "--token-file", token_file, "--all",
                          "--json", "--limit", "1", "--after", "1"),
