@@ -66,7 +66,8 @@ COMPONENTS = {
         ["transfer.c"],
     ],
     # codec_int.h: scalar references and primitives, SIMD kernels (AVX-512 over AVX2's helpers),
-    # their dispatch, then the sections, frames, updates and the compressor
+    # their dispatch, then the sections, frames, the supports of split updates, updates and the
+    # compressor
     "codecs": [
         ["accumulate.c", "buf.c", "layout.c", "select_scalar.c", "shuffle.c", "values_scalar.c"],
         ["positions_adaptive.c", "select_avx2.c", "select_avx512.c", "select_neon.c",
@@ -74,6 +75,7 @@ COMPONENTS = {
         ["positions.c", "select_dispatch.c", "values_avx512.c"],
         ["select.c", "values.c"],
         ["frame.c"],
+        ["support.c"],
         ["update.c"],
         ["compressor.c"],
     ],

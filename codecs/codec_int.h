@@ -204,7 +204,11 @@ int sl__pos_decode(sl_pos_mode mode, uint8_t param, const uint8_t *p, size_t len
 #define SL__FRAME_MAGIC     "SLFR"
 #define SL__FRAME_CRC_BYTES 4
 
-/** Append the frame header (magic, version, kind, flags, hash, base, round). */
+/** CRC-32 (zlib's, ISO-HDLC) of @len bytes: the frames' checksum and the supports' digest. */
+uint32_t sl__crc32(const uint8_t *p, size_t len);
+
+/** Append the frame header (magic, version, kind, flags, hash, base, round; ref_version
+ *  when split). */
 int sl__frame_begin(sl__buf *b, const sl_frame_header *h);
 
 /** Append the CRC-32 of everything in @b: the frame is complete. */
@@ -227,5 +231,33 @@ void sl__limits(const sl_decode_limits *limits, sl_decode_limits *out);
 
 /** dst[idx[i]] += w * val[i] for i < n (the indices are already validated). */
 void sl__scatter_add(float *dst, const uint32_t *idx, const float *val, size_t n, float w);
+
+/* ------------------------------------------------------------------------ */
+/* Supports of split updates (support.c)                                    */
+/* ------------------------------------------------------------------------ */
+
+struct sl_support {
+    uint64_t d;     /* coordinates */
+    uint8_t *bits;  /* ceil(d / 8) bytes, LSB-first */
+    size_t len;     /* ceil(d / 8) */
+    uint64_t count; /* set bits */
+    uint32_t crc;   /* sl__crc32 of bits */
+};
+
+/**
+ * sl__split_ranks - the @n strictly ascending flat indices @flat (< d) as
+ * ranks within the support (@in, *@nin of them) and within its complement
+ * (@out, *@nout); each list ascending. @in and @out have room for @n.
+ */
+void sl__split_ranks(const sl_support *s, const uint32_t *flat, size_t n, uint32_t *in, size_t *nin,
+                     uint32_t *out, size_t *nout);
+
+/**
+ * sl__split_merge - the inverse: ascending ranks (@in < count, @out < d -
+ * count) back to @nin + @nout ascending flat indices in @flat. SL_ECOUNT when
+ * a rank is past its part.
+ */
+int sl__split_merge(const sl_support *s, const uint32_t *in, size_t nin, const uint32_t *out,
+                    size_t nout, uint32_t *flat);
 
 #endif /* STARLING_CODEC_INT_H */

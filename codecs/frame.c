@@ -21,7 +21,7 @@ void sl__limits(const sl_decode_limits *limits, sl_decode_limits *out)
     }
 }
 
-static uint32_t crc32_of(const uint8_t *p, size_t len)
+uint32_t sl__crc32(const uint8_t *p, size_t len)
 {
     uLong crc = crc32(0L, Z_NULL, 0);
     while (len > 0) { /* zlib takes uInt lengths */
@@ -48,12 +48,14 @@ int sl__frame_begin(sl__buf *b, const sl_frame_header *h)
         rc = sl__buf_put_varint(b, h->base_version);
     if (rc == SL_OK)
         rc = sl__buf_put_varint(b, h->round);
+    if (rc == SL_OK && (h->flags & SL_FRAME_FLAG_SPLIT))
+        rc = sl__buf_put_varint(b, h->ref_version);
     return rc;
 }
 
 int sl__frame_finish(sl__buf *b)
 {
-    return sl__buf_put_u32(b, crc32_of(b->data, b->len));
+    return sl__buf_put_u32(b, sl__crc32(b->data, b->len));
 }
 
 static int parse_header(sl__reader *r, sl_frame_header *h)
@@ -74,9 +76,18 @@ static int parse_header(sl__reader *r, sl_frame_header *h)
         (rc = sl__rd_varint(r, &h->round)) != SL_OK)
         return rc;
     if (h->kind < SL_FRAME_UPDATE || h->kind > SL_FRAME_MODEL_DELTA ||
-        (h->flags & ~(unsigned)SL_FRAME_FLAG_FLAT) != 0 ||
-        (h->flags != 0 && h->kind != SL_FRAME_UPDATE))
+        (h->flags & ~(unsigned)(SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT)) != 0 ||
+        (h->flags != 0 && h->kind != SL_FRAME_UPDATE) ||
+        ((h->flags & SL_FRAME_FLAG_SPLIT) && !(h->flags & SL_FRAME_FLAG_FLAT)))
         return SL_ECORRUPT;
+    h->ref_version = 0;
+    if (h->flags & SL_FRAME_FLAG_SPLIT) {
+        if ((rc = sl__rd_varint(r, &h->ref_version)) != SL_OK)
+            return rc;
+        /* a version the device held before the one it trained from */
+        if (h->ref_version == 0 || h->ref_version >= h->base_version)
+            return SL_ECORRUPT;
+    }
     return SL_OK;
 }
 
@@ -106,7 +117,7 @@ int sl__frame_open(const void *frame, size_t len, const sl_decode_limits *limits
     stored = (uint32_t)p[len - 4] | (uint32_t)p[len - 3] << 8 | (uint32_t)p[len - 2] << 16 |
              (uint32_t)p[len - 1] << 24;
 #ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-    if (crc32_of(p, len - 4) != stored)
+    if (sl__crc32(p, len - 4) != stored)
         return SL_ECHECKSUM;
 #else
     (void)stored; /* fuzzers mutate past the CRC, so that they reach the body decoders */
@@ -241,6 +252,7 @@ static int encode_model(const sl_layout *layout, const float *params, const floa
                          0,
                          sl_layout_hash(layout),
                          version,
+                         0,
                          0};
     uint64_t n;
     uint32_t *bits;

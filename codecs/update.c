@@ -1,7 +1,19 @@
 /* update.c - sparse update frames: per tensor positions and quantized values. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "codec_int.h"
+
+/* Bytes of @v as a varint. */
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 128) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
 
 void sl_encode_params_default(sl_encode_params *p)
 {
@@ -10,6 +22,8 @@ void sl_encode_params_default(sl_encode_params *p)
     p->zstd_level = 3;
     p->seed = 0;
     p->flat = 0;
+    p->split = NULL;
+    p->ref_version = 0;
 }
 
 /* Per-tensor entry of the frame's tensor table. */
@@ -19,12 +33,67 @@ typedef struct tensor_entry {
     uint64_t pos_bytes, val_bytes;
 } tensor_entry;
 
+/* One part of a split body: for n > 0 its coding, parameter, section size and section. */
+static int put_part(sl__buf *b, sl_pos_mode want, const uint32_t *idx, size_t n, uint64_t d)
+{
+    sl__buf sec = {0};
+    sl_pos_mode chosen = SL_POS_RICE;
+    uint8_t param = 0;
+    int rc;
+    if (n == 0)
+        return SL_OK;
+    rc = sl__pos_write(want, idx, n, d, &chosen, &param, &sec);
+    if (rc == SL_OK && (rc = sl__buf_put_u8(b, (uint8_t)chosen)) == SL_OK &&
+        (rc = sl__buf_put_u8(b, param)) == SL_OK && (rc = sl__buf_put_varint(b, sec.len)) == SL_OK)
+        rc = sl__buf_append(b, sec.data, sec.len);
+    sl__buf_free(&sec);
+    return rc;
+}
+
+/*
+ * The split frame of the flat body's @total positions @flat: the support's
+ * count and CRC, n, then for n > 0 the value mode, n_in and the two parts
+ * (inside the support, ranks < count; outside, ranks < d - count), then the
+ * value sections @vals as in the flat body.
+ */
+static int split_frame(const sl_layout *layout, const sl_frame_header *h, const sl_encode_params *p,
+                       const uint32_t *flat, size_t total, const sl__buf *vals, sl__buf *frame)
+{
+    const sl_support *sup = p->split;
+    uint64_t d = sl_layout_params(layout);
+    uint32_t *in = malloc((total ? total : 1) * sizeof *in);
+    uint32_t *out = malloc((total ? total : 1) * sizeof *out);
+    size_t nin = 0, nout = 0;
+    int rc = in && out ? SL_OK : SL_ENOMEM;
+
+    if (rc == SL_OK)
+        sl__split_ranks(sup, flat, total, in, &nin, out, &nout);
+    if (rc == SL_OK)
+        rc = sl__frame_begin(frame, h);
+    if (rc == SL_OK && (rc = sl__buf_put_varint(frame, sup->count)) == SL_OK &&
+        (rc = sl__buf_put_u32(frame, sup->crc)) == SL_OK)
+        rc = sl__buf_put_varint(frame, total);
+    if (rc == SL_OK && total > 0) {
+        if ((rc = sl__buf_put_u8(frame, (uint8_t)p->values)) == SL_OK &&
+            (rc = sl__buf_put_varint(frame, nin)) == SL_OK &&
+            (rc = put_part(frame, p->positions, in, nin, sup->count)) == SL_OK &&
+            (rc = put_part(frame, p->positions, out, nout, d - sup->count)) == SL_OK)
+            rc = sl__buf_append(frame, vals->data, vals->len);
+    }
+    if (rc == SL_OK)
+        rc = sl__frame_finish(frame);
+    free(in);
+    free(out);
+    return rc;
+}
+
 /*
  * The flat body (SL_FRAME_FLAG_FLAT): n, then for n > 0 the position coding,
  * its parameter, the value mode and the position section's size, the
  * section of the n flat indices, and per tensor with values, in layout
  * order, its value section's size and the section (the same bytes as in a
- * per-tensor body).
+ * per-tensor body). With a support (p->split) the split frame is written
+ * instead when it is smaller.
  */
 static int encode_flat(const sl_layout *layout, const sl_frame_header *hdr,
                        const sl_sparse_tensor *tensors, const sl_encode_params *p,
@@ -34,11 +103,14 @@ static int encode_flat(const sl_layout *layout, const sl_frame_header *hdr,
     uint64_t d = sl_layout_params(layout);
     uint32_t *flat = NULL;
     sl_frame_header h;
-    sl__buf frame = {0}, pos = {0}, vals = {0};
+    sl__buf frame = {0}, split = {0}, pos = {0}, vals = {0};
     sl_pos_mode chosen = SL_POS_RICE;
     uint8_t param = 0;
     int rc = SL_OK;
 
+    if (p->split != NULL &&
+        (p->split->d != d || p->ref_version == 0 || p->ref_version >= hdr->base_version))
+        return SL_EINVAL;
     for (size_t t = 0; t < nt; t++) {
         const sl_tensor_desc *td = sl_layout_tensor(layout, t);
         const sl_sparse_tensor *st = &tensors[t];
@@ -76,6 +148,7 @@ static int encode_flat(const sl_layout *layout, const sl_frame_header *hdr,
     h.kind = SL_FRAME_UPDATE;
     h.flags = SL_FRAME_FLAG_FLAT;
     h.layout_hash = sl_layout_hash(layout);
+    h.ref_version = 0;
     if (rc == SL_OK)
         rc = sl__frame_begin(&frame, &h);
     if (rc == SL_OK)
@@ -90,9 +163,20 @@ static int encode_flat(const sl_layout *layout, const sl_frame_header *hdr,
     }
     if (rc == SL_OK)
         rc = sl__frame_finish(&frame);
+    if (rc == SL_OK && p->split != NULL) {
+        h.flags = SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT;
+        h.ref_version = p->ref_version;
+        rc = split_frame(layout, &h, p, flat, total, &vals, &split);
+        if (rc == SL_OK && split.len < frame.len) { /* a tie keeps the plain frame */
+            sl__buf keep = frame;
+            frame = split;
+            split = keep;
+        }
+    }
     free(flat);
     sl__buf_free(&pos);
     sl__buf_free(&vals);
+    sl__buf_free(&split);
     if (rc != SL_OK) {
         sl__buf_free(&frame);
         return rc;
@@ -295,12 +379,70 @@ static sl_update *alloc_update(const sl_frame_header *h, size_t nt)
     return u;
 }
 
+/* One part of a split body: coding, parameter and section size (n > 0), checked. */
+static int read_part(sl__reader *body, size_t n, uint8_t *mode, uint8_t *param, uint64_t *bytes)
+{
+    int rc;
+    if (n == 0)
+        return SL_OK;
+    if ((rc = sl__rd_u8(body, mode)) != SL_OK || (rc = sl__rd_u8(body, param)) != SL_OK ||
+        (rc = sl__rd_varint(body, bytes)) != SL_OK)
+        return rc;
+    if (*mode < SL_POS_RICE || *mode > SL_POS_ADAPTIVE)
+        return SL_ECORRUPT;
+    return *bytes > body->len - body->pos ? SL_ETRUNCATED : SL_OK;
+}
+
+/*
+ * A split body's positions (after its count n and value mode), into @flat
+ * (room for n): the support's digest was checked; n_in, then each part's
+ * header and section, decoded within its part, then merged into flat indices.
+ */
+static int read_split_positions(sl__reader *body, const sl_support *sup, uint64_t n, uint32_t *flat,
+                                uint8_t *pos_mode, size_t *pos_bytes)
+{
+    uint64_t nin, in_bytes = 0, out_bytes = 0;
+    uint8_t in_mode = 0, in_param = 0, out_mode = 0, out_param = 0;
+    const uint8_t *in_sec = NULL, *out_sec = NULL;
+    uint32_t *in = NULL, *out = NULL;
+    size_t nout;
+    int rc;
+
+    if ((rc = sl__rd_varint(body, &nin)) != SL_OK)
+        return rc;
+    if (nin > n || nin > sup->count || n - nin > sup->d - sup->count)
+        return SL_ECOUNT;
+    nout = (size_t)(n - nin);
+    if ((rc = read_part(body, (size_t)nin, &in_mode, &in_param, &in_bytes)) != SL_OK ||
+        (nin > 0 && (rc = sl__rd_bytes(body, (size_t)in_bytes, &in_sec)) != SL_OK) ||
+        (rc = read_part(body, nout, &out_mode, &out_param, &out_bytes)) != SL_OK ||
+        (nout > 0 && (rc = sl__rd_bytes(body, (size_t)out_bytes, &out_sec)) != SL_OK))
+        return rc;
+    in = malloc((nin ? (size_t)nin : 1) * sizeof *in);
+    out = malloc((nout ? nout : 1) * sizeof *out);
+    if (in == NULL || out == NULL)
+        rc = SL_ENOMEM;
+    if (rc == SL_OK && nin > 0)
+        rc = sl__pos_decode((sl_pos_mode)in_mode, in_param, in_sec, (size_t)in_bytes, (size_t)nin,
+                            sup->count, in);
+    if (rc == SL_OK && nout > 0)
+        rc = sl__pos_decode((sl_pos_mode)out_mode, out_param, out_sec, (size_t)out_bytes, nout,
+                            sup->d - sup->count, out);
+    if (rc == SL_OK)
+        rc = sl__split_merge(sup, in, (size_t)nin, out, nout, flat);
+    free(out);
+    free(in);
+    *pos_mode = nin > 0 ? in_mode : out_mode;
+    *pos_bytes = (size_t)(in_bytes + out_bytes);
+    return rc;
+}
+
 /* The flat body (see encode_flat), checked as it is read: n within the
  * layout and the limits before the indices are allocated, the positions
  * before the values, every value section within the body, and no byte left
- * over. */
+ * over. A split body (SL_FRAME_FLAG_SPLIT) checks @sup's digest first. */
 static int decode_flat(const sl_layout *layout, const sl_frame_header *h, sl__reader *body,
-                       const sl_decode_limits *lim, sl_update **out)
+                       const sl_decode_limits *lim, const sl_support *sup, sl_update **out)
 {
     size_t nt = sl_layout_tensors(layout);
     uint64_t d = sl_layout_params(layout), n, pos_bytes = 0;
@@ -308,14 +450,32 @@ static int decode_flat(const sl_layout *layout, const sl_frame_header *h, sl__re
     uint32_t *flat = NULL;
     const uint8_t *pos;
     sl_update *u;
-    size_t k = 0, first = nt;
+    size_t k = 0, first = nt, split_bytes = 0;
+    int split = (h->flags & SL_FRAME_FLAG_SPLIT) != 0;
     int rc;
 
+    if (split) {
+        uint64_t count;
+        uint32_t crc;
+        if (sup == NULL || sup->d != d)
+            return SL_ESUPPORT;
+        if ((rc = sl__rd_varint(body, &count)) != SL_OK || (rc = sl__rd_u32(body, &crc)) != SL_OK)
+            return rc;
+        if (count != sup->count || crc != sup->crc)
+            return SL_ESUPPORT;
+    }
     if ((rc = sl__rd_varint(body, &n)) != SL_OK)
         return rc;
     if (n > d)
         return SL_ECOUNT;
-    if (n > 0) {
+    if (n > 0 && split) {
+        if ((rc = sl__rd_u8(body, &value_mode)) != SL_OK)
+            return rc;
+        if (value_mode > SL_VALUE_SIGN)
+            return SL_ECORRUPT;
+        if (n * 8 > lim->max_output_bytes)
+            return SL_ETOOBIG;
+    } else if (n > 0) {
         if ((rc = sl__rd_u8(body, &pos_mode)) != SL_OK || (rc = sl__rd_u8(body, &param)) != SL_OK ||
             (rc = sl__rd_u8(body, &value_mode)) != SL_OK ||
             (rc = sl__rd_varint(body, &pos_bytes)) != SL_OK)
@@ -339,9 +499,13 @@ static int decode_flat(const sl_layout *layout, const sl_frame_header *h, sl__re
         rc = SL_ENOMEM;
         goto done;
     }
-    if ((rc = sl__rd_bytes(body, (size_t)pos_bytes, &pos)) != SL_OK)
-        goto done;
-    rc = sl__pos_decode((sl_pos_mode)pos_mode, param, pos, (size_t)pos_bytes, (size_t)n, d, flat);
+    if (split) {
+        rc = read_split_positions(body, sup, n, flat, &pos_mode, &split_bytes);
+        pos_bytes = split_bytes;
+    } else if ((rc = sl__rd_bytes(body, (size_t)pos_bytes, &pos)) == SL_OK) {
+        rc = sl__pos_decode((sl_pos_mode)pos_mode, param, pos, (size_t)pos_bytes, (size_t)n, d,
+                            flat);
+    }
     if (rc != SL_OK)
         goto done;
     for (size_t t = 0; t < nt; t++) {
@@ -394,7 +558,7 @@ done:
 
 /* Decode the frame's sections into freshly allocated per-tensor arrays. */
 static int decode_all(const sl_layout *layout, const void *frame, size_t len,
-                      const sl_decode_limits *limits, sl_update **out)
+                      const sl_decode_limits *limits, const sl_support *sup, sl_update **out)
 {
     sl_decode_limits lim;
     sl_frame_header h;
@@ -410,7 +574,7 @@ static int decode_all(const sl_layout *layout, const void *frame, size_t len,
     if (h.kind != SL_FRAME_UPDATE || h.layout_hash != sl_layout_hash(layout))
         return SL_ELAYOUT;
     if (h.flags & SL_FRAME_FLAG_FLAT)
-        return decode_flat(layout, &h, &body, &lim, out);
+        return decode_flat(layout, &h, &body, &lim, sup, out);
     if ((rc = read_table(layout, &body, &lim, &e)) != SL_OK)
         return rc;
     u = alloc_update(&h, nt);
@@ -462,7 +626,92 @@ int sl_frame_decode_update(const sl_layout *layout, const void *frame, size_t le
 {
     if (layout == NULL || out == NULL)
         return SL_EINVAL;
-    return decode_all(layout, frame, len, limits, out);
+    return decode_all(layout, frame, len, limits, NULL, out);
+}
+
+int sl_frame_decode_update_split(const sl_layout *layout, const void *frame, size_t len,
+                                 const sl_decode_limits *limits, const sl_support *support,
+                                 sl_update **out)
+{
+    if (layout == NULL || out == NULL)
+        return SL_EINVAL;
+    return decode_all(layout, frame, len, limits, support, out);
+}
+
+int sl_frame_unsplit(const sl_layout *layout, const void *frame, size_t len,
+                     const sl_decode_limits *limits, const sl_support *support, void **out,
+                     size_t *out_len)
+{
+    sl_update *u = NULL;
+    sl_frame_header h;
+    sl__reader body;
+    sl__buf b = {0}, pos = {0};
+    sl_pos_mode chosen = SL_POS_RICE;
+    uint8_t param = 0;
+    uint32_t *flat = NULL;
+    size_t n = 0, k = 0;
+    int rc;
+
+    if (layout == NULL || out == NULL || out_len == NULL)
+        return SL_EINVAL;
+    if ((rc = sl_frame_peek_header(frame, len, &h)) != SL_OK)
+        return rc;
+    if (!(h.flags & SL_FRAME_FLAG_SPLIT))
+        return SL_EINVAL;
+    /* everything checked: the positions, the values, the sizes */
+    if ((rc = decode_all(layout, frame, len, limits, support, &u)) != SL_OK)
+        return rc;
+    for (size_t t = 0; t < u->tensors; t++)
+        n += u->n[t];
+    flat = malloc((n ? n : 1) * sizeof *flat);
+    if (flat == NULL) {
+        sl_update_free(u);
+        return SL_ENOMEM;
+    }
+    for (size_t t = 0; t < u->tensors; t++) {
+        uint64_t off = sl_layout_tensor(layout, t)->offset;
+        for (size_t j = 0; j < u->n[t]; j++)
+            flat[k++] = (uint32_t)(off + u->idx[t][j]);
+    }
+    /* the value sections are the body's last bytes, the same in both bodies: their sizes */
+    size_t vbytes = 0;
+    for (size_t t = 0; t < u->tensors; t++)
+        if (u->n[t] > 0)
+            vbytes += u->val_bytes[t] + varint_len(u->val_bytes[t]);
+    sl__frame_open(frame, len, limits, &h, &body); /* checked by decode_all */
+    h.flags = SL_FRAME_FLAG_FLAT;
+    h.ref_version = 0;
+    rc = sl__frame_begin(&b, &h);
+    if (rc == SL_OK)
+        rc = sl__buf_put_varint(&b, n);
+    if (rc == SL_OK && n > 0)
+        rc = sl__pos_write(SL_POS_AUTO, flat, n, sl_layout_params(layout), &chosen, &param, &pos);
+    if (rc == SL_OK && n > 0) {
+        sl_value_mode vm = SL_VALUE_FP32;
+        for (size_t t = 0; t < u->tensors; t++)
+            if (u->n[t] > 0) {
+                vm = u->modes[t];
+                break;
+            }
+        if ((rc = sl__buf_put_u8(&b, (uint8_t)chosen)) == SL_OK &&
+            (rc = sl__buf_put_u8(&b, param)) == SL_OK &&
+            (rc = sl__buf_put_u8(&b, (uint8_t)vm)) == SL_OK &&
+            (rc = sl__buf_put_varint(&b, pos.len)) == SL_OK &&
+            (rc = sl__buf_append(&b, pos.data, pos.len)) == SL_OK)
+            rc = sl__buf_append(&b, body.p + body.len - vbytes, vbytes);
+    }
+    if (rc == SL_OK)
+        rc = sl__frame_finish(&b);
+    free(flat);
+    sl__buf_free(&pos);
+    sl_update_free(u);
+    if (rc != SL_OK) {
+        sl__buf_free(&b);
+        return rc;
+    }
+    *out = b.data;
+    *out_len = b.len;
+    return SL_OK;
 }
 
 int sl_frame_accumulate_update(const sl_layout *layout, const void *frame, size_t len,
@@ -476,7 +725,7 @@ int sl_frame_accumulate_update(const sl_layout *layout, const void *frame, size_
     if (!sl__all_finite(&weight, 1))
         return SL_ENONFINITE;
     /* everything is decoded and checked before the first write to dst */
-    rc = decode_all(layout, frame, len, limits, &u);
+    rc = decode_all(layout, frame, len, limits, NULL, &u);
     if (rc != SL_OK)
         return rc;
     for (size_t t = 0; t < u->tensors; t++)
@@ -497,7 +746,7 @@ int sl_frame_accumulate_update_f64(const sl_layout *layout, const void *frame, s
         return SL_EINVAL;
     if (weight != weight || weight - weight != 0) /* NaN or infinite */
         return SL_ENONFINITE;
-    rc = decode_all(layout, frame, len, limits, &u);
+    rc = decode_all(layout, frame, len, limits, NULL, &u);
     if (rc != SL_OK)
         return rc;
     for (size_t t = 0; t < u->tensors; t++) {

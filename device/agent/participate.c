@@ -105,8 +105,8 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
                    uint32_t samples, uint32_t steps)
 {
     sl_frame_header hdr = {
-        SL_FRAME_VERSION,          SL_FRAME_UPDATE,      0,
-        sl_layout_hash(a->layout), (uint64_t)a->version, (uint64_t)asg->round_id};
+        SL_FRAME_VERSION,     SL_FRAME_UPDATE,         0, sl_layout_hash(a->layout),
+        (uint64_t)a->version, (uint64_t)asg->round_id, 0};
     sl__agent_pending *p = &a->pending;
     sl_compressor *c = NULL;
     const float *acc, *acc_mu;

@@ -101,8 +101,8 @@ static void *keygen(void *arg)
 
 static void make_update(bench *b, const sl_layout *layout)
 {
-    sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE, 0, sl_layout_hash(layout), 1,
-                         (uint64_t)b->round};
+    sl_frame_header h = {
+        SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, sl_layout_hash(layout), 1, (uint64_t)b->round, 0};
     static uint32_t idx[NONZEROS];
     static float val[NONZEROS];
     uint32_t bidx[1] = {0};

@@ -149,7 +149,7 @@ typedef struct frame_row {
 static void run_frame(const sl_layout *l, const float *x, const uint32_t *idx, size_t k,
                       sl_value_mode vm, int reps, float *dst, frame_row *row)
 {
-    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 1};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 1, 0};
     sl_encode_params p;
     float *val = malloc((k ? k : 1) * sizeof *val);
     sl_sparse_tensor st = {k, idx, val};
@@ -278,7 +278,7 @@ static void bench_vector(const options *o, const char *dist, const float *x, siz
                 /* a user layout: select per tensor at the same density via the compressor */
                 sl_compress_params cp;
                 sl_compressor *c;
-                sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 1};
+                sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 1, 0};
                 sl_update *u;
                 void *frame;
                 size_t len;

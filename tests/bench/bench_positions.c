@@ -52,6 +52,8 @@ enum {
     POS_BOTH,
     POS_HELD,
     POS_HELD_CODED,
+    POS_HELD_FLAT,
+    POS_HELD_ORDER,
     POS_OWN,
     POS_KINDS
 };
@@ -63,6 +65,8 @@ static const char *const pos_names[POS_KINDS] = {"the frames, as sent (adaptive 
                                                  "split by tensor and the last aggregate's support",
                                                  "split by the support of the delta it downloaded",
                                                  "  the same, each part by the frames' coders",
+                                                 "  the same, flat: two sets over the model",
+                                                 "  the same, one set, the part's positions first",
                                                  "split by the device's previous update"};
 
 typedef struct pos_totals {
@@ -156,6 +160,37 @@ static double split_coded_bits(pos_ctx *c, const uint8_t *mark, size_t from, siz
     return 1.0 + (split < 8.0 * (double)ball ? split : 8.0 * (double)ball);
 }
 
+/* Bits the frames' coders spend on @cur's positions renumbered so that @mark's part comes
+ * first: one ascending set over the model. */
+static double order_coded_bits(pos_ctx *c, const uint8_t *mark)
+{
+    size_t n = 0, bytes = 0, in = 0, rin = 0, rout;
+    sl_pos_mode chosen;
+    uint8_t param;
+    for (size_t j = 0; j < c->d; j++)
+        in += mark[j];
+    rout = in;
+    for (size_t j = 0; j < c->d; j++) {
+        if (mark[j]) {
+            if (c->cur[j])
+                c->in[n++] = (uint32_t)rin;
+            rin++;
+        }
+    }
+    for (size_t j = 0; j < c->d; j++) {
+        if (!mark[j]) {
+            if (c->cur[j])
+                c->in[n++] = (uint32_t)rout;
+            rout++;
+        }
+    }
+    if (n == 0)
+        return 0;
+    if (sl__pos_plan(SL_POS_AUTO, c->in, n, c->d, &chosen, &param, &bytes) != SL_OK)
+        abort();
+    return 8.0 * (double)bytes;
+}
+
 static int read_model(sqlite3_stmt *st, int64_t task, int64_t version, const sl_layout *l,
                       float *out)
 {
@@ -221,12 +256,16 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
                 tot->bits[POS_HELD_CODED] += split_coded_bits(c, c->down, (size_t)td->offset,
                                                               (size_t)(td->offset + td->count));
             }
+            tot->bits[POS_HELD_FLAT] += split_coded_bits(c, c->down, 0, c->d);
+            tot->bits[POS_HELD_ORDER] += order_coded_bits(c, c->down);
             tot->held_size += down;
             for (size_t j = 0; j < c->d; j++)
                 tot->in_held += c->cur[j] & c->down[j];
         } else {
             tot->bits[POS_HELD] += split_bits(c->cur, NULL, 0, c->d);
             tot->bits[POS_HELD_CODED] += 8.0 * (double)pos_bytes;
+            tot->bits[POS_HELD_FLAT] += 8.0 * (double)pos_bytes;
+            tot->bits[POS_HELD_ORDER] += 8.0 * (double)pos_bytes;
             tot->held_size += c->d; /* downloaded whole */
             tot->in_held += k;
         }

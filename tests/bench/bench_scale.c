@@ -140,8 +140,8 @@ int sl__bench_sparse_update(const sl_layout *layout, double density, sl_value_mo
                             int64_t round_id, int64_t version, uint64_t seed, void **frame,
                             size_t *len)
 {
-    sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE,   0, 0,
-                         (uint64_t)version, (uint64_t)round_id};
+    sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE,    0, 0,
+                         (uint64_t)version, (uint64_t)round_id, 0};
     size_t nt = sl_layout_tensors(layout);
     sl_sparse_tensor *st = calloc(nt, sizeof *st);
     uint64_t r = seed ^ (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)round_id;

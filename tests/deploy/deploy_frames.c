@@ -52,7 +52,7 @@ static int update(const sl_layout *layout, const char *round, const char *versio
 {
     char *end1, *end2;
     unsigned long long r = strtoull(round, &end1, 10), v = strtoull(version, &end2, 10);
-    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, v, r};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, v, r, 0};
     sl_sparse_tensor t[2];
     static const uint32_t idx[3] = {0, 1, 2};
     static const float val[3] = {0.25f, 0.125f, -0.25f};

@@ -196,7 +196,7 @@ static void test_nan_frames(void **state)
     sl_layout *zl = NULL;
     uint32_t idx[64];
     float val[64];
-    sl_frame_header hdr = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 3, 17};
+    sl_frame_header hdr = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 3, 17, 0};
     sl_encode_params p;
     sl_agent_options o;
     (void)state;

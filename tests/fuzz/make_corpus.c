@@ -79,19 +79,18 @@ static uint8_t *zstd_bomb(size_t size, size_t *len)
     return out;
 }
 
-static void update_frames(const sl_layout *l)
+/* An update's content for the fuzz layout's four tensors: one element in ten (all of a
+ * tensor under ten), or with @split one in three of the fuzz support's coordinates (every
+ * third flat index) and one in forty of the others. */
+static void content(const sl_layout *l, int split, uint32_t idx[4][1000], float val[4][1000],
+                    sl_sparse_tensor *st)
 {
-    static const char *const pos_names[] = {"auto", "rice", "bitmap", "dense", "adaptive"};
-    uint32_t idx[4][1000];
-    float val[4][1000];
-    sl_sparse_tensor st[4];
-    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 3, 7};
-
-    for (size_t t = 0; t < 4; t++) {
+    for (size_t t = 0, off = 0; t < 4; off += (size_t)sl_layout_tensor(l, t)->count, t++) {
         const sl_tensor_desc *td = sl_layout_tensor(l, t);
         size_t n = 0;
         for (size_t i = 0; i < td->count; i++)
-            if (next() % 10 == 0 || td->count < 10) {
+            if (split ? next() % ((off + i) % 3 == 0 ? 3 : 40) == 0
+                      : next() % 10 == 0 || td->count < 10) {
                 idx[t][n] = (uint32_t)i;
                 val[t][n++] = (float)((int64_t)(next() % 2001) - 1000) * 1e-4f + 1e-5f;
             }
@@ -99,8 +98,18 @@ static void update_frames(const sl_layout *l)
         st[t].idx = idx[t];
         st[t].val = val[t];
     }
+}
+
+/* The update @st in every value mode and position coding: per tensor, with a hostile count,
+ * and flat; or with @split, split against the fuzz support wherever that is smaller (always
+ * with AUTO positions). */
+static void all_modes(const sl_layout *l, const sl_sparse_tensor *st, int split)
+{
+    static const char *const pos_names[] = {"auto", "rice", "bitmap", "dense", "adaptive"};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 3, 7, 0};
     for (int vm = SL_VALUE_FP32; vm <= SL_VALUE_SIGN; vm++) {
         for (int pm = SL_POS_AUTO; pm <= SL_POS_ADAPTIVE; pm++) {
+            const char *vname = sl_value_mode_name((sl_value_mode)vm);
             sl_encode_params p;
             uint8_t *frame;
             size_t len;
@@ -110,10 +119,23 @@ static void update_frames(const sl_layout *l)
             sl_encode_params_default(&p);
             p.values = (sl_value_mode)vm;
             p.positions = (sl_pos_mode)pm;
+            if (split) {
+                p.flat = 1;
+                p.split = sl_fuzz_support();
+                p.ref_version = 2;
+                if (sl_frame_encode_update(l, &h, st, &p, NULL, (void **)&frame, &len) != SL_OK ||
+                    (pm == SL_POS_AUTO && !(frame[6] & SL_FRAME_FLAG_SPLIT)))
+                    abort();
+                if (frame[6] & SL_FRAME_FLAG_SPLIT) { /* a bitmap of two parts is no smaller */
+                    snprintf(stem, sizeof stem, "update-split-%s-%s", vname, pos_names[pm]);
+                    variants("fuzz_update", stem, frame, len);
+                }
+                free(frame);
+                continue;
+            }
             if (sl_frame_encode_update(l, &h, st, &p, NULL, (void **)&frame, &len) != SL_OK)
                 abort();
-            snprintf(stem, sizeof stem, "update-%s-%s", sl_value_mode_name((sl_value_mode)vm),
-                     pos_names[pm]);
+            snprintf(stem, sizeof stem, "update-%s-%s", vname, pos_names[pm]);
             variants("fuzz_update", stem, frame, len);
             if (vm == SL_VALUE_FP32 && pm == SL_POS_AUTO) {
                 /* oversized count: tensor 0 (36 elements) claims 127 */
@@ -132,12 +154,22 @@ static void update_frames(const sl_layout *l)
             p.flat = 1;
             if (sl_frame_encode_update(l, &h, st, &p, NULL, (void **)&frame, &len) != SL_OK)
                 abort();
-            snprintf(stem, sizeof stem, "update-flat-%s-%s", sl_value_mode_name((sl_value_mode)vm),
-                     pos_names[pm]);
+            snprintf(stem, sizeof stem, "update-flat-%s-%s", vname, pos_names[pm]);
             variants("fuzz_update", stem, frame, len);
             free(frame);
         }
     }
+}
+
+/* Update frames, or with @split the split ones: written after every other kind, so that the
+ * others' bytes (and the draws of next() they took) stay as they were before split frames. */
+static void update_frames(const sl_layout *l, int split)
+{
+    uint32_t idx[4][1000];
+    float val[4][1000];
+    sl_sparse_tensor st[4];
+    content(l, split, idx, val, st);
+    all_modes(l, st, split);
 }
 
 /* A model frame whose zstd body declares 64 MiB for a 4.2 KB layout. */
@@ -220,8 +252,9 @@ int main(int argc, char **argv)
     root = argv[1];
     if (mkdir(root, 0755) != 0 && errno != EEXIST)
         return 1;
-    update_frames(sl_fuzz_layout());
+    update_frames(sl_fuzz_layout(), 0);
     model_frames(sl_fuzz_layout());
     layouts();
+    update_frames(sl_fuzz_layout(), 1);
     return 0;
 }

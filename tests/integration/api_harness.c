@@ -369,7 +369,7 @@ void ah_update(const sl_layout *layout, int64_t round, int64_t version, float v,
                size_t *len)
 {
     sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE, 0, 0,
-                         (uint64_t)version, (uint64_t)round};
+                         (uint64_t)version, (uint64_t)round, 0};
     sl_sparse_tensor t[8];
     uint32_t idx[3] = {0, 1, 2};
     float val[3] = {v, v * 0.5f, -v};

@@ -251,8 +251,8 @@ int64_t e2e_checkin_until_selected(sl_client *c, int64_t task, int64_t *version)
 void e2e_make_update(const e2e_fx *f, int64_t round, int64_t version, float scale, void **frame,
                      size_t *len)
 {
-    sl_frame_header h = {SL_FRAME_VERSION,          SL_FRAME_UPDATE,   0,
-                         sl_layout_hash(f->layout), (uint64_t)version, (uint64_t)round};
+    sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE, 0, sl_layout_hash(f->layout),
+                         (uint64_t)version, (uint64_t)round, 0};
     static uint32_t idx[2][8192];
     static float val[2][8192];
     uint64_t seed = (uint64_t)round * 1000 + (uint64_t)(scale * 100.0f) + 1;

@@ -253,7 +253,7 @@ static void test_expired_and_refused(void **state)
     /* refused for its layout: 422, and the session is deleted at once */
     {
         sl_layout *other;
-        sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, (uint64_t)round};
+        sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, (uint64_t)round, 0};
         uint32_t idx[1] = {0};
         float val[1] = {0.5f};
         sl_sparse_tensor t = {1, idx, val};

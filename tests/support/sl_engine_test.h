@@ -11,8 +11,8 @@ static inline void sl_test_make_update(const sl_layout *layout, size_t i, int64_
                                        int64_t version, float scale, void **frame, size_t *len,
                                        uint8_t *sha)
 {
-    sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE,   0, 0,
-                         (uint64_t)version, (uint64_t)round_id};
+    sl_frame_header h = {SL_FRAME_VERSION,  SL_FRAME_UPDATE,    0, 0,
+                         (uint64_t)version, (uint64_t)round_id, 0};
     size_t nt = sl_layout_tensors(layout);
     sl_sparse_tensor st[2];
     uint32_t idx[2][64];

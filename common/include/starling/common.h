@@ -61,7 +61,8 @@ extern "C" {
     X(ESYNTAX, -27, "syntax error")                                 \
     X(ESPEC, -28, "invalid model spec")                             \
     X(EFENCED, -29, "a newer leader took over (fencing epoch)")     \
-    X(ELIMIT, -30, "a per-client limit is reached")
+    X(ELIMIT, -30, "a per-client limit is reached")                 \
+    X(ESUPPORT, -31, "the positions' split support is missing or differs")
 
 /** Project status codes. SL_OK is zero; every error is negative. */
 typedef enum sl_status {

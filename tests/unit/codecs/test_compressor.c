@@ -2,7 +2,7 @@
  * absorb, momentum, restore. */
 #include "../../support/sl_codec_test.h"
 
-static const sl_frame_header hdr = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 5, 9};
+static const sl_frame_header hdr = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 5, 9, 0};
 
 /* Run one prepare; return the decoded frame and a copy of the pending accumulator. */
 static sl_update *prepare(sl_compressor *c, const sl_layout *l, const float *delta, uint32_t step,

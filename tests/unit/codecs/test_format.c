@@ -54,7 +54,7 @@ static void test_worked_example(void **state)
     size_t n = read_block("\n## Worked example\n", bytes, sizeof bytes), len;
     sl_layout *l = NULL;
     sl_update *u = NULL;
-    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2, 0};
     sl_sparse_tensor st[2] = {{3, example_idx, example_val}, {0, NULL, NULL}};
     void *frame;
     (void)state;
@@ -76,6 +76,18 @@ static void test_worked_example(void **state)
     sl_layout_free(l);
 }
 
+/* @u is the flat example's update (w as above, b[2] = 0.125); frees it. */
+static void check_flat_example(sl_update *u)
+{
+    assert_int_equal(u->n[0], 3);
+    assert_int_equal(u->n[1], 1);
+    assert_memory_equal(u->idx[0], example_idx, sizeof example_idx);
+    assert_memory_equal(u->val[0], example_val, sizeof example_val);
+    assert_int_equal(u->idx[1][0], 2);
+    assert_true(u->val[1][0] == 0.125f);
+    sl_update_free(u);
+}
+
 /* The flat body of the same update, with b[2] = 0.125 as well. */
 static void test_worked_example_flat(void **state)
 {
@@ -85,7 +97,7 @@ static void test_worked_example_flat(void **state)
     size_t n = read_block("\n## Worked example, flat\n", bytes, sizeof bytes), len;
     sl_layout *l = NULL;
     sl_update *u = NULL;
-    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2, 0};
     sl_sparse_tensor st[2] = {{3, example_idx, example_val}, {1, bias_idx, bias_val}};
     sl_encode_params p;
     void *frame;
@@ -94,19 +106,66 @@ static void test_worked_example_flat(void **state)
     assert_true(n > 20);
     assert_int_equal(sl_frame_decode_update(l, bytes, n, NULL, &u), SL_OK);
     assert_int_equal(u->header.flags, SL_FRAME_FLAG_FLAT);
-    assert_int_equal(u->n[0], 3);
-    assert_int_equal(u->n[1], 1);
-    assert_memory_equal(u->idx[0], example_idx, sizeof example_idx);
-    assert_memory_equal(u->val[0], example_val, sizeof example_val);
-    assert_int_equal(u->idx[1][0], 2);
-    assert_true(u->val[1][0] == 0.125f);
-    sl_update_free(u);
+    check_flat_example(u);
     sl_encode_params_default(&p);
     p.flat = 1;
     assert_int_equal(sl_frame_encode_update(l, &h, st, &p, NULL, &frame, &len), SL_OK);
     assert_int_equal(len, n);
     assert_memory_equal(frame, bytes, n);
     free(frame);
+    sl_layout_free(l);
+}
+
+/* The flat update split by the support {0, 1, 4, 5, 12} (version 2 to 3). */
+static void test_worked_example_split(void **state)
+{
+    static const uint32_t bias_idx[1] = {2};
+    static const float bias_val[1] = {0.125f};
+    static const uint8_t bits[2] = {0x33, 0x10}, other_bits[2] = {0x33, 0x00};
+    uint8_t bytes[512];
+    size_t n = read_block("\n## Worked example, flat and split\n", bytes, sizeof bytes), len;
+    sl_layout *l = NULL;
+    sl_update *u = NULL;
+    sl_support *sup = NULL, *other = NULL;
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 3, 2, 0};
+    sl_sparse_tensor st[2] = {{3, example_idx, example_val}, {1, bias_idx, bias_val}};
+    sl_encode_params p;
+    void *frame, *flat;
+    size_t flat_len;
+    (void)state;
+    assert_int_equal(sl_layout_parse("w 2 5\nb 3\n", 10, &l), SL_OK);
+    assert_int_equal(sl_support_load(l, bits, 2, &sup), SL_OK);
+    assert_int_equal(sl_support_count(sup), 5);
+    assert_int_equal(sl_support_crc(sup), 0xa80567abu);
+    assert_int_equal(sl_support_load(l, other_bits, 2, &other), SL_OK);
+    assert_true(n > 20);
+    assert_int_equal(sl_frame_decode_update_split(l, bytes, n, NULL, sup, &u), SL_OK);
+    assert_int_equal(u->header.flags, SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT);
+    assert_int_equal(u->header.ref_version, 2);
+    assert_int_equal(u->header.base_version, 3);
+    check_flat_example(u);
+    u = NULL;
+    assert_int_equal(sl_frame_decode_update(l, bytes, n, NULL, &u), SL_ESUPPORT);
+    assert_int_equal(sl_frame_decode_update_split(l, bytes, n, NULL, other, &u), SL_ESUPPORT);
+    assert_null(u);
+    /* unsplit: the flat frame an encoder writes for the same update and header */
+    sl_encode_params_default(&p);
+    p.flat = 1;
+    assert_int_equal(sl_frame_encode_update(l, &h, st, &p, NULL, &frame, &len), SL_OK);
+    assert_int_equal(sl_frame_unsplit(l, bytes, n, NULL, sup, &flat, &flat_len), SL_OK);
+    assert_int_equal(flat_len, len);
+    assert_memory_equal(flat, frame, len);
+    free(flat);
+    free(frame);
+    /* an encoder given the support keeps the smaller flat frame here */
+    p.split = sup;
+    p.ref_version = 2;
+    assert_int_equal(sl_frame_encode_update(l, &h, st, &p, NULL, &frame, &len), SL_OK);
+    assert_int_equal(((uint8_t *)frame)[6], SL_FRAME_FLAG_FLAT);
+    assert_true(len < n);
+    free(frame);
+    sl_support_free(sup);
+    sl_support_free(other);
     sl_layout_free(l);
 }
 
@@ -142,6 +201,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example),
         cmocka_unit_test(test_worked_example_flat),
+        cmocka_unit_test(test_worked_example_split),
         cmocka_unit_test(test_worked_example_sparse_delta),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,6 +9,30 @@ typedef struct sparse_set {
     float **recon;
 } sparse_set;
 
+/* Edit byte @off of @frame (@len bytes) into @copy, fix the CRC, and expect @expect from
+ * decoding it against @sup (NULL: none), with nothing decoded. */
+#define EDIT(off, value, expect)                                                             \
+    do {                                                                                     \
+        memcpy(copy, frame, len);                                                            \
+        copy[off] = (uint8_t)(value);                                                        \
+        sl_test_fix_crc(copy, len);                                                          \
+        u = NULL;                                                                            \
+        assert_int_equal(sl_frame_decode_update_split(l, copy, len, NULL, sup, &u), expect); \
+        assert_null(u);                                                                      \
+    } while (0)
+
+/* Tensor @t of @s sends its first @n indices: random values, none exactly zero. */
+static void fill_values(sparse_set *s, size_t t, size_t n, uint64_t seed)
+{
+    sl_test_gauss(s->val[t], n, seed + t, 0.01f);
+    for (size_t i = 0; i < n; i++)
+        if (s->val[t][i] == 0.0f)
+            s->val[t][i] = 1e-7f;
+    s->st[t].n = n;
+    s->st[t].idx = s->idx[t];
+    s->st[t].val = s->val[t];
+}
+
 /* Random sparse content: density per tensor, or all elements when dense. */
 static sparse_set make_sparse(const sl_layout *l, double density, uint64_t seed)
 {
@@ -29,13 +53,7 @@ static sparse_set make_sparse(const sl_layout *l, double density, uint64_t seed)
             if (density >= 1.0 || u < density)
                 s.idx[t][n++] = (uint32_t)i;
         }
-        sl_test_gauss(s.val[t], n, seed + t, 0.01f);
-        for (size_t i = 0; i < n; i++)
-            if (s.val[t][i] == 0.0f)
-                s.val[t][i] = 1e-7f;
-        s.st[t].n = n;
-        s.st[t].idx = s.idx[t];
-        s.st[t].val = s.val[t];
+        fill_values(&s, t, n, seed);
     }
     return s;
 }
@@ -56,7 +74,7 @@ static void free_sparse(sparse_set *s)
 static void roundtrip_body(const sl_layout *l, sparse_set *s, sl_value_mode vm, sl_pos_mode pm,
                            int flat)
 {
-    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 17, 3};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 17, 3, 0};
     sl_encode_params p;
     sl_update *u = NULL;
     void *frame;
@@ -179,7 +197,7 @@ static void test_encoder_rejections(void **state)
 {
     sl_layout *l = sl_test_layout();
     sparse_set s = make_sparse(l, 0.05, 3);
-    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 0, 0};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 0, 0, 0};
     void *frame = (void *)0x1;
     size_t len = 5;
     uint32_t saved;
@@ -219,7 +237,7 @@ static void test_encoder_rejections(void **state)
 
 static uint8_t *encode(const sl_layout *l, sparse_set *s, sl_value_mode vm, int flat, size_t *len)
 {
-    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2, 0};
     sl_encode_params p;
     void *frame;
     sl_encode_params_default(&p);
@@ -288,11 +306,12 @@ static void test_hostile_frames(void **state)
  */
 static void test_table_rejections(void **state)
 {
+    const sl_support *sup = NULL;
     sl_layout *l = NULL;
     float v[3] = {0.5f, -0.25f, 1.0f};
     uint32_t idx[3] = {1, 4, 9};
     sl_sparse_tensor st = {3, idx, v};
-    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2, 0};
     sl_update *u;
     uint8_t *frame, *copy;
     size_t len;
@@ -303,13 +322,6 @@ static void test_table_rejections(void **state)
     assert_int_equal(frame[table], 1);     /* one tensor */
     assert_int_equal(frame[table + 1], 3); /* n = 3 */
     copy = malloc(len + 8);
-#define EDIT(off, value, expect)                                                  \
-    do {                                                                          \
-        memcpy(copy, frame, len);                                                 \
-        copy[off] = (uint8_t)(value);                                             \
-        sl_test_fix_crc(copy, len);                                               \
-        assert_int_equal(sl_frame_decode_update(l, copy, len, NULL, &u), expect); \
-    } while (0)
     EDIT(table, 2, SL_ELAYOUT);          /* tensor count */
     EDIT(table + 1, 11, SL_ECOUNT);      /* n > tensor size */
     EDIT(table + 2, 0, SL_ECORRUPT);     /* position mode 0 (AUTO) is never written */
@@ -319,7 +331,6 @@ static void test_table_rejections(void **state)
     EDIT(6, 2, SL_ECORRUPT);             /* an unknown flag */
     EDIT(7, 1, SL_ECORRUPT);             /* an unknown flag (high byte) */
     EDIT(5, SL_FRAME_MODEL, SL_ELAYOUT); /* a model frame is not an update */
-#undef EDIT
     /* sections shorter than the body: trailing garbage before the CRC */
     memcpy(copy, frame, len - 4);
     copy[len - 4] = 0xAA;
@@ -343,12 +354,13 @@ static void test_flat_rejections(void **state)
     float v[3] = {0.5f, -0.25f, 1.0f}, bv[1] = {2.0f};
     uint32_t idx[3] = {1, 4, 9}, bidx[1] = {2};
     sl_sparse_tensor st[2] = {{3, idx, v}, {1, bidx, bv}};
-    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 1, 2, 0};
     sl_encode_params p;
     sl_update *u;
     uint8_t *frame, *copy, *model;
     size_t len, mlen, pos_bytes, first_val;
     const size_t body = 18;
+    const sl_support *sup = NULL;
     float params[16] = {0};
     (void)state;
     assert_int_equal(sl_layout_parse("w 10\nb 6\n", 9, &l), SL_OK);
@@ -367,24 +379,16 @@ static void test_flat_rejections(void **state)
     assert_true(u->val[1][0] == 2.0f);
     sl_update_free(u);
     copy = malloc(len + 8);
-#define EDIT(off, value, expect)                                                  \
-    do {                                                                          \
-        memcpy(copy, frame, len);                                                 \
-        copy[off] = (uint8_t)(value);                                             \
-        sl_test_fix_crc(copy, len);                                               \
-        u = NULL;                                                                 \
-        assert_int_equal(sl_frame_decode_update(l, copy, len, NULL, &u), expect); \
-        assert_null(u);                                                           \
-    } while (0)
     EDIT(body, 17, SL_ECOUNT);           /* n > d */
     EDIT(body + 1, 0, SL_ECORRUPT);      /* position mode 0 (AUTO) is never written */
     EDIT(body + 1, 9, SL_ECORRUPT);      /* unknown position mode */
     EDIT(body + 3, 6, SL_ECORRUPT);      /* unknown value mode */
     EDIT(body + 4, 120, SL_ETRUNCATED);  /* position section larger than the body */
     EDIT(first_val, 100, SL_ETRUNCATED); /* a value section past the body */
-    EDIT(6, 3, SL_ECORRUPT);             /* an unknown flag beside FLAT */
-    EDIT(6, 0, SL_ELAYOUT); /* the flat body read as a tensor table: n 4 is not 2 tensors */
-#undef EDIT
+    EDIT(6, 5, SL_ECORRUPT);             /* an unknown flag beside FLAT */
+    EDIT(6, 2, SL_ECORRUPT);             /* SPLIT without FLAT */
+    EDIT(6, 3, SL_ECORRUPT); /* SPLIT: the byte after the round is ref_version 4, not < base 1 */
+    EDIT(6, 0, SL_ELAYOUT);  /* the flat body read as a tensor table: n 4 is not 2 tensors */
     /* fewer or more positions than n says: the position section does not decode */
     for (int dn = -1; dn <= 1; dn += 2) {
         memcpy(copy, frame, len);
@@ -434,12 +438,210 @@ static void test_flat_rejections(void **state)
     sl_layout_free(l);
 }
 
+/* Positions of a flat update for @l: @k of them, @share inside @bits' support (1 in 20 of
+ * the coordinates), the others outside; values random. */
+static sparse_set split_content(const sl_layout *l, const uint8_t *bits, size_t k, double share,
+                                uint64_t seed)
+{
+    sparse_set s = make_sparse(l, 0.0, seed); /* empty tensors, arrays of full size */
+    uint64_t d = sl_layout_params(l);
+    uint8_t *pick = calloc((size_t)d, 1);
+    size_t got = 0;
+    while (got < k) {
+        /* inside with probability @share: draw coordinates until one is on that side */
+        double u = (double)(sl_test_rand(&seed) >> 11) / 9007199254740992.0;
+        int want = u < share;
+        uint64_t j;
+        do
+            j = sl_test_rand(&seed) % d;
+        while (((bits[j >> 3] >> (j & 7)) & 1) != want);
+        if (pick[j])
+            continue;
+        pick[j] = 1;
+        got++;
+    }
+    for (size_t t = 0; t < s.nt; t++) {
+        const sl_tensor_desc *td = sl_layout_tensor(l, t);
+        size_t n = 0;
+        for (uint64_t i = 0; i < td->count; i++)
+            if (pick[td->offset + i])
+                s.idx[t][n++] = (uint32_t)i;
+        fill_values(&s, t, n, seed);
+    }
+    free(pick);
+    return s;
+}
+
+/* Split frames: smaller where the positions gather in the support, the same update as the
+ * plain flat frame, refused without their support or with another, and unsplit back to the
+ * plain frame's bytes. */
+static void test_split(void **state)
+{
+    sl_layout *l = sl_test_layout();
+    uint64_t d = sl_layout_params(l), seed = 99;
+    size_t blen = (size_t)((d + 7) / 8), len, plen, ulen;
+    uint8_t *bits = calloc(blen, 1), *frame, *plain, *un, *copy;
+    float *a = malloc((size_t)d * sizeof *a), *b = malloc((size_t)d * sizeof *b);
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 17, 3, 0}, ph;
+    sl_encode_params p;
+    sl_support *sup = NULL, *other = NULL, *loaded = NULL;
+    sl_update *u = NULL, *pu = NULL;
+    sparse_set s;
+    uint64_t count = 0;
+    (void)state;
+    /* the support of a change to one coordinate in 20, made by two models */
+    for (uint64_t j = 0; j < d; j++) {
+        a[j] = (float)j;
+        b[j] = sl_test_rand(&seed) % 20 == 0 ? (float)j + 0.5f : (float)j;
+        if (a[j] != b[j]) {
+            bits[j >> 3] |= (uint8_t)(1u << (j & 7));
+            count++;
+        }
+    }
+    assert_int_equal(sl_support_diff(l, a, b, &sup), SL_OK);
+    assert_int_equal(sl_support_count(sup), count);
+    {
+        size_t n;
+        const uint8_t *got = sl_support_bits(sup, &n);
+        assert_int_equal(n, blen);
+        assert_memory_equal(got, bits, blen);
+    }
+    assert_int_equal(sl_support_load(l, bits, blen, &loaded), SL_OK);
+    assert_int_equal(sl_support_count(loaded), count);
+    assert_int_equal(sl_support_crc(loaded), sl_support_crc(sup));
+    assert_int_equal(sl_support_load(l, bits, blen - 1, &other), SL_ECORRUPT);
+    if (d % 8 != 0) { /* a padding bit set */
+        bits[blen - 1] |= 0x80;
+        assert_int_equal(sl_support_load(l, bits, blen, &other), SL_ECORRUPT);
+        bits[blen - 1] &= 0x7f;
+    }
+    /* -0 against 0 changes the bits: it is in the support */
+    b[0] = -0.0f;
+    a[0] = 0.0f;
+    assert_int_equal(sl_support_diff(l, a, b, &other), SL_OK);
+    assert_int_equal(sl_support_bits(other, NULL)[0] & 1, 1);
+    sl_support_free(other);
+    other = NULL;
+
+    /* three quarters of 1% of the positions in the support, as after a sparse download */
+    s = split_content(l, bits, (size_t)(d / 100), 0.75, 7);
+    sl_encode_params_default(&p);
+    p.flat = 1;
+    p.values = SL_VALUE_TERNARY;
+    assert_int_equal(sl_frame_encode_update(l, &h, s.st, &p, NULL, (void **)&plain, &plen), SL_OK);
+    p.split = sup;
+    p.ref_version = 5;
+    assert_int_equal(sl_frame_encode_update(l, &h, s.st, &p, NULL, (void **)&frame, &len), SL_OK);
+    assert_int_equal(frame[6], SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT);
+    assert_true(len < plen * 0.9); /* coded within a part of 1 in 20 */
+    assert_int_equal(sl_frame_peek_header(frame, len, &ph), SL_OK);
+    assert_int_equal(ph.ref_version, 5);
+    assert_int_equal(ph.base_version, 17);
+    /* the same update as the plain frame, value for value */
+    assert_int_equal(sl_frame_decode_update(l, plain, plen, NULL, &pu), SL_OK);
+    assert_int_equal(sl_frame_decode_update_split(l, frame, len, NULL, loaded, &u), SL_OK);
+    for (size_t t = 0; t < u->tensors; t++) {
+        assert_int_equal(u->n[t], pu->n[t]);
+        if (u->n[t] == 0)
+            continue;
+        assert_memory_equal(u->idx[t], pu->idx[t], u->n[t] * sizeof(uint32_t));
+        assert_memory_equal(u->val[t], pu->val[t], u->n[t] * sizeof(float));
+    }
+    sl_update_free(u);
+    u = NULL;
+    /* unsplit: the plain frame, byte for byte */
+    assert_int_equal(sl_frame_unsplit(l, frame, len, NULL, sup, (void **)&un, &ulen), SL_OK);
+    assert_int_equal(ulen, plen);
+    assert_memory_equal(un, plain, plen);
+    free(un);
+    assert_int_equal(sl_frame_unsplit(l, plain, plen, NULL, sup, (void **)&un, &ulen), SL_EINVAL);
+    /* without the support, or with another one: refused, nothing decoded */
+    assert_int_equal(sl_frame_decode_update(l, frame, len, NULL, &u), SL_ESUPPORT);
+    assert_null(u);
+    assert_int_equal(sl_frame_accumulate_update(l, frame, len, NULL, 1.0f, a), SL_ESUPPORT);
+    bits[3] ^= 1; /* one coordinate more or less */
+    assert_int_equal(sl_support_load(l, bits, blen, &other), SL_OK);
+    assert_int_equal(sl_frame_decode_update_split(l, frame, len, NULL, other, &u), SL_ESUPPORT);
+    assert_int_equal(sl_frame_unsplit(l, frame, len, NULL, other, (void **)&un, &ulen),
+                     SL_ESUPPORT);
+    assert_null(u);
+    /* a plain frame ignores the support it is given */
+    assert_int_equal(sl_frame_decode_update_split(l, plain, plen, NULL, other, &u), SL_OK);
+    sl_update_free(u);
+    u = NULL;
+
+    /* hostile split bodies: the offsets after the envelope (ref 5 is one byte) */
+    copy = malloc(len);
+    {
+        const size_t body = 19; /* 16 fixed, base 17, round 3, ref 5 */
+        size_t cnt = 1, nlen = 1, at;
+        for (uint64_t v = count; v >= 128; v >>= 7)
+            cnt++;
+        for (uint64_t v = d / 100; v >= 128; v >>= 7)
+            nlen++;
+        EDIT(18, 17, SL_ECORRUPT);                           /* ref_version = base_version */
+        EDIT(18, 0, SL_ECORRUPT);                            /* ref_version 0 */
+        EDIT(body, copy[body] ^ 1, SL_ESUPPORT);             /* the support's count */
+        EDIT(body + cnt, copy[body + cnt] ^ 1, SL_ESUPPORT); /* its CRC */
+        at = body + cnt + 4 + nlen;                          /* the value mode */
+        EDIT(at, 6, SL_ECORRUPT);
+        EDIT(at + 1, 0xff, SL_ETRUNCATED); /* n_in: a varint that does not end */
+        EDIT(at + 3, 9, SL_ECORRUPT);      /* the inside part's coding */
+    }
+    /* one position: the split's digest costs more than it saves, the plain frame */
+    {
+        sl_sparse_tensor none[11];
+        uint32_t one = 0;
+        float v = 1.0f;
+        memset(none, 0, sizeof none);
+        none[10].n = 1; /* one position in "big": n 1 */
+        none[10].idx = &one;
+        none[10].val = &v;
+        free(copy);
+        free(frame);
+        p.values = SL_VALUE_FP32;
+        assert_int_equal(sl_frame_encode_update(l, &h, none, &p, NULL, (void **)&frame, &len),
+                         SL_OK);
+        copy = malloc(len);
+        /* a single position never splits smaller: the plain frame */
+        assert_int_equal(frame[6], SL_FRAME_FLAG_FLAT);
+    }
+    /* the encoder's refusals */
+    p.ref_version = 17; /* not before the base */
+    assert_int_equal(sl_frame_encode_update(l, &h, s.st, &p, NULL, (void **)&un, &ulen), SL_EINVAL);
+    p.ref_version = 0;
+    assert_int_equal(sl_frame_encode_update(l, &h, s.st, &p, NULL, (void **)&un, &ulen), SL_EINVAL);
+    /* positions that ignore the support: the plain frame */
+    free_sparse(&s);
+    s = make_sparse(l, 0.01, 5);
+    p.ref_version = 5;
+    free(frame);
+    assert_int_equal(sl_frame_encode_update(l, &h, s.st, &p, NULL, (void **)&frame, &len), SL_OK);
+    assert_int_equal(frame[6], SL_FRAME_FLAG_FLAT);
+    free_sparse(&s);
+    free(copy);
+    free(frame);
+    free(plain);
+    sl_update_free(pu);
+    sl_support_free(sup);
+    sl_support_free(other);
+    sl_support_free(loaded);
+    free(bits);
+    free(a);
+    free(b);
+    sl_layout_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip_all_modes), cmocka_unit_test(test_empty_update),
-        cmocka_unit_test(test_encoder_rejections),  cmocka_unit_test(test_hostile_frames),
-        cmocka_unit_test(test_table_rejections),    cmocka_unit_test(test_flat_rejections),
+        cmocka_unit_test(test_roundtrip_all_modes),
+        cmocka_unit_test(test_empty_update),
+        cmocka_unit_test(test_encoder_rejections),
+        cmocka_unit_test(test_hostile_frames),
+        cmocka_unit_test(test_table_rejections),
+        cmocka_unit_test(test_flat_rejections),
+        cmocka_unit_test(test_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

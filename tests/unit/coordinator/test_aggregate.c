@@ -41,7 +41,7 @@ static void encode(const sl_layout *l, const float *x, const unsigned char *keep
     sl_sparse_tensor *st = calloc(nt, sizeof *st);
     uint32_t *idx = malloc(P * sizeof *idx);
     float *val = malloc(P * sizeof *val);
-    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, sl_layout_hash(l), 1, 1};
+    sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, sl_layout_hash(l), 1, 1, 0};
     sl_encode_params p;
     size_t at = 0;
 
