@@ -412,6 +412,15 @@ int sl_compressor_pending(const sl_compressor *c, const float **accumulated, con
     return SL_OK;
 }
 
+int sl_compressor_set_split(sl_compressor *c, const sl_support *support, uint64_t ref_version)
+{
+    if (c == NULL || (support != NULL && (support->d != c->d || ref_version == 0)))
+        return SL_EINVAL;
+    c->p.encode.split = support;
+    c->p.encode.ref_version = support != NULL ? ref_version : 0;
+    return SL_OK;
+}
+
 int sl_compressor_restore(sl_compressor *c, const float *residual, const float *momentum,
                           const float *accumulated, const float *pending_momentum,
                           const void *frame, size_t frame_len)
@@ -430,7 +439,7 @@ int sl_compressor_restore(sl_compressor *c, const float *residual, const float *
         (pending_momentum && !sl__all_finite(pending_momentum, c->d)))
         return SL_ENONFINITE;
     if (accumulated != NULL) {
-        rc = sl_frame_decode_update(c->layout, frame, frame_len, NULL, &u);
+        rc = sl_frame_decode_update_split(c->layout, frame, frame_len, NULL, c->p.encode.split, &u);
         if (rc != SL_OK)
             return rc;
     }

@@ -211,6 +211,41 @@ typedef struct sl__task {
     int partial_dirty; /* folded since the last flush to the store */
 } sl__task;
 
+/*
+ * splits.c: the supports split updates are coded against, the change between two stored
+ * versions of a task, for the last SL__SPLITS_KEPT pairs (their own lock, taken alone).
+ */
+#define SL__SPLITS_KEPT 8
+
+typedef struct sl__split_entry {
+    int64_t task_id;
+    uint64_t ref, base;
+    sl_support *support; /* NULL: an empty slot */
+} sl__split_entry;
+
+typedef struct sl__splits {
+    pthread_mutex_t lock;
+    sl__split_entry kept[SL__SPLITS_KEPT];
+    size_t next;          /* the slot the next pair read takes */
+    uint64_t reads, hits; /* pairs read from the store; found kept (tests) */
+} sl__splits;
+
+void sl__splits_init(sl__splits *c);
+void sl__splits_free(sl__splits *c);
+
+/* The support of the change from version @ref to @base of task @task_id (1 <= ref < base),
+ * a new copy into *@out. SL_ENOENT when the store does not hold either version. */
+int sl__splits_support(sl__splits *c, sl_store *store, int64_t task_id, const sl_layout *layout,
+                       uint64_t ref, uint64_t base, sl_support **out);
+
+/* The split update @frame as the flat frame of the same update (sl_frame_unsplit() against
+ * the support its header names). SL_ESUPPORT when that support is not this task's to
+ * compute (a version no longer kept) or not the frame's; SL_EINVAL for a frame that is not
+ * split; any decode error. */
+int sl__splits_unsplit(sl__splits *c, sl_store *store, int64_t task_id, const sl_layout *layout,
+                       const sl_decode_limits *limits, const void *frame, size_t len, void **out,
+                       size_t *out_len);
+
 struct sl_engine {
     sl_store *store;
     sl_engine_options opt;
@@ -238,6 +273,7 @@ struct sl_engine {
      * and written again at each sync until the store takes them (replica.c) */
     struct sl__dl_late *dl_late;
     size_t ndl_late;
+    sl__splits splits; /* supports of split updates (its own lock) */
 };
 
 /* tasks.c: the engine's clock in wall-clock ms. */

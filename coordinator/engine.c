@@ -96,6 +96,7 @@ int sl_engine_open(sl_store *store, const sl_engine_options *o, sl_engine **out,
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->partial_lock, NULL);
     pthread_rwlock_init(&e->gate, NULL);
+    sl__splits_init(&e->splits);
     ctx.e = e;
     ctx.err = err;
     ctx.errcap = errcap;
@@ -126,6 +127,7 @@ void sl_engine_close(sl_engine *e)
     pthread_mutex_destroy(&e->lock);
     pthread_mutex_destroy(&e->partial_lock);
     pthread_rwlock_destroy(&e->gate);
+    sl__splits_free(&e->splits);
     free(e);
 }
 
@@ -487,7 +489,7 @@ int sl_engine_checkin(sl_engine *e, int64_t task_id, int64_t device_id, const sl
 
 static const char *const reason_names[] = {
     "none", "unknown_round",      "late",  "not_selected", "layout", "malformed", "nonfinite",
-    "norm", "duplicate_conflict", "stale", "range",        "steps",
+    "norm", "duplicate_conflict", "stale", "range",        "steps",  "reference",
 };
 
 const char *sl_reject_reason_name(sl_reject_reason r)
@@ -610,6 +612,8 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
     int64_t base, current_round = 0;
     double norm, max_abs = 0;
     int rc, trc, close_now = 0, track = 0;
+    void *flat = NULL; /* a split frame's flat one */
+    size_t flat_len = 0, wire_len = len;
 
     if (e == NULL || frame == NULL || sha256 == NULL || out == NULL)
         return SL_EINVAL;
@@ -684,11 +688,24 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
         rc = reject(t, &res, h.base_version > (uint64_t)base ? SL_REJECT_LAYOUT : SL_REJECT_STALE);
         goto out_lock;
     }
+    if (rc == SL_OK && (h.flags & SL_FRAME_FLAG_SPLIT)) {
+        /* positions split by what the device downloaded: stored, counted and aggregated as
+         * the flat frame of the same update, which every reader decodes alone */
+        rc = sl__splits_unsplit(&e->splits, e->store, t->id, layout, &e->opt.limits, frame, len,
+                                &flat, &flat_len);
+        if (rc == SL_OK) {
+            frame = flat;
+            len = flat_len;
+        } else if (rc == SL_ENOMEM || rc == SL_EIO || rc == SL_EBUSY || rc == SL_ETIMEDOUT) {
+            goto out_gate; /* the store could not give the versions: the device retries */
+        }
+    }
     if (rc == SL_OK)
         rc = sl__update_norm(layout, frame, len, &e->opt.limits, &norm, &max_abs);
     if (rc != SL_OK) {
         sl_reject_reason why = rc == SL_ELAYOUT      ? SL_REJECT_LAYOUT
                                : rc == SL_ENONFINITE ? SL_REJECT_NONFINITE
+                               : rc == SL_ESUPPORT   ? SL_REJECT_REFERENCE
                                                      : SL_REJECT_MALFORMED;
         pthread_mutex_lock(&e->lock);
         rc = reject(t, &res, why);
@@ -726,7 +743,7 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
         res.accepted = 1;
         if (!res.receipt.duplicate) {
             t->round.reported++;
-            t->round.bytes_up += (int64_t)len;
+            t->round.bytes_up += (int64_t)wire_len; /* the bytes sent, split or not */
             if (t->round.reported >= t->cfg.quorum && t->quorum_at_ms < 0)
                 t->quorum_at_ms = sl__engine_now(e) - t->round.select_deadline_ms;
         }
@@ -736,6 +753,7 @@ out_lock:
     pthread_mutex_unlock(&e->lock);
 out_gate:
     pthread_rwlock_unlock(&e->gate);
+    free(flat);
     if (rc == SL_OK && track && !res.accepted && res.reason != SL_REJECT_DUPLICATE_CONFLICT) {
         /* the participant's record says why (the device list counts it); a different
          * second update leaves the first one's record alone. Best effort, as for late. */

@@ -203,6 +203,7 @@ void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     snap->bytes_out = m->bytes_out;
     snap->uploads_created = m->uploads_created;
     snap->uploads_completed = m->uploads_completed;
+    snap->uploads_split = m->uploads_split;
     snap->upload_bytes = m->upload_bytes;
     memcpy(snap->rejected, m->rejected, sizeof m->rejected);
     snap->auth_failures = m->auth_failures;
@@ -244,6 +245,10 @@ void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     head(&b, "starling_uploads_completed_total", "counter", "Uploads accepted by the engine.");
     sl__text_printf(&b, "starling_uploads_completed_total %llu\n",
                     (unsigned long long)snap->uploads_completed);
+    head(&b, "starling_uploads_split_total", "counter",
+         "Uploads accepted whose positions were coded against the device's last download.");
+    sl__text_printf(&b, "starling_uploads_split_total %llu\n",
+                    (unsigned long long)snap->uploads_split);
     head(&b, "starling_upload_bytes_total", "counter", "Upload bytes made durable.");
     sl__text_printf(&b, "starling_upload_bytes_total %llu\n",
                     (unsigned long long)snap->upload_bytes);

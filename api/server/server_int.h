@@ -237,7 +237,8 @@ typedef struct sl__metrics {
     sl__route_stats routes[SL__MAX_ROUTES + 1]; /* the last: unmatched */
     uint64_t bytes_in, bytes_out;
     uint64_t uploads_created, uploads_completed, upload_bytes;
-    uint64_t rejected[16]; /* by sl_reject_reason; [15]: digest mismatch */
+    uint64_t uploads_split; /* accepted updates whose positions came split (codecs/FORMAT.md) */
+    uint64_t rejected[16];  /* by sl_reject_reason; [15]: digest mismatch */
     uint64_t auth_failures, rate_limited;
     sl__hist store_write;
     atomic_long uploads_in_flight;

@@ -233,6 +233,11 @@ sl__upload_outcome sl__upload_accept(sl_server *s, sl__req *rq, int64_t round_id
         return SL__UPLOAD_REJECTED;
     }
     sl__metrics_count(&s->metrics, &s->metrics.uploads_completed, 1);
+    {
+        sl_frame_header h; /* accepted: the header is sound */
+        if (sl_frame_peek_header(bytes, len, &h) == SL_OK && (h.flags & SL_FRAME_FLAG_SPLIT))
+            sl__metrics_count(&s->metrics, &s->metrics.uploads_split, 1);
+    }
     sl__upload_receipt(rs, round_id, len, &res.receipt);
     return SL__UPLOAD_ACCEPTED;
 }

@@ -164,6 +164,7 @@ void sl_agent_free(sl_agent *a)
     sl_spec_free(a->spec);
     sl__agent_live_free(a->live);
     free(a->global);
+    sl_support_free(a->split);
     free(a->residual);
     free(a->momentum);
     sl__agent_pending_free(&a->pending);

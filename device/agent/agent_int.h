@@ -153,8 +153,10 @@ typedef struct sl__agent_pending {
     void *frame;
     size_t frame_len;
     uint8_t frame_sha[32];
-    float *acc;    /* n */
-    float *acc_mu; /* n, or NULL without DGC momentum */
+    sl_support *support; /* a split frame's (pending/support), else NULL */
+    int64_t support_ref; /* the version whose change to base_version it is */
+    float *acc;          /* n */
+    float *acc_mu;       /* n, or NULL without DGC momentum */
     char upload_id[SL_CLIENT_UPLOAD_ID_MAX + 1];
     uint64_t offset;
     unsigned digest_retries;
@@ -231,6 +233,10 @@ struct sl_agent {
     size_t last_delta_bytes; /* size of the last delta downloaded (cut faults) */
     size_t download_range;   /* range size that got through lately; 0: the configured */
     float *global;           /* the held version's parameters */
+    /* the change from version split_ref to the held one, when it arrived as a delta
+     * (model.support): the next update's positions are coded against it */
+    sl_support *split;
+    int64_t split_ref;
     /* error feedback */
     float *residual, *momentum;
     /* TRACKING: an acknowledged update's round has not been absorbed into the
@@ -289,6 +295,11 @@ int sl__agent_write_text(const sl_agent *a, const char *name, const char *text);
 int sl__agent_read_i64(const sl_agent *a, const char *name, int64_t *out);
 int sl__agent_save_model(sl_agent *a, const void *frame, size_t len, int64_t version);
 int sl__agent_load_model(sl_agent *a);
+/* model.support: the support of the delta that brought the held version from @ref into
+ * a->split (saved after the model; a support whose base is not the held version is not
+ * loaded), or none (removed). */
+int sl__agent_save_support(sl_agent *a, sl_support *s, int64_t ref);
+void sl__agent_drop_support(sl_agent *a);
 /* The layout hash of the cached model (model.frame), to find its registry model. */
 int sl__agent_cached_layout(const sl_agent *a, uint64_t *hash);
 /* model.partial: start it with the first bytes of @path's body (ETag @etag),

@@ -524,7 +524,9 @@ static int take_model(sl_agent *a, const uint8_t *frame, size_t len, int64_t ver
     float *params = NULL;
     void *full = NULL;
     size_t full_len = 0;
-    int rc = sl_frame_peek_header(frame, len, &h);
+    sl_support *support = NULL;
+    int64_t held;
+    int src, rc = sl_frame_peek_header(frame, len, &h);
     if (rc != SL_OK)
         return rc;
     if (a->model == NULL) {
@@ -551,24 +553,36 @@ static int take_model(sl_agent *a, const uint8_t *frame, size_t len, int64_t ver
     rc = sl_frame_decode_model(a->layout, frame, len,
                                h.kind == SL_FRAME_MODEL_DELTA ? a->global : NULL,
                                h.kind == SL_FRAME_MODEL_DELTA ? (uint64_t)a->version : 0, params);
+    /* what the delta changed: the next update's positions are coded against it */
+    if (rc == SL_OK && h.kind == SL_FRAME_MODEL_DELTA &&
+        sl_support_diff(a->layout, a->global, params, &support) != SL_OK)
+        support = NULL; /* out of memory: the update goes unsplit */
     /* the residual first: a kill between the two loses the move (the residual
      * is an estimate), never counts it twice */
     if (rc == SL_OK)
         rc = sl__agent_absorb(a, params, version);
     if (rc == SL_OK && h.kind == SL_FRAME_MODEL_DELTA)
         rc = sl_frame_encode_model(a->layout, params, (uint64_t)version, 1, &full, &full_len);
-    if (rc == SL_OK)
+    if (rc == SL_OK) {
+        sl__agent_drop_support(a); /* the old version's, before the model it vouches for goes */
         rc = full ? sl__agent_save_model(a, full, full_len, version)
                   : sl__agent_save_model(a, frame, len, version);
+    }
     free(full);
     if (rc != SL_OK) {
+        sl_support_free(support);
         free(params);
         return rc;
     }
+    held = a->version;
     free(a->global);
     a->global = params;
     a->version = version;
     a->stats.model_version = version;
+    /* after the model: a kill between the two leaves no support, and the update unsplit */
+    if (support != NULL && (src = sl__agent_save_support(a, support, held)) != SL_OK)
+        sl_log(SL_LOG_WARN, "agent", "keeping the support of model %" PRId64 ": %s", version,
+               sl_strerror(src));
     return SL_OK;
 }
 

@@ -101,6 +101,13 @@ static double choose_density(const sl_agent *a, const sl__agent_assignment *asg)
 
 /* ---- training -------------------------------------------------------------------------- */
 
+/* 1 when @frame's positions are split (SL_FRAME_FLAG_SPLIT). */
+static int split_frame(const void *frame, size_t len)
+{
+    sl_frame_header h;
+    return sl_frame_peek_header(frame, len, &h) == SL_OK && (h.flags & SL_FRAME_FLAG_SPLIT);
+}
+
 static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *delta,
                    uint32_t samples, uint32_t steps)
 {
@@ -121,8 +128,18 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, NULL, NULL, NULL, 0);
     sl__agent_pending_free(p);
+    /* positions against what the held version's delta changed (a fault-injecting poisoner
+     * patches plain frames only) */
+    if (rc == SL_OK && a->split != NULL && a->poison == SL_AGENT_POISON_NONE)
+        rc = sl_compressor_set_split(c, a->split, (uint64_t)a->split_ref);
     if (rc == SL_OK)
         rc = sl_compressor_prepare(c, delta, &hdr, 0, &p->frame, &p->frame_len);
+    if (rc == SL_OK && split_frame(p->frame, p->frame_len)) {
+        size_t blen;
+        const uint8_t *bits = sl_support_bits(a->split, &blen);
+        rc = sl_support_load(a->layout, bits, blen, &p->support);
+        p->support_ref = a->split_ref;
+    }
     if (rc == SL_OK)
         rc = sl_compressor_pending(c, &acc, &acc_mu);
     if (rc == SL_OK) {
@@ -679,6 +696,8 @@ static int resolve(sl_agent *a, int outcome, int64_t update_id, int duplicate)
     int rc = sl__agent_compressor(a, SL_VALUE_FP32, p->density, p->topk_scope, p->feedback, 1.0,
                                   p->gen, &c);
     int absorb = a->absorb;
+    if (rc == SL_OK && p->support != NULL)
+        rc = sl_compressor_set_split(c, p->support, (uint64_t)p->support_ref);
     if (rc == SL_OK)
         rc = sl_compressor_restore(c, a->residual, a->momentum, p->acc, p->acc_mu, p->frame,
                                    p->frame_len);
@@ -784,7 +803,7 @@ static int refused(sl_agent *a, const sl_client_response *r)
     }
     if (r->status == 404 || strcmp(type, "late") == 0 || strcmp(reason, "late") == 0 ||
         strcmp(reason, "stale") == 0 || strcmp(reason, "unknown_round") == 0 ||
-        strcmp(reason, "not_selected") == 0)
+        strcmp(reason, "not_selected") == 0 || strcmp(reason, "reference") == 0)
         return resolve(a, SL__OUT_FOLDED, 0, 0);
     return resolve(a, SL__OUT_DISCARDED, 0, 0);
 }

@@ -4,8 +4,9 @@
  * Every file is replaced with sl_fs_write_atomic(): a kill at any instant
  * leaves the old or the new content. Where a change spans several files,
  * one of them is the commit point, written last:
- *   - a pending upload: pending/frame and pending/accumulated first, then
- *     pending/meta, which carries their SHA-256s. It is removed first when
+ *   - a pending upload: pending/frame and pending/accumulated (and, for a
+ *     split frame, pending/support) first, then pending/meta, which carries
+ *     their SHA-256s. It is removed first when
  *     the upload is resolved, so meta present <=> a complete pending upload.
  *   - resolving it: the residual (tagged with the generation and outcome)
  *     is the commit point; acks.log and counters follow and are redone on
@@ -14,7 +15,9 @@
  *   - the model cache: model.version is removed, model.frame (which carries
  *     its version in its header) written, then model.version ("version=",
  *     "task=") written; the cache is used only when model.version names the
- *     frame's version and the agent's task.
+ *     frame's version and the agent's task. model.support is removed before
+ *     and written after them: it is used only when it names the held version
+ *     (a kill between the two leaves none: the next update goes unsplit).
  *
  * Formats (native byte order: the files never leave the device):
  *   residual     "SLRS" u32 1, u64 layout hash, u64 n, u64 gen, u32 outcome,
@@ -33,6 +36,12 @@
  *                of its local tensors (FedBN), count floats in layout order.
  *                Written once per participation, before its pending upload: a
  *                kill leaves the old values or the new ones, never a mix
+ *   model.support "SLSP" u32 1, u64 layout hash, i64 ref, i64 base, u64 bytes;
+ *                the bitmap of the coordinates the delta from version ref to the
+ *                held version base changed (sl_support), what split update
+ *                frames code their positions against (codecs/FORMAT.md)
+ *   pending/support  the bitmap of a split pending frame's support (its
+ *                version, support_ref, and SHA-256 in pending/meta)
  *   audit/trained.<gen>  (tests) n doubles
  *   pending/meta, pending/upload: "key=value" lines
  * counters and acks.log are in ledger.c.
@@ -250,6 +259,12 @@ int sl__agent_kv_f64(const char *text, const char *key, double *out)
 
 /* ---- the model cache --------------------------------------------------------------- */
 
+static uint8_t *put(uint8_t *p, const void *src, size_t n)
+{
+    memcpy(p, src, n);
+    return p + n;
+}
+
 int sl__agent_save_model(sl_agent *a, const void *frame, size_t len, int64_t version)
 {
     char text[96];
@@ -262,6 +277,78 @@ int sl__agent_save_model(sl_agent *a, const void *frame, size_t len, int64_t ver
         return rc;
     snprintf(text, sizeof text, "version=%" PRId64 "\ntask=%" PRId64 "\n", version, a->o.task_id);
     return sl__agent_write_text(a, "model.version", text);
+}
+
+#define SUPPORT_MAGIC  "SLSP"
+#define SUPPORT_HEADER 40 /* magic, u32 1, u64 layout hash, ref, base, bitmap bytes */
+
+int sl__agent_save_support(sl_agent *a, sl_support *s, int64_t ref)
+{
+    size_t blen;
+    const uint8_t *bits = sl_support_bits(s, &blen);
+    uint8_t *buf = malloc(SUPPORT_HEADER + blen), *q;
+    uint32_t version = 1;
+    uint64_t hash = sl_layout_hash(a->layout), len = blen;
+    int64_t base = a->version;
+    int rc;
+    sl__agent_drop_support(a);
+    if (buf == NULL) {
+        sl_support_free(s);
+        return SL_ENOMEM;
+    }
+    q = put(buf, SUPPORT_MAGIC, 4);
+    q = put(q, &version, 4);
+    q = put(q, &hash, 8);
+    q = put(q, &ref, 8);
+    q = put(q, &base, 8);
+    q = put(q, &len, 8);
+    put(q, bits, blen);
+    rc = sl__agent_write_file(a, "model.support", buf, SUPPORT_HEADER + blen);
+    free(buf);
+    if (rc != SL_OK) { /* the next update goes unsplit */
+        sl_support_free(s);
+        sl__agent_remove(a, "model.support");
+        return rc;
+    }
+    a->split = s;
+    a->split_ref = ref;
+    return SL_OK;
+}
+
+void sl__agent_drop_support(sl_agent *a)
+{
+    sl_support_free(a->split);
+    a->split = NULL;
+    a->split_ref = 0;
+    sl__agent_remove(a, "model.support");
+}
+
+/* model.support into a->split when it is the held version's (quietly none otherwise: a
+ * kill between the model and its support, or a model that came whole). */
+static void load_support(sl_agent *a)
+{
+    void *raw = NULL;
+    size_t len = 0;
+    uint64_t hash, blen;
+    int64_t ref, base;
+    const uint8_t *b;
+    sl_support_free(a->split);
+    a->split = NULL;
+    a->split_ref = 0;
+    if (sl__agent_read_file(a, "model.support", SL__AGENT_MAX_MODEL, &raw, &len) != SL_OK)
+        return;
+    b = raw;
+    if (len >= SUPPORT_HEADER && memcmp(b, SUPPORT_MAGIC, 4) == 0) {
+        memcpy(&hash, b + 8, 8);
+        memcpy(&ref, b + 16, 8);
+        memcpy(&base, b + 24, 8);
+        memcpy(&blen, b + 32, 8);
+        if (hash == sl_layout_hash(a->layout) && base == a->version && ref >= 1 && ref < base &&
+            blen == len - SUPPORT_HEADER &&
+            sl_support_load(a->layout, b + SUPPORT_HEADER, (size_t)blen, &a->split) == SL_OK)
+            a->split_ref = ref;
+    }
+    free(raw);
 }
 
 int sl__agent_cached_layout(const sl_agent *a, uint64_t *hash)
@@ -323,6 +410,7 @@ int sl__agent_load_model(sl_agent *a)
     a->global = params;
     a->version = (int64_t)h.base_version;
     a->stats.model_version = a->version;
+    load_support(a);
     return SL_OK;
 }
 
@@ -453,12 +541,6 @@ int sl__agent_audit(const sl_agent *a, uint64_t gen, const float *delta)
 }
 
 /* ---- residual ----------------------------------------------------------------------- */
-
-static uint8_t *put(uint8_t *p, const void *src, size_t n)
-{
-    memcpy(p, src, n);
-    return p + n;
-}
 
 int sl__agent_save_residual(sl_agent *a, const sl__agent_resolved *tag)
 {
@@ -621,6 +703,7 @@ done:
 
 void sl__agent_pending_free(sl__agent_pending *p)
 {
+    sl_support_free(p->support);
     free(p->frame);
     free(p->acc);
     free(p->acc_mu);
@@ -640,7 +723,7 @@ int sl__agent_save_pending(sl_agent *a)
     const sl__agent_pending *p = &a->pending;
     size_t vecs = p->acc_mu ? 2 : 1, len = ACC_HEADER + vecs * a->n * sizeof(float);
     uint8_t *buf = malloc(len), acc_sha[32];
-    char text[1024], fhex[65], ahex[65];
+    char text[1280], fhex[65], ahex[65], split[128];
     int rc;
     if (buf == NULL)
         return SL_ENOMEM;
@@ -663,6 +746,18 @@ int sl__agent_save_pending(sl_agent *a)
     if (rc == SL_OK)
         rc = sl__agent_write_file(a, "pending/accumulated", buf, len);
     free(buf);
+    split[0] = '\0';
+    if (rc == SL_OK && p->support != NULL) { /* a split frame's support, vouched for by meta */
+        size_t blen;
+        const uint8_t *bits = sl_support_bits(p->support, &blen);
+        uint8_t sha[32];
+        char hex[65];
+        sl_sha256(bits, blen, sha);
+        sl_hex(sha, 32, hex);
+        snprintf(split, sizeof split, "support_ref=%" PRId64 "\nsupport_sha256=%s\n",
+                 p->support_ref, hex);
+        rc = sl__agent_write_file(a, "pending/support", bits, blen);
+    }
     if (rc == SL_OK)
         rc = sl__agent_save_upload(a);
     if (rc != SL_OK)
@@ -673,11 +768,11 @@ int sl__agent_save_pending(sl_agent *a)
              "gen=%" PRIu64 "\ntask=%" PRId64 "\nround=%" PRId64 "\nbase_version=%" PRId64
              "\ndeadline_ms=%" PRId64 "\nnum_samples=%u\nparticipation=%u\ndensity=%.17g\n"
              "topk_scope=%s\nerror_feedback=%s\nlayout=%" PRIu64
-             "\nframe_len=%zu\nframe_sha256=%s\nacc_sha256=%s\nlocal_steps=%u\n",
+             "\nframe_len=%zu\nframe_sha256=%s\nacc_sha256=%s\nlocal_steps=%u\n%s",
              p->gen, p->task_id, p->round_id, p->base_version, p->deadline_ms, p->num_samples,
              p->participation, p->density, sl_topk_scope_name(p->topk_scope),
              sl_error_feedback_name(p->feedback), p->layout_hash, p->frame_len, fhex, ahex,
-             p->local_steps);
+             p->local_steps, split);
     return sl__agent_write_text(a, "pending/meta", text);
 }
 
@@ -715,6 +810,38 @@ static int load_vectors(sl_agent *a, const char *sha_hex, sl__agent_pending *p)
     rc = SL_OK;
 done:
     free(raw);
+    return rc;
+}
+
+/* A split pending frame's support (meta names it and its digest), checked against the frame:
+ * a split frame without one, or with one it does not decode against, is damage. */
+static int load_pending_support(sl_agent *a, const char *meta, sl__agent_pending *p)
+{
+    char hex[80];
+    uint8_t sum[32], want[32];
+    void *bits = NULL;
+    size_t len = 0;
+    sl_frame_header h;
+    sl_update *u = NULL;
+    int rc = sl__agent_kv(meta, "support_sha256", hex, sizeof hex);
+    if (rc == SL_ENOENT) /* a plain frame (or one written before split frames) */
+        return sl_frame_peek_header(p->frame, p->frame_len, &h) == SL_OK &&
+                       !(h.flags & SL_FRAME_FLAG_SPLIT)
+                   ? SL_OK
+                   : SL_ECORRUPT;
+    if (rc != SL_OK || sl__agent_kv_i64(meta, "support_ref", &p->support_ref) != SL_OK ||
+        sl_unhex(hex, want, 32) != SL_OK)
+        return SL_ECORRUPT;
+    rc = sl__agent_read_file(a, "pending/support", SL__AGENT_MAX_MODEL, &bits, &len);
+    if (rc != SL_OK)
+        return rc;
+    sl_sha256(bits, len, sum);
+    rc = memcmp(sum, want, 32) == 0 ? sl_support_load(a->layout, bits, len, &p->support)
+                                    : SL_ECORRUPT;
+    free(bits);
+    if (rc == SL_OK)
+        rc = sl_frame_decode_update_split(a->layout, p->frame, p->frame_len, NULL, p->support, &u);
+    sl_update_free(u);
     return rc;
 }
 
@@ -793,6 +920,9 @@ int sl__agent_load_pending(sl_agent *a)
     rc = load_vectors(a, ahex, &p);
     if (rc != SL_OK)
         goto bad;
+    rc = load_pending_support(a, meta, &p);
+    if (rc != SL_OK)
+        goto bad;
     if (sl__agent_read_file(a, "pending/upload", TEXT_MAX, &up, &len) == SL_OK) {
         if (sl__agent_kv(up, "id", p.upload_id, sizeof p.upload_id) != SL_OK ||
             sl__agent_kv_u64(up, "offset", &p.offset) != SL_OK) {
@@ -822,6 +952,7 @@ int sl__agent_clear_pending(sl_agent *a)
     sl__agent_remove(a, "pending/upload");
     sl__agent_remove(a, "pending/frame");
     sl__agent_remove(a, "pending/accumulated");
+    sl__agent_remove(a, "pending/support");
     sl__agent_sync_dir(a, "pending");
     sl__agent_pending_free(&a->pending);
     return SL_OK;

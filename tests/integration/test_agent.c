@@ -126,6 +126,39 @@ static int check_samples(void *ctx, int64_t device_id, const void *frame, size_t
     return 0;
 }
 
+/* The stored frames' bytes (plain flat frames, also of updates that came split). */
+static int add_len(void *ctx, int64_t device_id, const void *frame, size_t len,
+                   uint32_t num_samples, const uint8_t *sha256)
+{
+    (void)device_id, (void)frame, (void)num_samples, (void)sha256;
+    *(uint64_t *)ctx += len;
+    return 0;
+}
+
+/* Rounds of @task whose devices sent fewer bytes than the coordinator stored: some came
+ * split (codecs/FORMAT.md) and were stored as the plain frames of the same updates. */
+static unsigned split_rounds(ag_coord *c, int64_t task, uint64_t *sent, uint64_t *stored)
+{
+    unsigned n = 0;
+    *sent = *stored = 0;
+    for (int64_t r = 1; r <= 64; r++) {
+        sl_round_record rec;
+        uint64_t bytes = 0;
+        if (sl_store_get_round(c->store, r, &rec) != SL_OK || rec.task_id != task)
+            continue;
+        assert_int_equal(sl_store_foreach_update(c->store, r, add_len, &bytes), SL_OK);
+        if (rec.bytes_up == 0) /* a round that never closed: its bytes were not written */
+            continue;
+        assert_true((uint64_t)rec.bytes_up <= bytes); /* a split frame is never larger */
+        n += (uint64_t)rec.bytes_up < bytes;
+        *sent += (uint64_t)rec.bytes_up;
+        *stored += bytes;
+    }
+    return n;
+}
+
+static unsigned g_want_split; /* run_fleet: rounds with split updates at least */
+
 static void run_fleet(const char *name, const char *model, const char *config, unsigned devices,
                       int64_t versions, size_t per_device, double limit_s,
                       const sl_agent_faults *faults, unsigned max_attempts, double dgc_momentum)
@@ -225,6 +258,13 @@ static void run_fleet(const char *name, const char *model, const char *config, u
         assert_true(measured >= devices / 2);
     }
     ag_count_task(&c, w.task, &updates, &closed);
+    {
+        uint64_t sent, stored;
+        unsigned split = split_rounds(&c, w.task, &sent, &stored);
+        fprintf(stderr, "%s: %u rounds with split updates; %llu bytes sent, %llu stored plain\n",
+                name, split, (unsigned long long)sent, (unsigned long long)stored);
+        assert_true(split >= g_want_split);
+    }
     /* nothing stored is unaccounted for: acknowledged, or pending in a
      * stopped agent whose next run gets the receipt (a lost answer gets its
      * receipt even after the round closed) */
@@ -262,7 +302,9 @@ static const sl_agent_faults fleet_faults = {.dropout = 0.1,
 static void test_fleet(void **state)
 {
     (void)state;
+    g_want_split = 1; /* devices that downloaded deltas sent split updates, through crashes */
     run_fleet("agent_fleet", "mlp", AG_MLP_TASK("fleet", 4, 2), 5, 4, 200, 60, &fleet_faults, 5, 0);
+    g_want_split = 0;
 }
 
 /* A task with time budgets: 3 local epochs would be 21 steps of 200 samples in batches of
@@ -947,6 +989,157 @@ static void test_topk_scope(void **state)
     check_scope(",\"topk_scope\":\"tensor\"", SL_TOPK_TENSOR);
 }
 
+/* ---- split frames: the supports the agent keeps ---------------------------------------------- */
+
+/* model.support is kept beside the model it belongs to and pending/support beside a split
+ * pending frame: a new process finds both; a support that is not the held version's is not
+ * used; a pending support that does not match its frame (or its digest) drops the pending
+ * upload, as any damage. */
+static void test_split_state(void **state)
+{
+    char dir[512], data_dir[600], err[256], agent_dir[600], path[700];
+    ag_coord c;
+    sl_agent_data *data = NULL;
+    sl_agent_options o;
+    sl_agent *a = NULL;
+    sl_model *m = NULL;
+    sl_support *sup = NULL;
+    const sl_layout *l;
+    float *w0, *w1;
+    void *model, *frame;
+    size_t n, model_len, frame_len, k = 0;
+    uint32_t *idx;
+    float *val;
+    uint64_t hash;
+    int64_t task;
+    (void)state;
+    sl_test_mkdtemp(dir, sizeof dir, "agent_split_state");
+    snprintf(data_dir, sizeof data_dir, "%s/data", dir);
+    snprintf(agent_dir, sizeof agent_dir, "%s/agent", dir);
+    ag_make_data(data_dir, 300, 100);
+    ag_coord_open(&c, dir, NULL, NULL, NULL);
+    task = ag_create_task(&c, "mlp", AG_MLP_TASK("split", 1, 1));
+    assert_int_equal(sl_agent_data_load(data_dir, NULL, 1, 0, 1, 1, &data, err, sizeof err), SL_OK);
+    assert_int_equal(sl_model_create("mlp", &m), SL_OK);
+    l = sl_model_layout(m);
+    hash = sl_layout_hash(l);
+    n = sl_model_params(m);
+    /* versions 3 and 5 of a model: the second moves one coordinate in ten */
+    w0 = calloc(n, sizeof *w0);
+    w1 = calloc(n, sizeof *w1);
+    idx = malloc(n * sizeof *idx);
+    val = malloc(n * sizeof *val);
+    for (size_t j = 0; j < n; j++) {
+        w0[j] = (float)(j % 17) * 0.01f;
+        w1[j] = w0[j] + (j % 10 == 3 ? 0.5f : 0.0f);
+    }
+    assert_int_equal(sl_support_diff(l, w0, w1, &sup), SL_OK);
+    assert_int_equal(sl_frame_encode_model(l, w1, 5, 1, &model, &model_len), SL_OK);
+
+    ag_base_options(&o, &c, task, agent_dir, data);
+    assert_int_equal(sl_agent_create(&o, &a, err, sizeof err), SL_OK);
+    assert_int_equal(sl__agent_set_model(a, m), SL_OK);
+    m = NULL; /* the agent's now */
+    assert_int_equal(sl__agent_save_model(a, model, model_len, 5), SL_OK);
+    a->version = 5;
+    assert_int_equal(sl__agent_save_support(a, sup, 3), SL_OK);
+    sup = NULL; /* the agent's now */
+    /* a split pending upload of version 5, its positions in the support */
+    for (size_t j = 3; j < n && k < n / 20; j += 10) {
+        idx[k] = (uint32_t)j;
+        val[k++] = 0.25f;
+    }
+    {
+        sl_frame_header h = {SL_FRAME_VERSION, SL_FRAME_UPDATE, 0, 0, 5, 7, 0};
+        sl_sparse_tensor ts[16];
+        sl_encode_params p;
+        size_t nt = sl_layout_tensors(a->layout), at = 0;
+        assert_true(nt <= 16);
+        for (size_t t = 0; t < nt; t++) { /* the flat indices, tensor by tensor */
+            const sl_tensor_desc *td = sl_layout_tensor(a->layout, t);
+            size_t from = at;
+            for (; at < k && idx[at] < td->offset + td->count; at++)
+                idx[at] = (uint32_t)(idx[at] - td->offset);
+            ts[t].n = at - from;
+            ts[t].idx = idx + from;
+            ts[t].val = val + from;
+        }
+        sl_encode_params_default(&p);
+        p.flat = 1;
+        p.values = SL_VALUE_TERNARY;
+        p.split = a->split;
+        p.ref_version = 3;
+        assert_int_equal(sl_frame_encode_update(a->layout, &h, ts, &p, NULL, &frame, &frame_len),
+                         SL_OK);
+        assert_int_equal(((uint8_t *)frame)[6], SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT);
+    }
+    a->pending.present = 1;
+    a->pending.gen = 1;
+    a->pending.task_id = task;
+    a->pending.round_id = 7;
+    a->pending.base_version = 5;
+    a->pending.density = 0.05;
+    a->pending.layout_hash = sl_layout_hash(a->layout);
+    a->pending.frame = frame;
+    a->pending.frame_len = frame_len;
+    sl_sha256(frame, frame_len, a->pending.frame_sha);
+    a->pending.acc = calloc(n, sizeof(float));
+    assert_int_equal(sl_support_load(a->layout, sl_support_bits(a->split, NULL), (n + 7) / 8,
+                                     &a->pending.support),
+                     SL_OK);
+    a->pending.support_ref = 3;
+    assert_int_equal(sl__agent_save_pending(a), SL_OK);
+    sl_agent_free(a);
+
+    /* a new process: the model, its support, and the pending upload with its own */
+    assert_int_equal(sl_agent_create(&o, &a, err, sizeof err), SL_OK);
+    assert_int_equal(sl__agent_registry_model(hash, &m), SL_OK);
+    assert_int_equal(sl__agent_set_model(a, m), SL_OK);
+    m = NULL;
+    assert_int_equal(sl__agent_load_model(a), SL_OK);
+    assert_int_equal(a->version, 5);
+    assert_non_null(a->split);
+    assert_int_equal(a->split_ref, 3);
+    assert_int_equal(sl_support_count(a->split), (n + 6) / 10);
+    assert_true(a->pending.present);
+    assert_non_null(a->pending.support);
+    assert_int_equal(a->pending.support_ref, 3);
+    assert_int_equal(sl_support_crc(a->pending.support), sl_support_crc(a->split));
+    /* a model that came whole: the old support goes with the old model */
+    sl__agent_drop_support(a);
+    assert_int_equal(sl__agent_load_model(a), SL_OK);
+    assert_null(a->split);
+    /* a support written for another version than the one held is not used */
+    a->version = 4;
+    assert_int_equal(sl_support_diff(a->layout, w0, w1, &sup), SL_OK);
+    assert_int_equal(sl__agent_save_support(a, sup, 3), SL_OK);
+    sup = NULL;
+    assert_int_equal(sl__agent_load_model(a), SL_OK); /* version 5 held, the support says 4 */
+    assert_int_equal(a->version, 5);
+    assert_null(a->split);
+    /* pending/support damaged: the pending upload is dropped, loudly, as any damage */
+    snprintf(path, sizeof path, "%s/pending/support", agent_dir);
+    {
+        void *bits;
+        size_t blen;
+        assert_int_equal(sl_fs_read_file(path, 1 << 20, &bits, &blen), SL_OK);
+        ((uint8_t *)bits)[0] ^= 0x08; /* coordinate 3: out of the support */
+        assert_int_equal(sl_fs_write_atomic(path, bits, blen, 0600), SL_OK);
+        free(bits);
+    }
+    assert_int_equal(sl__agent_load_pending(a), SL_OK);
+    assert_false(a->pending.present);
+    sl_agent_free(a);
+    free(w0);
+    free(w1);
+    free(idx);
+    free(val);
+    free(model);
+    sl_agent_data_free(data);
+    ag_coord_close(&c);
+    sl_test_rmtree(dir);
+}
+
 /* ---- bandwidth-aware density ----------------------------------------------------------------- */
 
 typedef struct density_ctx {
@@ -1016,6 +1209,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_checkin_answer),
         cmocka_unit_test(test_topk_scope),
         cmocka_unit_test(test_pending_scope),
+        cmocka_unit_test(test_split_state),
         cmocka_unit_test(test_tls_ca_and_pin),
         cmocka_unit_test(test_fleet),
         cmocka_unit_test(test_time_budget),

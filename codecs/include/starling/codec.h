@@ -614,11 +614,22 @@ int sl_compressor_pending(const sl_compressor *c, const float **accumulated,
                           const float **momentum);
 
 /**
+ * sl_compressor_set_split - code the positions of the frames sl_compressor_prepare()
+ * makes against @support, the change from model version @ref_version to the frame's base
+ * version (SL_FRAME_FLAG_SPLIT, written when smaller; top-k over the whole model only),
+ * and decode a split frame given to sl_compressor_restore() against it. @support NULL:
+ * neither. Borrowed: it must outlive the compressor's use of it. Returns SL_OK, or
+ * SL_EINVAL for a support of another size or @ref_version 0 with a support.
+ */
+int sl_compressor_set_split(sl_compressor *c, const sl_support *support, uint64_t ref_version);
+
+/**
  * sl_compressor_restore - load persisted state after a restart: the
  * committed @residual and @momentum (NULL when off), and optionally a pending
  * upload (@accumulated, @pending_momentum and the @frame made from them) so
  * that commit/fold work as if the process had never stopped. The frame is
- * decoded and checked against the layout.
+ * decoded and checked against the layout (a split frame against the support
+ * sl_compressor_set_split() gave: SL_ESUPPORT without it).
  */
 int sl_compressor_restore(sl_compressor *c, const float *residual, const float *momentum,
                           const float *accumulated, const float *pending_momentum,

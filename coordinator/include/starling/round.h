@@ -459,12 +459,15 @@ typedef enum sl_reject_reason {
     SL_REJECT_DUPLICATE_CONFLICT = 8, /* a different update from this device this round */
     SL_REJECT_STALE = 9,              /* FedBuff: older than max_staleness */
     SL_REJECT_RANGE = 10,             /* a value at or above the aggregation's fixed-point bound */
-    SL_REJECT_STEPS = 11 /* local_steps beyond sl_engine_steps_limit(), or for FedNova none or
-                          * beyond its sums' bound */
+    SL_REJECT_STEPS = 11,    /* local_steps beyond sl_engine_steps_limit(), or for FedNova none or
+                              * beyond its sums' bound */
+    SL_REJECT_REFERENCE = 12 /* a split update (codecs/FORMAT.md) against a version the store no
+                              * longer keeps, or whose support is not the one of its versions:
+                              * the device folds it */
 } sl_reject_reason;
 
 /** The number of sl_reject_reason values (SL_REJECT_NONE included). */
-#define SL_REJECT_REASONS 12
+#define SL_REJECT_REASONS 13
 
 /** sl_reject_reason_name - "late", "not_selected", ... (stable identifiers). */
 const char *sl_reject_reason_name(sl_reject_reason r);

@@ -2104,6 +2104,187 @@ static void test_model_spec_and_refusals(void **state)
 
 /* The sorted id sets' merge (the senders' mean adds each round's reporters with it): in
  * order, an id in both once, into the set's own array from the back. */
+/* A stored version's parameters. */
+static float *version_params(sim *s, int64_t version)
+{
+    sl_model_record m;
+    float *w = malloc((size_t)sl_layout_params(s->layout) * sizeof *w);
+    assert_int_equal(sl_store_get_model(s->store, s->task, version, &m), SL_OK);
+    assert_int_equal(sl_frame_decode_model(s->layout, m.frame, m.frame_len, NULL, 0, w), SL_OK);
+    sl_store_model_free(&m);
+    return w;
+}
+
+/* Device @i's update for the open round as a flat frame, and split against @sup (the change
+ * from @ref): one update, whose positions are three in four of @gather's coordinates from
+ * the @i-th on and every 97th of the others, values from @i. */
+static void split_update(sim *s, size_t i, const sl_support *gather, const sl_support *sup,
+                         uint64_t ref, void **plain, size_t *plain_len, void **split,
+                         size_t *split_len, uint8_t *sha)
+{
+    sl_task_status st = status(s);
+    sl_frame_header h = {SL_FRAME_VERSION,           SL_FRAME_UPDATE,       0, 0,
+                         (uint64_t)st.model_version, (uint64_t)st.round.id, 0};
+    size_t d = (size_t)sl_layout_params(s->layout), k = 0, n[2] = {0, 0};
+    const uint8_t *bits = sl_support_bits(gather, NULL);
+    uint32_t *idx = malloc(d * sizeof *idx);
+    float *val = malloc(d * sizeof *val);
+    sl_sparse_tensor ts[2];
+    sl_encode_params p;
+    size_t w = (size_t)sl_layout_tensor(s->layout, 0)->count;
+    for (size_t j = 0; j < d; j++) {
+        int in = (bits[j >> 3] >> (j & 7)) & 1;
+        if (in ? (j + i) % 4 != 0 : (j + i) % 97 == 0) {
+            idx[k] = (uint32_t)(j < w ? j : j - w);
+            val[k++] = (float)((int)((j * 7 + i) % 21) - 10) * 0.01f + 0.001f;
+            n[j >= w]++;
+        }
+    }
+    ts[0].n = n[0];
+    ts[0].idx = idx;
+    ts[0].val = val;
+    ts[1].n = n[1];
+    ts[1].idx = idx + n[0];
+    ts[1].val = val + n[0];
+    sl_encode_params_default(&p);
+    p.flat = 1;
+    assert_int_equal(sl_frame_encode_update(s->layout, &h, ts, &p, NULL, plain, plain_len), SL_OK);
+    p.split = sup;
+    p.ref_version = ref;
+    assert_int_equal(sl_frame_encode_update(s->layout, &h, ts, &p, NULL, split, split_len), SL_OK);
+    mbedtls_sha256_ret(*split, *split_len, sha, 0);
+    free(idx);
+    free(val);
+}
+
+typedef struct stored_frame {
+    int64_t device;
+    void *frame;
+    size_t len;
+} stored_frame;
+
+static int find_frame(void *ctx, int64_t device_id, const void *frame, size_t len,
+                      uint32_t num_samples, const uint8_t *sha256)
+{
+    stored_frame *f = ctx;
+    (void)num_samples;
+    (void)sha256;
+    if (device_id == f->device) {
+        f->frame = malloc(len);
+        memcpy(f->frame, frame, len);
+        f->len = len;
+    }
+    return 0;
+}
+
+/*
+ * Split updates (codecs/FORMAT.md): positions coded against the change from a version the
+ * device held. The engine computes that support from its stored versions, stores the plain
+ * flat frame of the same update (what aggregation and replicas read), counts the bytes that
+ * were sent, and reads each pair of versions once; a frame against another support, or
+ * against a version it no longer keeps, is refused ("reference") and nothing is stored.
+ */
+static void test_split_updates(void **state)
+{
+    sim s;
+    sl_task_status st;
+    sl_accept_result res;
+    sl_round_stats rs;
+    sl_support *sup = NULL, *wrong = NULL;
+    float *v1, *v2, *v3;
+    size_t chosen[64], n, plain_len, split_len;
+    void *plain, *split;
+    uint8_t sha[32];
+    uint64_t before;
+    stored_frame got;
+    (void)state;
+    sim_init(&s, "split", 20, CONFIG(""));
+    drive(&s, 2); /* versions 1, 2 and 3 */
+    n = select_round(&s, chosen);
+    assert_true(n >= 4);
+    st = status(&s);
+    assert_int_equal(st.model_version, 3);
+    v1 = version_params(&s, 1);
+    v2 = version_params(&s, 2);
+    v3 = version_params(&s, 3);
+    assert_int_equal(sl_support_diff(s.layout, v2, v3, &sup), SL_OK);
+    assert_int_equal(sl_support_diff(s.layout, v1, v3, &wrong), SL_OK);
+    assert_true(sl_support_count(sup) > 0);
+
+    /* held version 2: accepted, stored as the plain frame, the split bytes counted */
+    split_update(&s, chosen[0], sup, sup, 2, &plain, &plain_len, &split, &split_len, sha);
+    assert_int_equal(((uint8_t *)split)[6], SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT);
+    assert_true(split_len < plain_len);
+    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[0]], split, split_len,
+                                      60, sha, &res),
+                     SL_OK);
+    assert_true(res.accepted);
+    got.device = s.devices[chosen[0]];
+    got.frame = NULL;
+    assert_int_equal(sl_store_foreach_update(s.store, st.round.id, find_frame, &got), SL_OK);
+    assert_non_null(got.frame);
+    assert_int_equal(got.len, plain_len);
+    assert_memory_equal(got.frame, plain, plain_len);
+    free(got.frame);
+    assert_int_equal(sl_engine_round_stats(s.engine, st.round.id, &rs), SL_OK);
+    assert_int_equal(rs.round.bytes_up, (int64_t)split_len);
+    /* the same bytes again: the receipt, as for any retry */
+    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[0]], split, split_len,
+                                      60, sha, &res),
+                     SL_OK);
+    assert_true(res.accepted && res.receipt.duplicate);
+    free(plain);
+    free(split);
+    /* a second device against the same pair: read from the store once */
+    before = s.engine->splits.reads;
+    split_update(&s, chosen[1], sup, sup, 2, &plain, &plain_len, &split, &split_len, sha);
+    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[1]], split, split_len,
+                                      60, sha, &res),
+                     SL_OK);
+    assert_true(res.accepted);
+    assert_int_equal(s.engine->splits.reads, before);
+    assert_true(s.engine->splits.hits >= 2);
+    free(plain);
+    free(split);
+
+    /* coded against the change from version 1 but naming version 2: refused, not stored */
+    split_update(&s, chosen[2], sup, wrong, 2, &plain, &plain_len, &split, &split_len, sha);
+    assert_int_equal(((uint8_t *)split)[6], SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT);
+    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[2]], split, split_len,
+                                      60, sha, &res),
+                     SL_OK);
+    assert_false(res.accepted);
+    assert_string_equal(sl_reject_reason_name(res.reason), "reference");
+    free(plain);
+    free(split);
+    /* against a version the store no longer keeps (retention took version 2) */
+    assert_int_equal(sl_store_retain_models(s.store, s.task, 1, 0, NULL), SL_OK);
+    sl_engine_close(s.engine); /* a fresh engine: nothing kept in memory */
+    {
+        char err[256];
+        sl_engine_options o;
+        sl_engine_options_default(&o);
+        o.clock = &s.clock.clock;
+        assert_int_equal(sl_engine_open(s.store, &o, &s.engine, err, sizeof err), SL_OK);
+    }
+    split_update(&s, chosen[3], sup, sup, 2, &plain, &plain_len, &split, &split_len, sha);
+    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[3]], split, split_len,
+                                      60, sha, &res),
+                     SL_OK);
+    assert_false(res.accepted);
+    assert_string_equal(sl_reject_reason_name(res.reason), "reference");
+    assert_int_equal(sl_engine_round_stats(s.engine, st.round.id, &rs), SL_OK);
+    assert_int_equal(rs.round.reported, 2);
+    free(plain);
+    free(split);
+    sl_support_free(sup);
+    sl_support_free(wrong);
+    free(v1);
+    free(v2);
+    free(v3);
+    sim_free(&s);
+}
+
 static void test_idset_merge(void **state)
 {
     sl__idset a = {NULL, 0, 0}, b = {NULL, 0, 0};
@@ -2139,6 +2320,7 @@ static void test_idset_merge(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split_updates),
         cmocka_unit_test(test_idset_merge),
         cmocka_unit_test(test_round_lifecycle),
         cmocka_unit_test(test_model_spec_and_refusals),

@@ -17,6 +17,11 @@
  *   model.frame          full-model frame of the version held (the cache)
  *   model.version        "version=<v>" and "task=<t>" of that frame (written
  *                        after it; the cache is used only when they agree)
+ *   model.support        the coordinates the delta that brought the held
+ *                        version changed, and the version it came from: the
+ *                        next update's positions are coded against them
+ *                        (split frames, codecs/FORMAT.md); none after a
+ *                        whole model
  *   model.partial        the download in progress: its path, ETag and the
  *                        bytes so far (appended range by range; a restart
  *                        continues with Range + If-Range, the SHA-256 is
@@ -29,6 +34,8 @@
  *                        (FedBN: "local" params, local_norm), kept across rounds
  *   pending/frame        the update frame being delivered
  *   pending/accumulated  residual + delta the frame was made from
+ *   pending/support      a split frame's support (the one the frame was coded
+ *                        against, while model.support moves on)
  *   pending/upload       upload id, acknowledged offset
  *   pending/meta         round, task, versions, digests: written last, so
  *                        a pending upload exists exactly when it does
