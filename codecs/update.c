@@ -33,7 +33,8 @@ typedef struct tensor_entry {
     uint64_t pos_bytes, val_bytes;
 } tensor_entry;
 
-/* One part of a split body: for n > 0 its coding, parameter, section size and section. */
+/* One part of a split body: for n > 0 its coding and Rice parameter in one byte (coding in
+ * the low 3 bits, the parameter in the high 5), its section's size and the section. */
 static int put_part(sl__buf *b, sl_pos_mode want, const uint32_t *idx, size_t n, uint64_t d)
 {
     sl__buf sec = {0};
@@ -43,8 +44,9 @@ static int put_part(sl__buf *b, sl_pos_mode want, const uint32_t *idx, size_t n,
     if (n == 0)
         return SL_OK;
     rc = sl__pos_write(want, idx, n, d, &chosen, &param, &sec);
-    if (rc == SL_OK && (rc = sl__buf_put_u8(b, (uint8_t)chosen)) == SL_OK &&
-        (rc = sl__buf_put_u8(b, param)) == SL_OK && (rc = sl__buf_put_varint(b, sec.len)) == SL_OK)
+    if (rc == SL_OK &&
+        (rc = sl__buf_put_u8(b, (uint8_t)((unsigned)chosen | param << 3))) == SL_OK &&
+        (rc = sl__buf_put_varint(b, sec.len)) == SL_OK)
         rc = sl__buf_append(b, sec.data, sec.len);
     sl__buf_free(&sec);
     return rc;
@@ -52,7 +54,7 @@ static int put_part(sl__buf *b, sl_pos_mode want, const uint32_t *idx, size_t n,
 
 /*
  * The split frame of the flat body's @total positions @flat: the support's
- * count and CRC, n, then for n > 0 the value mode, n_in and the two parts
+ * CRC, n, then for n > 0 the value mode, n_in and the two parts
  * (inside the support, ranks < count; outside, ranks < d - count), then the
  * value sections @vals as in the flat body.
  */
@@ -70,8 +72,7 @@ static int split_frame(const sl_layout *layout, const sl_frame_header *h, const 
         sl__split_ranks(sup, flat, total, in, &nin, out, &nout);
     if (rc == SL_OK)
         rc = sl__frame_begin(frame, h);
-    if (rc == SL_OK && (rc = sl__buf_put_varint(frame, sup->count)) == SL_OK &&
-        (rc = sl__buf_put_u32(frame, sup->crc)) == SL_OK)
+    if (rc == SL_OK && (rc = sl__buf_put_u32(frame, sup->crc)) == SL_OK)
         rc = sl__buf_put_varint(frame, total);
     if (rc == SL_OK && total > 0) {
         if ((rc = sl__buf_put_u8(frame, (uint8_t)p->values)) == SL_OK &&
@@ -379,15 +380,18 @@ static sl_update *alloc_update(const sl_frame_header *h, size_t nt)
     return u;
 }
 
-/* One part of a split body: coding, parameter and section size (n > 0), checked. */
+/* One part of a split body: coding and parameter (one byte) and section size (n > 0),
+ * checked. */
 static int read_part(sl__reader *body, size_t n, uint8_t *mode, uint8_t *param, uint64_t *bytes)
 {
+    uint8_t both;
     int rc;
     if (n == 0)
         return SL_OK;
-    if ((rc = sl__rd_u8(body, mode)) != SL_OK || (rc = sl__rd_u8(body, param)) != SL_OK ||
-        (rc = sl__rd_varint(body, bytes)) != SL_OK)
+    if ((rc = sl__rd_u8(body, &both)) != SL_OK || (rc = sl__rd_varint(body, bytes)) != SL_OK)
         return rc;
+    *mode = both & 7;
+    *param = both >> 3;
     if (*mode < SL_POS_RICE || *mode > SL_POS_ADAPTIVE)
         return SL_ECORRUPT;
     return *bytes > body->len - body->pos ? SL_ETRUNCATED : SL_OK;
@@ -440,7 +444,7 @@ static int read_split_positions(sl__reader *body, const sl_support *sup, uint64_
 /* The flat body (see encode_flat), checked as it is read: n within the
  * layout and the limits before the indices are allocated, the positions
  * before the values, every value section within the body, and no byte left
- * over. A split body (SL_FRAME_FLAG_SPLIT) checks @sup's digest first. */
+ * over. A split body (SL_FRAME_FLAG_SPLIT) checks @sup's CRC first. */
 static int decode_flat(const sl_layout *layout, const sl_frame_header *h, sl__reader *body,
                        const sl_decode_limits *lim, const sl_support *sup, sl_update **out)
 {
@@ -455,13 +459,12 @@ static int decode_flat(const sl_layout *layout, const sl_frame_header *h, sl__re
     int rc;
 
     if (split) {
-        uint64_t count;
         uint32_t crc;
         if (sup == NULL || sup->d != d)
             return SL_ESUPPORT;
-        if ((rc = sl__rd_varint(body, &count)) != SL_OK || (rc = sl__rd_u32(body, &crc)) != SL_OK)
+        if ((rc = sl__rd_u32(body, &crc)) != SL_OK)
             return rc;
-        if (count != sup->count || crc != sup->crc)
+        if (crc != sup->crc)
             return SL_ESUPPORT;
     }
     if ((rc = sl__rd_varint(body, &n)) != SL_OK)

@@ -38,6 +38,7 @@ void sl_agent_options_default(sl_agent_options *o)
     o->max_params = (uint64_t)1 << 24;
     o->memory_budget = (uint64_t)512 << 20;
     o->bandwidth_aware = 1;
+    o->split_positions = 1;
     o->min_density_fraction = 0.1;
     o->eval_interval_ms = 2000;
     o->faults.cut_span = 64 * 1024;

@@ -130,6 +130,8 @@ static const sl_config_spec specs[] = {
     {"min_density_fraction", SL_CONFIG_DOUBLE, "0.1", 0.001, 1,
      "bandwidth-aware floor, as a fraction of the scheduled density"},
     {"dgc_momentum", SL_CONFIG_DOUBLE, "0", 0, 0.999, "DGC momentum correction (0: off)"},
+    {"split_positions", SL_CONFIG_BOOL, "true", 0, 0,
+     "code an update's positions against what the last delta downloaded changed, when smaller"},
 };
 #define NSPECS (sizeof specs / sizeof specs[0])
 
@@ -515,6 +517,7 @@ int sl_agent_main(int argc, char **argv)
     o.bandwidth_aware = flag(cfg, "bandwidth_aware");
     o.min_density_fraction = dbl(cfg, "min_density_fraction");
     o.dgc_momentum = dbl(cfg, "dgc_momentum");
+    o.split_positions = flag(cfg, "split_positions");
     o.stop = &stop_flag;
     sl_config_get_size(cfg, "data_memory", &o.data_memory);
     o.data_refresh_ms = ms(cfg, "data_refresh");

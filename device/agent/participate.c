@@ -130,7 +130,8 @@ static int prepare(sl_agent *a, const sl__agent_assignment *asg, const float *de
     sl__agent_pending_free(p);
     /* positions against what the held version's delta changed (a fault-injecting poisoner
      * patches plain frames only) */
-    if (rc == SL_OK && a->split != NULL && a->poison == SL_AGENT_POISON_NONE)
+    if (rc == SL_OK && a->split != NULL && a->o.split_positions &&
+        a->poison == SL_AGENT_POISON_NONE)
         rc = sl_compressor_set_split(c, a->split, (uint64_t)a->split_ref);
     if (rc == SL_OK)
         rc = sl_compressor_prepare(c, delta, &hdr, 0, &p->frame, &p->frame_len);

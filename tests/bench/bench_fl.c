@@ -36,14 +36,36 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-ternary", "ternary", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-ternary",
+     "ternary",
+     0.001,
+     0,
+     "",
+     "",
+     0,
+     "",
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0},
+    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -86,7 +108,8 @@ static int usage(FILE *out)
         "                     time budgets; @fednova: FedNova's averaging, with\n"
         "                     @residual; @p50: deadline_percentile 50 (with @budget:\n"
         "                     of the selected devices' full windows, else of the\n"
-        "                     last rounds' report delays)\n"
+        "                     last rounds' report delays); @nosplit: the devices send\n"
+        "                     plain frames, not positions split by their last download\n"
         "                     (default: all of them)\n"
         "  --fleet full|partial|hetero  full (the default): NIID-Bench's, above. partial: the\n"
         "                     demo's fleet (deploy/demo.sh): 50 clients, 4 local epochs,\n"
@@ -285,6 +308,8 @@ static int parse_setting(const char *name, fl_setting *st)
             ; /* smN[:A]: the senders' mean, weight A, faded over N updates a device */
         else if (!st->sm_by_participations && strcmp(word, "byp") == 0)
             st->sm_by_participations = 1; /* the senders' mean faded by participations alone */
+        else if (!st->no_split && strcmp(word, "nosplit") == 0)
+            st->no_split = 1; /* the devices send plain frames (--split-positions=false) */
         else if (!st->budget && strcmp(word, "budget") == 0)
             st->budget = 1; /* time budgets */
         else if (!st->fednova && strcmp(word, "fednova") == 0)
@@ -688,7 +713,8 @@ int sl_bench_fl(int argc, char **argv)
                 settings[j].sender_mean_rounds == settings[i].sender_mean_rounds &&
                 settings[j].sender_mean == settings[i].sender_mean &&
                 settings[j].sm_by_participations == settings[i].sm_by_participations &&
-                !settings[j].budget && !settings[j].fednova && settings[j].percentile == 0)
+                settings[j].no_split == settings[i].no_split && !settings[j].budget &&
+                !settings[j].fednova && settings[j].percentile == 0)
                 res[i].alias_of = (int)j;
 
     sl__bench_fl_signals();

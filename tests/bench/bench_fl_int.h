@@ -45,6 +45,8 @@ typedef struct fl_setting {
     double sender_mean;          /* and sender_mean A (1 when not given) */
     int sm_by_participations;    /* @byp: the fade by participations alone (the task's
                                     sender_mean_share false; else the coordinator's default) */
+    int no_split;                /* @nosplit: the devices send plain frames, never split ones
+                                    (starling-agent --split-positions=false) */
 } fl_setting;
 
 /** What every setting shares. */

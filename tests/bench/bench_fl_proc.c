@@ -310,8 +310,8 @@ static int64_t create_task(const fl_setup *su, const char *dir, const char *url,
     return (int64_t)id;
 }
 
-static int start_agents(const fl_setup *su, const char *dir, const char *url, int64_t task,
-                        fl_procs *p, char *err, size_t cap)
+static int start_agents(const fl_setup *su, const fl_setting *st, const char *dir, const char *url,
+                        int64_t task, fl_procs *p, char *err, size_t cap)
 {
     char tid[32], of[32], seed[32], ev_state[FL_FILE_MAX], fl_state[FL_FILE_MAX];
     char dropout[32], cut[32], straggle[64], speeds[32];
@@ -395,8 +395,9 @@ static int start_agents(const fl_setup *su, const char *dir, const char *url, in
                         NULL,
                         NULL,
                         NULL,
+                        NULL, /* @nosplit: --split-positions=false */
                         NULL};
-        size_t k = sizeof argv / sizeof argv[0] - 7;
+        size_t k = sizeof argv / sizeof argv[0] - 8;
         if (su->contract_file[0] != '\0') {
             argv[k++] = "--data_contract";
             argv[k++] = (char *)su->contract_file;
@@ -409,6 +410,8 @@ static int start_agents(const fl_setup *su, const char *dir, const char *url, in
             argv[k++] = "--links";
             argv[k++] = (char *)su->links;
         }
+        if (st->no_split)
+            argv[k++] = "--split-positions=false";
         if (spawn(argv, out2, log2, &p->fleet) != 0) {
             snprintf(err, cap, "cannot start %s: %s", su->agent, strerror(errno));
             return -1;
@@ -585,7 +588,7 @@ static int run_programs(const fl_setup *su, const fl_setting *st, fl_result *out
         return -1;
     snprintf(url, sizeof url, "http://127.0.0.1:%u", port);
     if ((task = create_task(su, dir, url, out->error, sizeof out->error)) == 0 ||
-        start_agents(su, dir, url, task, p, out->error, sizeof out->error) != 0)
+        start_agents(su, st, dir, url, task, p, out->error, sizeof out->error) != 0)
         return -1;
     *task_out = task;
     memset(&co, 0, sizeof co);

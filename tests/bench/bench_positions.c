@@ -54,6 +54,7 @@ enum {
     POS_HELD_CODED,
     POS_HELD_FLAT,
     POS_HELD_ORDER,
+    POS_LAST_DL,
     POS_OWN,
     POS_KINDS
 };
@@ -67,6 +68,7 @@ static const char *const pos_names[POS_KINDS] = {"the frames, as sent (adaptive 
                                                  "  the same, each part by the frames' coders",
                                                  "  the same, flat: two sets over the model",
                                                  "  the same, one set, the part's positions first",
+                                                 "  flat two sets, from its last selection's base",
                                                  "split by the device's previous update"};
 
 typedef struct pos_totals {
@@ -84,6 +86,10 @@ typedef struct pos_ctx {
     uint8_t *mark;   /* [d] scratch: one device's previous positions */
     uint8_t *seen;   /* [devices] a previous update is known */
     int64_t *held;   /* [devices] the base version of its previous update */
+    int64_t *dl;     /* [devices] the base version of the last round that selected it (what it
+                        last downloaded: a device that dropped out after the download holds a
+                        newer version than its previous update's base) */
+    uint8_t *dlmark; /* [d] the support of the delta from dl to this round's base */
     uint8_t *down;   /* [d] the support of the delta from held to this round's base */
     float *base;     /* [d] this round's base model */
     float *other;    /* [d] scratch: a held version */
@@ -258,6 +264,14 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
             }
             tot->bits[POS_HELD_FLAT] += split_coded_bits(c, c->down, 0, c->d);
             tot->bits[POS_HELD_ORDER] += order_coded_bits(c, c->down);
+            if (c->dl[device] >= 1 && c->dl[device] < c->base_version &&
+                read_model(c->model, c->task, c->dl[device], c->l, c->other) == SL_OK) {
+                for (size_t j = 0; j < c->d; j++)
+                    c->dlmark[j] = memcmp(&c->base[j], &c->other[j], sizeof c->base[j]) != 0;
+                tot->bits[POS_LAST_DL] += split_coded_bits(c, c->dlmark, 0, c->d);
+            } else {
+                tot->bits[POS_LAST_DL] += 8.0 * (double)pos_bytes;
+            }
             tot->held_size += down;
             for (size_t j = 0; j < c->d; j++)
                 tot->in_held += c->cur[j] & c->down[j];
@@ -266,6 +280,7 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
             tot->bits[POS_HELD_CODED] += 8.0 * (double)pos_bytes;
             tot->bits[POS_HELD_FLAT] += 8.0 * (double)pos_bytes;
             tot->bits[POS_HELD_ORDER] += 8.0 * (double)pos_bytes;
+            tot->bits[POS_LAST_DL] += 8.0 * (double)pos_bytes;
             tot->held_size += c->d; /* downloaded whole */
             tot->in_held += k;
         }
@@ -302,7 +317,7 @@ static int one_update(pos_ctx *c, int64_t device, const void *frame, size_t len,
 
 static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *tot)
 {
-    sqlite3_stmt *rounds = NULL, *ups = NULL, *model = NULL, *maxdev = NULL;
+    sqlite3_stmt *rounds = NULL, *ups = NULL, *model = NULL, *maxdev = NULL, *sel = NULL;
     pos_ctx c;
     float *a = NULL, *b = NULL;
     int rc = SL_OK;
@@ -322,6 +337,8 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
                            -1, &model, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "SELECT COALESCE(MAX(id), 0) FROM devices", -1, &maxdev, NULL) !=
             SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT device_id FROM round_participants WHERE round_id = ?1", -1,
+                           &sel, NULL) != SQLITE_OK ||
         sqlite3_step(maxdev) != SQLITE_ROW) {
         fprintf(stderr, "starling bench positions: %s\n", sqlite3_errmsg(db));
         rc = SL_EIO;
@@ -337,6 +354,8 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
     c.mark = calloc(c.d, 1);
     c.seen = calloc((size_t)c.devices, 1);
     c.held = calloc((size_t)c.devices, sizeof *c.held);
+    c.dl = calloc((size_t)c.devices, sizeof *c.dl);
+    c.dlmark = calloc(c.d, 1);
     c.down = calloc(c.d, 1);
     c.other = malloc(c.d * sizeof *c.other);
     c.in = malloc(c.d * sizeof *c.in);
@@ -346,7 +365,7 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
     c.base = a;
     if (a == NULL || b == NULL || c.agg == NULL || c.cur == NULL || c.prev == NULL ||
         c.nprev == NULL || c.mark == NULL || c.seen == NULL || c.held == NULL || c.down == NULL ||
-        c.other == NULL || c.in == NULL || c.out == NULL) {
+        c.dl == NULL || c.dlmark == NULL || c.other == NULL || c.in == NULL || c.out == NULL) {
         rc = SL_ENOMEM;
         goto done;
     }
@@ -378,6 +397,13 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
             if (tot->updates > before)
                 tot->agg_size += support;
         }
+        sqlite3_reset(sel); /* what the round's selected devices downloaded: its base */
+        sqlite3_bind_int64(sel, 1, round_id);
+        while (sqlite3_step(sel) == SQLITE_ROW) {
+            int64_t device = sqlite3_column_int64(sel, 0);
+            if (device >= 0 && device < c.devices)
+                c.dl[device] = base;
+        }
         tot->rounds += use;
     }
 done:
@@ -385,6 +411,7 @@ done:
     sqlite3_finalize(ups);
     sqlite3_finalize(model);
     sqlite3_finalize(maxdev);
+    sqlite3_finalize(sel);
     free(a);
     free(b);
     free(c.agg);
@@ -396,6 +423,8 @@ done:
     free(c.mark);
     free(c.seen);
     free(c.held);
+    free(c.dl);
+    free(c.dlmark);
     free(c.down);
     free(c.other);
     free(c.in);

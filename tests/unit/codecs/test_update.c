@@ -574,19 +574,18 @@ static void test_split(void **state)
     copy = malloc(len);
     {
         const size_t body = 19; /* 16 fixed, base 17, round 3, ref 5 */
-        size_t cnt = 1, nlen = 1, at;
-        for (uint64_t v = count; v >= 128; v >>= 7)
-            cnt++;
+        size_t nlen = 1, at;
         for (uint64_t v = d / 100; v >= 128; v >>= 7)
             nlen++;
-        EDIT(18, 17, SL_ECORRUPT);                           /* ref_version = base_version */
-        EDIT(18, 0, SL_ECORRUPT);                            /* ref_version 0 */
-        EDIT(body, copy[body] ^ 1, SL_ESUPPORT);             /* the support's count */
-        EDIT(body + cnt, copy[body + cnt] ^ 1, SL_ESUPPORT); /* its CRC */
-        at = body + cnt + 4 + nlen;                          /* the value mode */
+        EDIT(18, 17, SL_ECORRUPT);               /* ref_version = base_version */
+        EDIT(18, 0, SL_ECORRUPT);                /* ref_version 0 */
+        EDIT(body, copy[body] ^ 1, SL_ESUPPORT); /* the support's CRC */
+        EDIT(body + 3, copy[body + 3] ^ 1, SL_ESUPPORT);
+        at = body + 4 + nlen; /* the value mode */
         EDIT(at, 6, SL_ECORRUPT);
         EDIT(at + 1, 0xff, SL_ETRUNCATED); /* n_in: a varint that does not end */
-        EDIT(at + 3, 9, SL_ECORRUPT);      /* the inside part's coding */
+        EDIT(at + 3, 0x07, SL_ECORRUPT);   /* the inside part's coding: 7 */
+        EDIT(at + 3, 0x00, SL_ECORRUPT);   /* 0 (AUTO) is never written */
     }
     /* one position: the split's digest costs more than it saves, the plain frame */
     {

@@ -337,6 +337,9 @@ typedef struct sl_agent_options {
     int64_t max_wait_ms;         /* longest sleep between check-ins (default 60000) */
     /* compression (bandwidth-aware density, see agent.c) */
     int bandwidth_aware;         /* 1 (default): fit the frame to the time left */
+    int split_positions;         /* 1 (default): code an update's positions against what the
+                                    last delta downloaded changed, when that is smaller (split
+                                    frames, codecs/FORMAT.md); 0: plain frames */
     double min_density_fraction; /* floor: this fraction of the scheduled density (0.1) */
     double dgc_momentum;         /* DGC momentum correction of the residual; 0: off */
     /* the evaluator */
