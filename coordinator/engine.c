@@ -613,7 +613,8 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
     double norm, max_abs = 0;
     int rc, trc, close_now = 0, track = 0;
     void *flat = NULL; /* a split frame's flat one */
-    size_t flat_len = 0, wire_len = len;
+    const void *plain = frame;
+    size_t flat_len = 0, plain_len = len;
 
     if (e == NULL || frame == NULL || sha256 == NULL || out == NULL)
         return SL_EINVAL;
@@ -689,19 +690,20 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
         goto out_lock;
     }
     if (rc == SL_OK && (h.flags & SL_FRAME_FLAG_SPLIT)) {
-        /* positions split by what the device downloaded: stored, counted and aggregated as
-         * the flat frame of the same update, which every reader decodes alone */
+        /* positions split by what the device downloaded: checked (and folded into a replica's
+         * partial sum) as the flat frame of the same update; stored as sent, the bytes its
+         * digest names, and read against the same support when the round aggregates */
         rc = sl__splits_unsplit(&e->splits, e->store, t->id, layout, &e->opt.limits, frame, len,
                                 &flat, &flat_len);
         if (rc == SL_OK) {
-            frame = flat;
-            len = flat_len;
+            plain = flat;
+            plain_len = flat_len;
         } else if (rc == SL_ENOMEM || rc == SL_EIO || rc == SL_EBUSY || rc == SL_ETIMEDOUT) {
             goto out_gate; /* the store could not give the versions: the device retries */
         }
     }
     if (rc == SL_OK)
-        rc = sl__update_norm(layout, frame, len, &e->opt.limits, &norm, &max_abs);
+        rc = sl__update_norm(layout, plain, plain_len, &e->opt.limits, &norm, &max_abs);
     if (rc != SL_OK) {
         sl_reject_reason why = rc == SL_ELAYOUT      ? SL_REJECT_LAYOUT
                                : rc == SL_ENONFINITE ? SL_REJECT_NONFINITE
@@ -731,7 +733,8 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
     u.local_steps = local_steps;
     rc = sl_store_put_update(e->store, &u, 30000, &res.receipt);
     if (rc == SL_OK && !res.receipt.duplicate) /* replicas: into this one's partial sum */
-        sl__replica_fold(e, t, current_round, device_id, frame, len, num_samples, local_steps);
+        sl__replica_fold(e, t, current_round, device_id, plain, plain_len, num_samples,
+                         local_steps);
     pthread_mutex_lock(&e->lock);
     if (rc == SL_ECONFLICT) {
         rc = reject(t, &res, SL_REJECT_DUPLICATE_CONFLICT);
@@ -743,7 +746,7 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
         res.accepted = 1;
         if (!res.receipt.duplicate) {
             t->round.reported++;
-            t->round.bytes_up += (int64_t)wire_len; /* the bytes sent, split or not */
+            t->round.bytes_up += (int64_t)len;
             if (t->round.reported >= t->cfg.quorum && t->quorum_at_ms < 0)
                 t->quorum_at_ms = sl__engine_now(e) - t->round.select_deadline_ms;
         }

@@ -150,6 +150,7 @@ int sl__task_select(sl_engine *e, sl__task *t)
 typedef struct agg_ctx {
     sl__agg *agg;
     const sl__task *t;
+    sl_engine *e; /* split updates are read against the supports it computes */
     uint32_t added;
     /* FedNova: the local steps of the round being added, in device-id order */
     int64_t *dev;
@@ -241,10 +242,29 @@ static int add_update(void *ctx, int64_t device_id, const void *frame, size_t le
                       uint32_t num_samples, const uint8_t *sha256)
 {
     agg_ctx *a = ctx;
+    sl_frame_header h;
+    void *flat = NULL;
+    size_t flat_len = 0;
     int rc;
     (void)sha256;
+    if (sl_frame_peek_header(frame, len, &h) == SL_OK && (h.flags & SL_FRAME_FLAG_SPLIT)) {
+        /* stored as sent: its positions against the change between two stored versions */
+        rc = sl__splits_unsplit(&a->e->splits, a->e->store, a->t->id, a->t->layout,
+                                &a->e->opt.limits, frame, len, &flat, &flat_len);
+        if (rc != SL_OK) {
+            sl_log(SL_LOG_ERROR, "engine",
+                   "device %lld's stored split update does not decode against versions %llu "
+                   "to %llu: %s",
+                   (long long)device_id, (unsigned long long)h.ref_version,
+                   (unsigned long long)h.base_version, sl_strerror(rc));
+            return rc == SL_ESUPPORT ? SL_ECORRUPT : rc; /* acknowledged: never left out */
+        }
+        frame = flat;
+        len = flat_len;
+    }
     a->added++;
     rc = add_one(a, frame, len, num_samples, steps_of(a, device_id));
+    free(flat);
     if (rc == SL_ERANGE) {
         sl_log(SL_LOG_WARN, "engine",
                "device %lld's stored update has a value beyond the aggregation's bound: left "
@@ -463,6 +483,7 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
     memset(&ctx, 0, sizeof ctx);
     ctx.agg = agg;
     ctx.t = t;
+    ctx.e = e;
     if (!t->cfg.fedbuff) { /* abandoned rounds of this version first, oldest first */
         carried c;
         memset(&c, 0, sizeof c);

@@ -3,8 +3,8 @@
  * flat and split"): the coordinates whose bits differ between two stored model versions of
  * a task, the version a device held and the one it trained from. Read from the store and
  * kept for the last few pairs (a round's devices held a few versions between them), so an
- * accept reads the models once per pair, not once per update. Below the engine: it calls
- * the store and the codecs only.
+ * accept, or the close that aggregates the stored split frames, reads the models once per
+ * pair, not once per update. Below the engine: it calls the store and the codecs only.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -802,6 +802,8 @@ static int refused(sl_agent *a, const sl_client_response *r)
             return SL_EBUSY;
         return resolve(a, SL__OUT_DISCARDED, 0, 0);
     }
+    if (strcmp(reason, "reference") == 0) /* the version it held is gone there: plain next */
+        sl__agent_drop_support(a);
     if (r->status == 404 || strcmp(type, "late") == 0 || strcmp(reason, "late") == 0 ||
         strcmp(reason, "stale") == 0 || strcmp(reason, "unknown_round") == 0 ||
         strcmp(reason, "not_selected") == 0 || strcmp(reason, "reference") == 0)

@@ -59,7 +59,7 @@ enum {
     POS_KINDS
 };
 
-static const char *const pos_names[POS_KINDS] = {"the frames, as sent (adaptive coder)",
+static const char *const pos_names[POS_KINDS] = {"the plain frames (adaptive coder)",
                                                  "uniform: log2 C(d, k)",
                                                  "split by tensor",
                                                  "split by the last aggregate's support",
@@ -387,8 +387,26 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
         while (rc == SL_OK && sqlite3_step(ups) == SQLITE_ROW) {
             uint64_t before = tot->updates;
             int64_t device = sqlite3_column_int64(ups, 0);
-            rc = one_update(&c, device, sqlite3_column_blob(ups, 1),
-                            (size_t)sqlite3_column_bytes(ups, 1), use, tot);
+            const void *frame = sqlite3_column_blob(ups, 1);
+            size_t len = (size_t)sqlite3_column_bytes(ups, 1);
+            void *plain = NULL;
+            sl_frame_header h;
+            if (sl_frame_peek_header(frame, len, &h) == SL_OK &&
+                (h.flags & SL_FRAME_FLAG_SPLIT)) { /* stored as sent: its plain frame */
+                sl_support *sup = NULL;
+                rc = read_model(model, task, (int64_t)h.ref_version, l, c.other);
+                if (rc == SL_OK && (int64_t)h.base_version != base)
+                    rc = SL_ECORRUPT; /* an update of this round is of its base */
+                if (rc == SL_OK)
+                    rc = sl_support_diff(l, c.other, a, &sup);
+                if (rc == SL_OK)
+                    rc = sl_frame_unsplit(l, frame, len, NULL, sup, &plain, &len);
+                sl_support_free(sup);
+                frame = plain;
+            }
+            if (rc == SL_OK)
+                rc = one_update(&c, device, frame, len, use, tot);
+            free(plain);
             if (rc != SL_OK)
                 fprintf(stderr,
                         "starling bench positions: task %" PRId64 ", round id %" PRId64

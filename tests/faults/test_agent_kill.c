@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "../integration/agent_harness.h"
+#include "../support/sl_split_test.h"
 #include "../support/sl_test.h"
 #include "starling/codec.h"
 #include "starling/nn.h"
@@ -281,6 +282,8 @@ static void *killer_main(void *arg)
 
 typedef struct sent_sum {
     const sl_layout *layout;
+    sl_store *store; /* a split update is read against the versions it names */
+    int64_t task;
     int64_t device;
     double *dense;
     unsigned found;
@@ -293,15 +296,21 @@ static int add_sent(void *ctx, int64_t device_id, const void *frame, size_t len,
     (void)num_samples, (void)sha256;
     if (device_id != s->device)
         return 0;
+    void *plain;
+    size_t plain_len;
+    int rc;
     s->found++;
-    return sl_frame_accumulate_update_f64(s->layout, frame, len, NULL, 1.0, s->dense) == SL_OK ? 0
-                                                                                               : -1;
+    if (sl_test_plain_frame(s->store, s->task, s->layout, frame, len, &plain, &plain_len) != SL_OK)
+        return -1;
+    rc = sl_frame_accumulate_update_f64(s->layout, plain, plain_len, NULL, 1.0, s->dense);
+    free(plain);
+    return rc == SL_OK ? 0 : -1;
 }
 
 /* sum of acknowledged frames (from the store) + residual == audit/trained.<resolved gen>;
  * returns the largest error, *@scale the largest |trained|. */
-static double mass_error(ag_coord *c, const char *state, const ag_ack *acks, size_t nacks,
-                         const float *residual, size_t n, double *scale)
+static double mass_error(ag_coord *c, int64_t task, const char *state, const ag_ack *acks,
+                         size_t nacks, const float *residual, size_t n, double *scale)
 {
     char path[2048];
     void *text = NULL, *trained = NULL;
@@ -323,6 +332,8 @@ static double mass_error(ag_coord *c, const char *state, const ag_ack *acks, siz
     assert_int_equal(sl_model_create("mlp", &m), SL_OK);
     assert_int_equal(sl_model_params(m), n);
     s.layout = sl_model_layout(m);
+    s.store = c->store;
+    s.task = task;
     s.device = ag_device_id(state);
     s.dense = calloc(n, sizeof(double));
     assert_non_null(s.dense);
@@ -493,7 +504,7 @@ static void test_kill_agents(void **state)
         if (residual == NULL) {
             assert_int_equal(n, 0); /* never held a model: never sent anything */
         } else {
-            worst = mass_error(&c, states[k], acks, n, residual, nres, &scale);
+            worst = mass_error(&c, task, states[k], acks, n, residual, nres, &scale);
             assert_true(scale > 0 || n == 0);
             assert_true(worst <= 1e-6 * scale + 1e-8);
         }

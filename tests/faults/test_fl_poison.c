@@ -56,6 +56,7 @@
 #include <sys/wait.h>
 
 #include "../../device/agent/agent_int.h"
+#include "../support/sl_split_test.h"
 #include "../support/sl_test.h"
 #include "fl_harness.h"
 #include "starling/codec.h"
@@ -461,6 +462,8 @@ typedef struct norm_ctx {
     double *dense[FL_MAX_ACCEPTED];
     int poisoned[FL_MAX_ACCEPTED];
     size_t count;
+    sl_store *store; /* a split update is read against the versions it names */
+    int64_t task;
 } norm_ctx;
 
 static int collect_dense(void *ctx, int64_t device_id, const void *frame, size_t len,
@@ -472,9 +475,17 @@ static int collect_dense(void *ctx, int64_t device_id, const void *frame, size_t
     assert_true(c->count < FL_MAX_ACCEPTED);
     c->dense[c->count] = calloc(c->n, sizeof(double));
     assert_non_null(c->dense[c->count]);
-    assert_int_equal(
-        sl_frame_accumulate_update_f64(c->layout, frame, len, NULL, 1.0, c->dense[c->count]),
-        SL_OK);
+    {
+        void *plain;
+        size_t plain_len;
+        assert_int_equal(
+            sl_test_plain_frame(c->store, c->task, c->layout, frame, len, &plain, &plain_len),
+            SL_OK);
+        assert_int_equal(sl_frame_accumulate_update_f64(c->layout, plain, plain_len, NULL, 1.0,
+                                                        c->dense[c->count]),
+                         SL_OK);
+        free(plain);
+    }
     c->poisoned[c->count] = is_poisoner(c->st, device_id);
     c->count++;
     return 0;
@@ -496,7 +507,8 @@ static void measure_updates(setting *st, const plan *p, sl_store *s)
     st->honest_cos_min = 1;
     st->poisoned_cos_max = -1;
     for (size_t r = 0; r < st->run.n; r++) {
-        norm_ctx c = {sl_model_layout(model), sl_model_params(model), st, {NULL}, {0}, 0};
+        norm_ctx c = {
+            sl_model_layout(model), sl_model_params(model), st, {NULL}, {0}, 0, s, st->task};
         double *mean = calloc(c.n, sizeof *mean), mean_norm = 0;
         size_t honest = 0;
         assert_non_null(mean);

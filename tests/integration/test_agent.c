@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "../../device/agent/agent_int.h"
+#include "../support/sl_split_test.h"
 #include "../support/sl_test.h"
 #include "agent_harness.h"
 #include "starling/codec.h"
@@ -126,38 +127,45 @@ static int check_samples(void *ctx, int64_t device_id, const void *frame, size_t
     return 0;
 }
 
-/* The stored frames' bytes (plain flat frames, also of updates that came split). */
+/* The stored frames' bytes, and how many are split (codecs/FORMAT.md: stored as sent). */
+typedef struct stored_bytes {
+    uint64_t bytes, split;
+} stored_bytes;
+
 static int add_len(void *ctx, int64_t device_id, const void *frame, size_t len,
                    uint32_t num_samples, const uint8_t *sha256)
 {
-    (void)device_id, (void)frame, (void)num_samples, (void)sha256;
-    *(uint64_t *)ctx += len;
+    stored_bytes *b = ctx;
+    sl_frame_header h;
+    (void)device_id, (void)num_samples, (void)sha256;
+    assert_int_equal(sl_frame_peek_header(frame, len, &h), SL_OK);
+    b->bytes += len;
+    b->split += (h.flags & SL_FRAME_FLAG_SPLIT) != 0;
     return 0;
 }
 
-/* Rounds of @task whose devices sent fewer bytes than the coordinator stored: some came
- * split (codecs/FORMAT.md) and were stored as the plain frames of the same updates. */
-static unsigned split_rounds(ag_coord *c, int64_t task, uint64_t *sent, uint64_t *stored)
+/* Updates of @task stored split; every closed round's bytes_up is its stored frames' bytes
+ * (what the devices sent, split or not), summed into *@sent. */
+static uint64_t split_updates(ag_coord *c, int64_t task, uint64_t *sent)
 {
-    unsigned n = 0;
-    *sent = *stored = 0;
+    uint64_t n = 0;
+    *sent = 0;
     for (int64_t r = 1; r <= 64; r++) {
         sl_round_record rec;
-        uint64_t bytes = 0;
+        stored_bytes b = {0, 0};
         if (sl_store_get_round(c->store, r, &rec) != SL_OK || rec.task_id != task)
             continue;
-        assert_int_equal(sl_store_foreach_update(c->store, r, add_len, &bytes), SL_OK);
+        assert_int_equal(sl_store_foreach_update(c->store, r, add_len, &b), SL_OK);
+        n += b.split;
         if (rec.bytes_up == 0) /* a round that never closed: its bytes were not written */
             continue;
-        assert_true((uint64_t)rec.bytes_up <= bytes); /* a split frame is never larger */
-        n += (uint64_t)rec.bytes_up < bytes;
-        *sent += (uint64_t)rec.bytes_up;
-        *stored += bytes;
+        assert_int_equal((uint64_t)rec.bytes_up, b.bytes);
+        *sent += b.bytes;
     }
     return n;
 }
 
-static unsigned g_want_split; /* run_fleet: rounds with split updates at least */
+static unsigned g_want_split; /* run_fleet: split updates stored at least (reset by it) */
 
 static void run_fleet(const char *name, const char *model, const char *config, unsigned devices,
                       int64_t versions, size_t per_device, double limit_s,
@@ -259,11 +267,11 @@ static void run_fleet(const char *name, const char *model, const char *config, u
     }
     ag_count_task(&c, w.task, &updates, &closed);
     {
-        uint64_t sent, stored;
-        unsigned split = split_rounds(&c, w.task, &sent, &stored);
-        fprintf(stderr, "%s: %u rounds with split updates; %llu bytes sent, %llu stored plain\n",
-                name, split, (unsigned long long)sent, (unsigned long long)stored);
-        assert_true(split >= g_want_split);
+        uint64_t sent, split = split_updates(&c, w.task, &sent), want = g_want_split;
+        g_want_split = 0;
+        fprintf(stderr, "%s: %llu updates split of %llu stored; %llu bytes sent\n", name,
+                (unsigned long long)split, (unsigned long long)updates, (unsigned long long)sent);
+        assert_true(split >= want);
     }
     /* nothing stored is unaccounted for: acknowledged, or pending in a
      * stopped agent whose next run gets the receipt (a lost answer gets its
@@ -304,7 +312,6 @@ static void test_fleet(void **state)
     (void)state;
     g_want_split = 1; /* devices that downloaded deltas sent split updates, through crashes */
     run_fleet("agent_fleet", "mlp", AG_MLP_TASK("fleet", 4, 2), 5, 4, 200, 60, &fleet_faults, 5, 0);
-    g_want_split = 0;
 }
 
 /* A task with time budgets: 3 local epochs would be 21 steps of 200 samples in batches of
@@ -424,17 +431,24 @@ typedef struct sent_ctx {
     int64_t device;
     float *dense;
     int found;
+    sl_store *store; /* a split update is read against the versions it names */
+    int64_t task;
 } sent_ctx;
 
 static int add_sent(void *ctx, int64_t device_id, const void *frame, size_t len,
                     uint32_t num_samples, const uint8_t *sha256)
 {
     sent_ctx *s = ctx;
+    void *plain;
+    size_t plain_len;
     (void)num_samples, (void)sha256;
     if (device_id != s->device)
         return 0;
-    assert_int_equal(sl_frame_accumulate_update(s->layout, frame, len, NULL, 1.0f, s->dense),
+    assert_int_equal(
+        sl_test_plain_frame(s->store, s->task, s->layout, frame, len, &plain, &plain_len), SL_OK);
+    assert_int_equal(sl_frame_accumulate_update(s->layout, plain, plain_len, NULL, 1.0f, s->dense),
                      SL_OK);
+    free(plain);
     s->found++;
     return 0;
 }
@@ -494,6 +508,8 @@ static void check_fold_and_commit(double decay)
     }
     /* a commit keeps what was not received: residual + received == accumulated */
     sent.layout = sl_model_layout(m);
+    sent.store = c.store;
+    sent.task = task;
     sent.device = st.device_id;
     sent.dense = calloc(f.n, sizeof(float));
     sent.found = 0;
@@ -672,6 +688,8 @@ static void check_tracking(int mode)
     /* with the other device's two rounds, three versions on */
     assert_int_equal(t.version[2], t.version[1] + (mode == TRACK_MISSED ? 3 : 1));
     sent.layout = sl_model_layout(m);
+    sent.store = c.store;
+    sent.task = task;
     sent.device = st.device_id;
     sent.dense = calloc(t.f.n, sizeof(float));
     sent.found = 0;
@@ -800,6 +818,8 @@ static void test_checkin_answer(void **state)
 
 typedef struct scope_ctx {
     const sl_layout *layout;
+    sl_store *store; /* a split update is read against the versions it names */
+    int64_t task;
     size_t n[64], tensors;
     int found;
     int64_t round;
@@ -816,8 +836,13 @@ static int count_sent(void *ctx, int64_t device_id, const void *frame, size_t le
 {
     scope_ctx *s = ctx;
     sl_update *u = NULL;
+    void *plain;
+    size_t plain_len;
     (void)device_id, (void)num_samples, (void)sha256;
-    assert_int_equal(sl_frame_decode_update(s->layout, frame, len, NULL, &u), SL_OK);
+    assert_int_equal(
+        sl_test_plain_frame(s->store, s->task, s->layout, frame, len, &plain, &plain_len), SL_OK);
+    assert_int_equal(sl_frame_decode_update(s->layout, plain, plain_len, NULL, &u), SL_OK);
+    free(plain);
     assert_true(u->tensors <= 64);
     s->tensors = u->tensors;
     for (size_t t = 0; t < u->tensors; t++)
@@ -857,6 +882,8 @@ static void check_scope(const char *scope_json, sl_topk_scope want)
     assert_int_equal(sl_model_create("mlp", &m), SL_OK);
     memset(&sc, 0, sizeof sc);
     sc.layout = sl_model_layout(m);
+    sc.store = c.store;
+    sc.task = task;
     ag_base_options(&o, &c, task, agent_dir, data);
     o.rounds = 1;
     o.on_event = scope_event;

@@ -217,8 +217,9 @@ typedef struct sl_frame_header {
  * coordinates). The envelope names ref_version; the body carries the
  * support's size and CRC, so a decoder given another support refuses the
  * frame (SL_ESUPPORT) instead of misplacing its values. Decoders need the
- * support (sl_frame_decode_update_split()); the coordinator rewrites such a
- * frame as a plain flat one when it accepts it (sl_frame_unsplit()).
+ * support (sl_frame_decode_update_split(), or sl_frame_unsplit() for the
+ * plain flat frame of the same update); the coordinator stores such a frame
+ * as sent and reads it against the support it computes from its versions.
  */
 #define SL_FRAME_FLAG_SPLIT 2u
 

@@ -364,7 +364,10 @@ int sl_store_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, co
  * sl_store_retain_models - delete model versions of @task_id except the
  * latest @keep_last and every version divisible by @keep_every (0: none
  * kept that way); version 1 (the initial model) and any version a round
- * still refers to as its base are kept. @deleted: how many went (may be NULL).
+ * still refers to as its base are kept. The coordinator does not call it: a
+ * split update (codecs/FORMAT.md) stored in an open round is read at the
+ * close against the version it names, which this does not keep. @deleted: how many went (may be
+ * NULL).
  */
 int sl_store_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
                            uint32_t *deleted);

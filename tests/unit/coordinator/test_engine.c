@@ -2179,10 +2179,11 @@ static int find_frame(void *ctx, int64_t device_id, const void *frame, size_t le
 
 /*
  * Split updates (codecs/FORMAT.md): positions coded against the change from a version the
- * device held. The engine computes that support from its stored versions, stores the plain
- * flat frame of the same update (what aggregation and replicas read), counts the bytes that
- * were sent, and reads each pair of versions once; a frame against another support, or
- * against a version it no longer keeps, is refused ("reference") and nothing is stored.
+ * device held. The engine computes that support from its stored versions (each pair read
+ * once), stores the update as sent (the bytes its digest names), counts those bytes, and
+ * aggregates it against the same support: the next model is the base plus the weighted mean
+ * of the updates the plain frames carry. A frame against another support, or against a
+ * version the store no longer keeps, is refused ("reference") and nothing is stored.
  */
 static void test_split_updates(void **state)
 {
@@ -2191,17 +2192,20 @@ static void test_split_updates(void **state)
     sl_accept_result res;
     sl_round_stats rs;
     sl_support *sup = NULL, *wrong = NULL;
-    float *v1, *v2, *v3;
-    size_t chosen[64], n, plain_len, split_len;
+    float *v1, *v2, *v3, *v4;
+    size_t chosen[64], n, plain_len, split_len, d;
     void *plain, *split;
     uint8_t sha[32];
     uint64_t before;
     stored_frame got;
+    double *sum, weight = 0;
     (void)state;
-    sim_init(&s, "split", 20, CONFIG(""));
+    /* plain FedAvg: no senders' mean, no server rate ramp */
+    sim_init(&s, "split", 20, CONFIG(",\"sender_mean_rounds\":0,\"server_lr_ramp\":0"));
+    d = (size_t)sl_layout_params(s.layout);
     drive(&s, 2); /* versions 1, 2 and 3 */
     n = select_round(&s, chosen);
-    assert_true(n >= 4);
+    assert_true(n >= 7);
     st = status(&s);
     assert_int_equal(st.model_version, 3);
     v1 = version_params(&s, 1);
@@ -2210,78 +2214,95 @@ static void test_split_updates(void **state)
     assert_int_equal(sl_support_diff(s.layout, v2, v3, &sup), SL_OK);
     assert_int_equal(sl_support_diff(s.layout, v1, v3, &wrong), SL_OK);
     assert_true(sl_support_count(sup) > 0);
+    sum = calloc(d, sizeof *sum);
 
-    /* held version 2: accepted, stored as the plain frame, the split bytes counted */
-    split_update(&s, chosen[0], sup, sup, 2, &plain, &plain_len, &split, &split_len, sha);
-    assert_int_equal(((uint8_t *)split)[6], SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT);
-    assert_true(split_len < plain_len);
-    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[0]], split, split_len,
-                                      60, sha, &res),
-                     SL_OK);
-    assert_true(res.accepted);
-    got.device = s.devices[chosen[0]];
-    got.frame = NULL;
-    assert_int_equal(sl_store_foreach_update(s.store, st.round.id, find_frame, &got), SL_OK);
-    assert_non_null(got.frame);
-    assert_int_equal(got.len, plain_len);
-    assert_memory_equal(got.frame, plain, plain_len);
-    free(got.frame);
-    assert_int_equal(sl_engine_round_stats(s.engine, st.round.id, &rs), SL_OK);
-    assert_int_equal(rs.round.bytes_up, (int64_t)split_len);
-    /* the same bytes again: the receipt, as for any retry */
-    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[0]], split, split_len,
-                                      60, sha, &res),
-                     SL_OK);
-    assert_true(res.accepted && res.receipt.duplicate);
-    free(plain);
-    free(split);
-    /* a second device against the same pair: read from the store once */
+    /* six devices that held version 2: accepted, stored as sent, the bytes sent counted */
     before = s.engine->splits.reads;
-    split_update(&s, chosen[1], sup, sup, 2, &plain, &plain_len, &split, &split_len, sha);
-    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[1]], split, split_len,
-                                      60, sha, &res),
-                     SL_OK);
-    assert_true(res.accepted);
-    assert_int_equal(s.engine->splits.reads, before);
-    assert_true(s.engine->splits.hits >= 2);
-    free(plain);
-    free(split);
+    for (size_t k = 0; k < 6; k++) {
+        uint32_t samples = (uint32_t)(50 + k * 10);
+        split_update(&s, chosen[k], sup, sup, 2, &plain, &plain_len, &split, &split_len, sha);
+        assert_int_equal(((uint8_t *)split)[6], SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT);
+        assert_true(split_len < plain_len);
+        assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[k]], split,
+                                          split_len, samples, sha, &res),
+                         SL_OK);
+        assert_true(res.accepted);
+        got.device = s.devices[chosen[k]];
+        got.frame = NULL;
+        assert_int_equal(sl_store_foreach_update(s.store, st.round.id, find_frame, &got), SL_OK);
+        assert_non_null(got.frame);
+        assert_int_equal(got.len, split_len);
+        assert_memory_equal(got.frame, split, split_len);
+        free(got.frame);
+        assert_int_equal(sl_engine_round_stats(s.engine, st.round.id, &rs), SL_OK);
+        assert_int_equal(rs.round.reported, k + 1);
+        if (k == 0) {
+            assert_int_equal(rs.round.bytes_up, (int64_t)split_len);
+            /* the same bytes again: the receipt, as for any retry */
+            assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[0]], split,
+                                              split_len, samples, sha, &res),
+                             SL_OK);
+            assert_true(res.accepted && res.receipt.duplicate);
+        }
+        /* what the model should move by: the plain frame's values, weighted */
+        assert_int_equal(
+            sl_frame_accumulate_update_f64(s.layout, plain, plain_len, NULL, (double)samples, sum),
+            SL_OK);
+        weight += samples;
+        free(plain);
+        free(split);
+    }
+    assert_int_equal(s.engine->splits.reads, before + 1); /* one pair, read once */
+    assert_true(s.engine->splits.hits >= 6);
 
     /* coded against the change from version 1 but naming version 2: refused, not stored */
-    split_update(&s, chosen[2], sup, wrong, 2, &plain, &plain_len, &split, &split_len, sha);
+    split_update(&s, chosen[6], sup, wrong, 2, &plain, &plain_len, &split, &split_len, sha);
     assert_int_equal(((uint8_t *)split)[6], SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT);
-    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[2]], split, split_len,
+    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[6]], split, split_len,
                                       60, sha, &res),
                      SL_OK);
     assert_false(res.accepted);
     assert_string_equal(sl_reject_reason_name(res.reason), "reference");
     free(plain);
     free(split);
+
+    /* the round closes at its deadline (quorum 6) from the stored split frames, read by an
+     * engine that kept nothing in memory: version 4 = version 3 + the weighted mean */
+    sim_restart(&s);
+    sim_at(&s, st.round.report_deadline_ms);
+    assert_int_equal(status(&s).model_version, 4);
+    v4 = version_params(&s, 4);
+    for (size_t j = 0; j < d; j++)
+        assert_true(fabs((double)v4[j] - ((double)v3[j] + sum[j] / weight)) < 1e-6);
+
     /* against a version the store no longer keeps (retention took version 2) */
     assert_int_equal(sl_store_retain_models(s.store, s.task, 1, 0, NULL), SL_OK);
-    sl_engine_close(s.engine); /* a fresh engine: nothing kept in memory */
-    {
-        char err[256];
-        sl_engine_options o;
-        sl_engine_options_default(&o);
-        o.clock = &s.clock.clock;
-        assert_int_equal(sl_engine_open(s.store, &o, &s.engine, err, sizeof err), SL_OK);
-    }
-    split_update(&s, chosen[3], sup, sup, 2, &plain, &plain_len, &split, &split_len, sha);
-    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[3]], split, split_len,
+    sim_restart(&s); /* nothing kept in memory */
+    n = select_round(&s, chosen);
+    assert_true(n >= 1);
+    st = status(&s);
+    assert_int_equal(st.model_version, 4);
+    sl_support_free(sup);
+    sup = NULL;
+    assert_int_equal(sl_support_diff(s.layout, v2, v4, &sup), SL_OK);
+    split_update(&s, chosen[0], sup, sup, 2, &plain, &plain_len, &split, &split_len, sha);
+    assert_int_equal(((uint8_t *)split)[6], SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT);
+    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[0]], split, split_len,
                                       60, sha, &res),
                      SL_OK);
     assert_false(res.accepted);
     assert_string_equal(sl_reject_reason_name(res.reason), "reference");
     assert_int_equal(sl_engine_round_stats(s.engine, st.round.id, &rs), SL_OK);
-    assert_int_equal(rs.round.reported, 2);
+    assert_int_equal(rs.round.reported, 0);
     free(plain);
     free(split);
     sl_support_free(sup);
     sl_support_free(wrong);
+    free(sum);
     free(v1);
     free(v2);
     free(v3);
+    free(v4);
     sim_free(&s);
 }
 
