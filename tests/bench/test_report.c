@@ -704,20 +704,22 @@ static void test_bench_fl_smoke(void **state)
     if (strstr(out, ": 1 rounds after the first aggregate, 10 updates, ") == NULL)
         fail_msg("bench positions: not round 2's 10 updates:\n%s", out);
     {
-        static const char *const rows[] = {"the frames, as sent (adaptive coder)",
+        static const char *const rows[] = {"the plain frames (adaptive coder)",
                                            "uniform: log2 C(d, k)",
                                            "split by tensor",
                                            "split by the last aggregate's support",
                                            "split by tensor and the last aggregate's support",
                                            "split by the support of the delta it downloaded",
                                            "  the same, each part by the frames' coders",
-                                           "split by the device's previous update"};
-        double bits[8], k = 0;
+                                           "split by the device's previous update",
+                                           "  the same, flat: two sets over the model",
+                                           "  flat two sets, from its last selection's base"};
+        double bits[10], k = 0;
         const char *p = strstr(out, "updates, ");
         assert_non_null(p);
         assert_int_equal(sscanf(p, "updates, %lf positions", &k), 1);
         assert_true(k >= 1);
-        for (int i = 0; i < 8; i++) {
+        for (int i = 0; i < 10; i++) {
             const char *row = strstr(out, rows[i]);
             if (row == NULL || sscanf(row + strlen(rows[i]), "%lf", &bits[i]) != 1)
                 fail_msg("bench positions: no \"%s\" row:\n%s", rows[i], out);
@@ -733,6 +735,10 @@ static void test_bench_fl_smoke(void **state)
         /* every device of the smoke run took part in round 1: what it downloaded for round
          * 2 is the delta from version 1, the last aggregate's support */
         assert_true(fabs(bits[5] - bits[3]) < 1e-9);
+        /* the flat split (what split frames send) is the flat frame's coding where that is
+         * smaller, plus a bit; and what each device last downloaded is that same delta */
+        assert_true(bits[8] <= bits[0] + 1.0 / k + 1e-9);
+        assert_true(fabs(bits[9] - bits[8]) < 1e-9);
     }
     free(out);
     assert_int_equal(RUN(NULL, &out, "bench", "positions", "--store", g_dir), 1); /* not a store */
