@@ -213,20 +213,21 @@ typedef struct sl__task {
 
 /*
  * splits.c: the supports split updates are coded against, the change between two stored
- * versions of a task, for the last SL__SPLITS_KEPT pairs (their own lock, taken alone).
+ * versions of a task, for the SL__SPLITS_KEPT pairs used last (their own lock, taken alone).
  */
 #define SL__SPLITS_KEPT 8
 
 typedef struct sl__split_entry {
     int64_t task_id;
     uint64_t ref, base;
+    uint64_t used;       /* the splits' clock when it was last read or made */
     sl_support *support; /* NULL: an empty slot */
 } sl__split_entry;
 
 typedef struct sl__splits {
     pthread_mutex_t lock;
     sl__split_entry kept[SL__SPLITS_KEPT];
-    size_t next;          /* the slot the next pair read takes */
+    uint64_t clock;       /* ticks at every use: the least recently used pair goes */
     uint64_t reads, hits; /* pairs read from the store; found kept (tests) */
 } sl__splits;
 

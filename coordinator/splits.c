@@ -2,7 +2,7 @@
  * splits.c - the supports split updates are coded against (codecs/FORMAT.md, "Update body,
  * flat and split"): the coordinates whose bits differ between two stored model versions of
  * a task, the version a device held and the one it trained from. Read from the store and
- * kept for the last few pairs (a round's devices held a few versions between them), so an
+ * kept for the pairs used last (a round's devices held a few versions between them), so an
  * accept, or the close that aggregates the stored split frames, reads the models once per
  * pair, not once per update. Below the engine: it calls the store and the codecs only.
  */
@@ -47,9 +47,10 @@ int sl__splits_support(sl__splits *c, sl_store *store, int64_t task_id, const sl
         return SL_EINVAL;
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < SL__SPLITS_KEPT; i++) {
-        const sl__split_entry *s = &c->kept[i];
+        sl__split_entry *s = &c->kept[i];
         if (s->support != NULL && s->task_id == task_id && s->ref == ref && s->base == base) {
             rc = copy_support(layout, s->support, out);
+            s->used = ++c->clock;
             c->hits++;
             pthread_mutex_unlock(&c->lock);
             return rc;
@@ -76,8 +77,12 @@ int sl__splits_support(sl__splits *c, sl_store *store, int64_t task_id, const sl
     }
     pthread_mutex_lock(&c->lock);
     c->reads++;
-    slot = c->next++ % SL__SPLITS_KEPT; /* the oldest pair goes */
+    slot = 0; /* an empty slot, else the pair used least recently */
+    for (size_t i = 1; i < SL__SPLITS_KEPT && c->kept[slot].support != NULL; i++)
+        if (c->kept[i].support == NULL || c->kept[i].used < c->kept[slot].used)
+            slot = i;
     sl_support_free(c->kept[slot].support);
+    c->kept[slot].used = ++c->clock;
     c->kept[slot].task_id = task_id;
     c->kept[slot].ref = ref;
     c->kept[slot].base = base;

@@ -2306,6 +2306,61 @@ static void test_split_updates(void **state)
     sim_free(&s);
 }
 
+/* The supports kept: the pair used least recently goes when a ninth is read, so a pair
+ * every round's devices use stays however many others come and go; a kept support is
+ * the one read again from the store. */
+static void test_split_cache(void **state)
+{
+    sim s;
+    sl__splits *c;
+    sl_support *sup = NULL, *again = NULL;
+    uint64_t reads;
+    (void)state;
+    sim_init(&s, "split_cache", 20, CONFIG(""));
+    drive(&s, 10); /* versions 1 to 11 */
+    c = &s.engine->splits;
+    reads = c->reads;
+#define GET(ref)                                                                                  \
+    do {                                                                                          \
+        assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, ref, 11, &sup), SL_OK); \
+        sl_support_free(sup);                                                                     \
+        sup = NULL;                                                                               \
+    } while (0)
+    for (uint64_t ref = 1; ref <= 8; ref++)
+        GET(ref);
+    assert_int_equal(c->reads, reads + 8);
+    GET(1); /* kept: now the most recently used */
+    assert_int_equal(c->reads, reads + 8);
+    GET(9); /* a ninth: version 2's pair goes, not version 1's */
+    assert_int_equal(c->reads, reads + 9);
+    GET(1);
+    assert_int_equal(c->reads, reads + 9);
+    GET(2);
+    assert_int_equal(c->reads, reads + 10);
+#undef GET
+    /* a kept support is what the store gives */
+    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 1, 11, &sup), SL_OK);
+    {
+        sl__splits fresh;
+        sl__splits_init(&fresh);
+        assert_int_equal(sl__splits_support(&fresh, s.store, s.task, s.layout, 1, 11, &again),
+                         SL_OK);
+        assert_int_equal(fresh.reads, 1);
+        assert_int_equal(sl_support_crc(again), sl_support_crc(sup));
+        assert_int_equal(sl_support_count(again), sl_support_count(sup));
+        sl__splits_free(&fresh);
+        sl_support_free(again);
+        again = NULL;
+    }
+    /* versions the store does not hold, and a pair that is no change to a later version */
+    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 12, 13, &again), SL_ENOENT);
+    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 11, 40, &again), SL_ENOENT);
+    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 5, 5, &again), SL_EINVAL);
+    assert_null(again);
+    sl_support_free(sup);
+    sim_free(&s);
+}
+
 static void test_idset_merge(void **state)
 {
     sl__idset a = {NULL, 0, 0}, b = {NULL, 0, 0};
@@ -2342,6 +2397,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_updates),
+        cmocka_unit_test(test_split_cache),
         cmocka_unit_test(test_idset_merge),
         cmocka_unit_test(test_round_lifecycle),
         cmocka_unit_test(test_model_spec_and_refusals),
