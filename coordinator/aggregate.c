@@ -652,14 +652,15 @@ int sl__agg_sender_mean(sl__agg *a, double weight)
 }
 
 int sl__update_norm(const sl_layout *layout, const void *frame, size_t len,
-                    const sl_decode_limits *limits, double *norm, double *max_abs)
+                    const sl_decode_limits *limits, const sl_support *support, double *norm,
+                    double *max_abs)
 {
     sl_update *u = NULL;
     int rc;
 
     if (layout == NULL || frame == NULL || norm == NULL)
         return SL_EINVAL;
-    if ((rc = sl_frame_decode_update(layout, frame, len, limits, &u)) != SL_OK)
+    if ((rc = sl_frame_decode_update_split(layout, frame, len, limits, support, &u)) != SL_OK)
         return rc;
     *norm = update_norm(u);
     if (max_abs != NULL) {

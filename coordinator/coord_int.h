@@ -111,11 +111,12 @@ int sl__agg_export(const sl__agg *a, void **out, size_t *len);
  * overflow), SL_ESTATE (robust aggregators); nothing changes on an error. */
 int sl__agg_merge(sl__agg *a, const void *partial, size_t len);
 
-/* The L2 norm of an update frame's values (decoded), for the accept-time
- * bound, and (when @max_abs is not NULL) the largest magnitude of a value;
- * SL_OK or a decode error. */
+/* The L2 norm of an update frame's values (decoded; a split frame against
+ * @support, NULL for none), for the accept-time bound, and (when @max_abs is
+ * not NULL) the largest magnitude of a value; SL_OK or a decode error. */
 int sl__update_norm(const sl_layout *layout, const void *frame, size_t len,
-                    const sl_decode_limits *limits, double *norm, double *max_abs);
+                    const sl_decode_limits *limits, const sl_support *support, double *norm,
+                    double *max_abs);
 
 #endif /* STARLING_COORD_INT_H */
 

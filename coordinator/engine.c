@@ -612,7 +612,8 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
     int64_t base, current_round = 0;
     double norm, max_abs = 0;
     int rc, trc, close_now = 0, track = 0;
-    void *flat = NULL; /* a split frame's flat one */
+    void *flat = NULL;          /* a split frame's flat one (replicas) */
+    sl_support *support = NULL; /* a split frame's */
     const void *plain = frame;
     size_t flat_len = 0, plain_len = len;
 
@@ -690,20 +691,26 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
         goto out_lock;
     }
     if (rc == SL_OK && (h.flags & SL_FRAME_FLAG_SPLIT)) {
-        /* positions split by what the device downloaded: checked (and folded into a replica's
-         * partial sum) as the flat frame of the same update; stored as sent, the bytes its
-         * digest names, and read against the same support when the round aggregates */
-        rc = sl__splits_unsplit(&e->splits, e->store, t->id, layout, &e->opt.limits, frame, len,
-                                &flat, &flat_len);
-        if (rc == SL_OK) {
-            plain = flat;
-            plain_len = flat_len;
-        } else if (rc == SL_ENOMEM || rc == SL_EIO || rc == SL_EBUSY || rc == SL_ETIMEDOUT) {
+        /* positions split by what the device downloaded: checked against the support of
+         * the versions it names; stored as sent, the bytes its digest names, and read
+         * against the same support when the round aggregates */
+        rc = sl__splits_support(&e->splits, e->store, t->id, layout, h.ref_version, h.base_version,
+                                &support);
+        if (rc == SL_ENOENT)
+            rc = SL_ESUPPORT; /* a version this coordinator does not keep */
+        else if (rc != SL_OK && rc != SL_EINVAL)
             goto out_gate; /* the store could not give the versions: the device retries */
-        }
     }
     if (rc == SL_OK)
-        rc = sl__update_norm(layout, plain, plain_len, &e->opt.limits, &norm, &max_abs);
+        rc = sl__update_norm(layout, frame, len, &e->opt.limits, support, &norm, &max_abs);
+    if (rc == SL_OK && support != NULL && e->replica[0] != '\0') {
+        /* a replica folds it into its partial sum as the plain frame of the same update */
+        rc = sl_frame_unsplit(layout, frame, len, &e->opt.limits, support, &flat, &flat_len);
+        if (rc != SL_OK)
+            goto out_gate; /* it decoded just now: only memory can fail it */
+        plain = flat;
+        plain_len = flat_len;
+    }
     if (rc != SL_OK) {
         sl_reject_reason why = rc == SL_ELAYOUT      ? SL_REJECT_LAYOUT
                                : rc == SL_ENONFINITE ? SL_REJECT_NONFINITE
@@ -757,6 +764,7 @@ out_lock:
 out_gate:
     pthread_rwlock_unlock(&e->gate);
     free(flat);
+    sl_support_free(support);
     if (rc == SL_OK && track && !res.accepted && res.reason != SL_REJECT_DUPLICATE_CONFLICT) {
         /* the participant's record says why (the device list counts it); a different
          * second update leaves the first one's record alone. Best effort, as for late. */

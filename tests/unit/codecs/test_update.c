@@ -584,6 +584,7 @@ static void test_split(void **state)
         at = body + 4 + nlen; /* the value mode */
         EDIT(at, 6, SL_ECORRUPT);
         EDIT(at + 1, 0xff, SL_ETRUNCATED); /* n_in: a varint that does not end */
+        EDIT(at + 2, 0x7f, SL_ECOUNT);     /* n_in above n (its second varint byte) */
         EDIT(at + 3, 0x07, SL_ECORRUPT);   /* the inside part's coding: 7 */
         EDIT(at + 3, 0x00, SL_ECORRUPT);   /* 0 (AUTO) is never written */
     }

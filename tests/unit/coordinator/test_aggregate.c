@@ -191,7 +191,7 @@ static void test_fedavg_reference(void **state)
     }
     for (size_t i = 0; i < K; i++) {
         double norm = -1;
-        assert_int_equal(sl__update_norm(l, u[i].frame, u[i].len, NULL, &norm, NULL), SL_OK);
+        assert_int_equal(sl__update_norm(l, u[i].frame, u[i].len, NULL, NULL, &norm, NULL), SL_OK);
         assert_true(fabs(norm - dense_norm(u[i].dense, P)) <= 1e-12 * norm);
         free_upd(&u[i]);
     }
@@ -758,7 +758,8 @@ static void test_agg_rejections(void **state)
     assert_int_equal(sl__agg_begin(&c, l, &a), SL_EINVAL);
     assert_null(a);
     double norm;
-    assert_int_equal(sl__update_norm(l, alien.frame, alien.len, NULL, &norm, NULL), SL_ELAYOUT);
+    assert_int_equal(sl__update_norm(l, alien.frame, alien.len, NULL, NULL, &norm, NULL),
+                     SL_ELAYOUT);
     sl__agg_free(NULL);
 
     free_upd(&u[0]);
