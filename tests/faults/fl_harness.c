@@ -200,6 +200,20 @@ int fl_task_finished(fl_coord *c)
     return finished;
 }
 
+int64_t fl_model_version(fl_coord *c)
+{
+    sl_client_response r;
+    const char *at;
+    int64_t version = -1;
+    if (fl_request(c, "GET", "/v1/status", NULL, &r) != SL_OK)
+        return -1;
+    if (r.status == 200 && r.body != NULL &&
+        (at = strstr((const char *)r.body, "\"model_version\":")) != NULL)
+        version = strtoll(at + strlen("\"model_version\":"), NULL, 10);
+    sl_client_response_free(&r);
+    return version;
+}
+
 pid_t fl_spawn_agent(const char *const *args, const char *log)
 {
     return ag_spawn_agent(args, log);

@@ -54,6 +54,9 @@ int64_t fl_create_task(fl_coord *c, const char *model, const char *config_json);
 /* GET /v1/status: 1 when the task finished all its rounds, 0 when not,
  * -1 when the coordinator did not answer. */
 int fl_task_finished(fl_coord *c);
+/* GET /v1/status: the model version of the (only) task, or -1 when the
+ * coordinator did not answer. */
+int64_t fl_model_version(fl_coord *c);
 
 /* starling-agent with @args (NULL-terminated) as a child, output to @log. */
 pid_t fl_spawn_agent(const char *const *args, const char *log);
