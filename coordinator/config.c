@@ -76,6 +76,8 @@
  *   deadline_percentile  integer         0 .. 100 (0: off)      0
  *   deadline_rounds      integer         1 .. 1000              10
  *   min_report_deadline_ms integer       1 .. 7 d               1000
+ *   retain_last          integer         0 .. 1e9 (0: keep all)  0
+ *   retain_every         integer         0 .. 1e9 (0: none)      0
  *
  * The local_* keys above local_lr's line configure the devices' optimiser
  * (device/nn/include/starling/optim.h, PyTorch's torch.optim semantics):
@@ -105,7 +107,10 @@
  * or "adamw" needs local_momentum 0 (0 when absent: the key's default 0.9 is
  * SGD's); local_betas and local_eps other than their defaults need "adam" or
  * "adamw"; fednova (FedNova's normalised averaging, by each update's local
- * steps) excludes fedbuff, dp_noise and error_feedback "tracking".
+ * steps) excludes fedbuff, dp_noise and error_feedback "tracking"; retain_every needs
+ * retain_last (retention: sl_store_retain_models(), run after each close; a retired version's
+ * bytes go, its record and metrics stay; a device holding one downloads the full model, and
+ * its split update against one is refused with reason "reference").
  *
  * Two representation choices keep parse(to_json(c)) == c exact:
  * - quorum: JSON cannot tell 1 from 1.0, so an integer >= 1 is a count and
@@ -245,6 +250,8 @@ static const key_spec keys[] = {
     {"deadline_percentile", K_U32, F(deadline_percentile), 0, 100, 0, 0, 0},
     {"deadline_rounds", K_U32, F(deadline_rounds), 1, 1000, 0, 0, 10},
     {"min_report_deadline_ms", K_I64, F(min_report_deadline_ms), 1, 7 * DAY_MS, 0, 0, 1000},
+    {"retain_last", K_U32, F(retain_last), 0, 1e9, 0, 0, 0},
+    {"retain_every", K_U32, F(retain_every), 0, 1e9, 0, 0, 0},
 };
 #define KEY_COUNT (sizeof keys / sizeof keys[0])
 
@@ -847,6 +854,11 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
     if (c->max_local_steps > 0 && c->max_local_steps < c->min_local_steps) {
         set_err(err, errcap, "max_local_steps: %u is below min_local_steps %u", c->max_local_steps,
                 c->min_local_steps);
+        return SL_ECONFIG_VALUE;
+    }
+    if (c->retain_every > 0 && c->retain_last == 0) {
+        set_err(err, errcap,
+                "retain_every: needs retain_last >= 1 (retain_last 0 keeps every version)");
         return SL_ECONFIG_VALUE;
     }
     if (c->dp_noise > 0 && c->clip_norm <= 0) {

@@ -570,6 +570,30 @@ static void release_participants(sl_engine *e, sl__task *t, int64_t now)
     }
 }
 
+/* Retention after a close (the task's retain_last / retain_every), before the next round
+ * opens: every update the store holds was aggregated by this close or the ones before (an
+ * abandoned round's carried updates by the next close of its version), so no version a
+ * stored split update is read against is retired under it; an accept checks that the
+ * versions a split update names are not retired (engine.c). A failure is logged: the next
+ * close retires what this one left. */
+static void retain_models(sl_engine *e, sl__task *t)
+{
+    uint32_t retired = 0;
+    int rc =
+        sl_store_retain_models(e->store, t->id, t->cfg.retain_last, t->cfg.retain_every, &retired);
+    if (rc != SL_OK) {
+        sl_log(SL_LOG_WARN, "engine", "task %lld: retiring old model versions failed: %s",
+               (long long)t->id, sl_strerror(rc));
+        return;
+    }
+    e->models_retired += retired; /* lock held, as for every close */
+    if (retired > 0)
+        sl_log(SL_LOG_INFO, "engine",
+               "task %lld: %u model version(s) retired (keeping the last %u%s)", (long long)t->id,
+               retired, t->cfg.retain_last,
+               t->cfg.retain_every > 0 ? " and every retain_every-th" : "");
+}
+
 int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
 {
     int by_operator = abandon_reason != NULL && strcmp(abandon_reason, SL__ABORTED) == 0;
@@ -666,6 +690,8 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
         t->round_open = 0;
         if (t->cfg.rounds > 0 && (uint64_t)r.round_no >= t->cfg.rounds)
             t->finished = 1;
+        if (t->cfg.retain_last > 0)
+            retain_models(e, t);
     }
     if (rc != SL_OK)
         t->sm_valid = 0; /* the senders' mean's counts are read again at the retry */

@@ -331,6 +331,17 @@ int sl_engine_role(sl_engine *e, int *leader, uint64_t *epoch, uint64_t *promoti
     return SL_OK;
 }
 
+uint64_t sl_engine_models_retired(sl_engine *e)
+{
+    uint64_t n;
+    if (e == NULL)
+        return 0;
+    pthread_mutex_lock(&e->lock);
+    n = e->models_retired;
+    pthread_mutex_unlock(&e->lock);
+    return n;
+}
+
 /* ---- partial sums ------------------------------------------------------------------------ */
 
 /* The FedAvg family sums in fixed point and can split its sums; FedBuff weighs an update by

@@ -48,10 +48,11 @@ typedef struct sl__store_ops {
     int (*list_reporters)(sl_store *s, int64_t round_id, int (*fn)(void *ctx, int64_t device_id),
                           void *ctx);
     int (*put_model)(sl_store *s, const sl_model_put *m);
-    int (*get_model)(sl_store *s, int64_t task_id, int64_t version, sl_model_record *out);
+    /* @info: the record without its bytes, retired or not (else SL_ENOENT when retired) */
+    int (*get_model)(sl_store *s, int64_t task_id, int64_t version, int info, sl_model_record *out);
     int (*set_model_metrics)(sl_store *s, int64_t task_id, int64_t version, const char *metrics);
     int (*retain_models)(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
-                         uint32_t *deleted);
+                         uint32_t *retired);
     int (*create_round)(sl_store *s, sl_round_record *r);
     int (*update_round)(sl_store *s, const sl_round_record *r);
     int (*get_round)(sl_store *s, int64_t round_id, sl_round_record *out);

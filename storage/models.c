@@ -76,13 +76,22 @@ static int dup_blob(sqlite3_stmt *st, int col, void **out, size_t *len)
     return SL_OK;
 }
 
-int sl__sq_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_record *out)
+int sl__sq_get_model(sl_store *s, int64_t task_id, int64_t version, int info, sl_model_record *out)
 {
+    /* a retired version's frame is empty (retain_exec): its bytes are not found, its
+     * record is */
     static const char by_version[] =
         "SELECT version, parent, created_at, frame, sha256, metrics, opt_state "
-        "FROM model_versions WHERE task_id = ?1 AND version = ?2";
+        "FROM model_versions WHERE task_id = ?1 AND version = ?2 AND length(frame) > 0";
     static const char latest[] =
         "SELECT version, parent, created_at, frame, sha256, metrics, opt_state "
+        "FROM model_versions WHERE task_id = ?1 AND length(frame) > 0 "
+        "ORDER BY version DESC LIMIT 1";
+    static const char info_by_version[] =
+        "SELECT version, parent, created_at, length(frame), sha256, metrics "
+        "FROM model_versions WHERE task_id = ?1 AND version = ?2";
+    static const char info_latest[] =
+        "SELECT version, parent, created_at, length(frame), sha256, metrics "
         "FROM model_versions WHERE task_id = ?1 ORDER BY version DESC LIMIT 1";
     sl_model_record m = {0};
     sl__conn *c;
@@ -91,7 +100,10 @@ int sl__sq_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_rec
 
     if ((rc = sl__reader_get(s, &c)) != SL_OK)
         return rc;
-    rc = sl__stmt(c, version > 0 ? by_version : latest, &st);
+    rc = sl__stmt(c,
+                  info ? (version > 0 ? info_by_version : info_latest)
+                       : (version > 0 ? by_version : latest),
+                  &st);
     if (rc == SL_OK) {
         sqlite3_bind_int64(st, 1, task_id);
         if (version > 0)
@@ -102,14 +114,20 @@ int sl__sq_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_rec
             m.version = sqlite3_column_int64(st, 0);
             m.parent = sqlite3_column_int64(st, 1);
             m.created_at_ms = sqlite3_column_int64(st, 2);
-            rc = dup_blob(st, 3, &m.frame, &m.frame_len);
+            if (info) {
+                m.frame_len = (size_t)sqlite3_column_int64(st, 3);
+                m.retired = m.frame_len == 0;
+                rc = SL_OK;
+            } else {
+                rc = dup_blob(st, 3, &m.frame, &m.frame_len);
+            }
             if (rc == SL_OK && sqlite3_column_bytes(st, 4) != 32)
                 rc = SL_ECORRUPT;
             if (rc == SL_OK) {
                 memcpy(m.sha256, sqlite3_column_blob(st, 4), 32);
                 rc = sl__dup_text(st, 5, &m.metrics);
             }
-            if (rc == SL_OK)
+            if (rc == SL_OK && !info)
                 rc = dup_blob(st, 6, &m.opt_state, &m.opt_state_len);
         } else {
             rc = rc == SQLITE_DONE ? SL_ENOENT : sl__status_from_sqlite(rc);
@@ -157,7 +175,7 @@ int sl__sq_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, cons
 
 typedef struct retain_args {
     int64_t task_id;
-    uint32_t keep_last, keep_every, deleted;
+    uint32_t keep_last, keep_every, retired;
 } retain_args;
 
 static int retain_exec(sl_store *s, sl__conn *c, void *arg)
@@ -166,9 +184,10 @@ static int retain_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_stmt *st;
     int rc;
     (void)s;
-    /* one statement: everything outside the keep rules goes */
+    /* one statement: the bytes of everything outside the keep rules go; the records stay */
     rc = sl__stmt(c,
-                  "DELETE FROM model_versions WHERE task_id = ?1 AND version > 1 "
+                  "UPDATE model_versions SET frame = X'', opt_state = NULL "
+                  "WHERE task_id = ?1 AND version > 1 AND length(frame) > 0 "
                   "AND version NOT IN (SELECT version FROM model_versions WHERE task_id = ?1 "
                   "                    ORDER BY version DESC LIMIT ?2) "
                   "AND (?3 = 0 OR version % ?3 != 0) "
@@ -184,17 +203,17 @@ static int retain_exec(sl_store *s, sl__conn *c, void *arg)
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
         return sl__status_from_sqlite(rc);
-    a->deleted = (uint32_t)sqlite3_changes(c->db);
+    a->retired = (uint32_t)sqlite3_changes(c->db);
     return SL_OK;
 }
 
 int sl__sq_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
-                         uint32_t *deleted)
+                         uint32_t *retired)
 {
     retain_args a = {task_id, keep_last, keep_every, 0};
     int rc;
     rc = sl__write(s, retain_exec, &a, SL__WRITE_TIMEOUT_MS);
-    if (rc == SL_OK && deleted != NULL)
-        *deleted = a.deleted;
+    if (rc == SL_OK && retired != NULL)
+        *retired = a.retired;
     return rc;
 }

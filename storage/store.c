@@ -307,7 +307,14 @@ int sl_store_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_r
 {
     if (s == NULL || out == NULL || version < 0)
         return SL_EINVAL;
-    return OPS(s)->get_model(s, task_id, version, out);
+    return OPS(s)->get_model(s, task_id, version, 0, out);
+}
+
+int sl_store_get_model_info(sl_store *s, int64_t task_id, int64_t version, sl_model_record *out)
+{
+    if (s == NULL || out == NULL || version < 0)
+        return SL_EINVAL;
+    return OPS(s)->get_model(s, task_id, version, 1, out);
 }
 
 int sl_store_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, const char *metrics)
@@ -318,11 +325,11 @@ int sl_store_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, co
 }
 
 int sl_store_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
-                           uint32_t *deleted)
+                           uint32_t *retired)
 {
     if (s == NULL || keep_last == 0)
         return SL_EINVAL;
-    return OPS(s)->retain_models(s, task_id, keep_last, keep_every, deleted);
+    return OPS(s)->retain_models(s, task_id, keep_last, keep_every, retired);
 }
 
 int sl_store_create_round(sl_store *s, sl_round_record *r)

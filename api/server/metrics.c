@@ -272,6 +272,10 @@ void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
     head(&b, "starling_model_cache_bytes", "gauge", "Bytes of encoded models held in memory.");
     sl__text_printf(&b, "starling_model_cache_bytes %zu\n", s->cache_bytes);
     pthread_mutex_unlock(&s->cache_lock);
+    head(&b, "starling_model_versions_retired_total", "counter",
+         "Model versions whose bytes retention retired (tasks with retain_last).");
+    sl__text_printf(&b, "starling_model_versions_retired_total %llu\n",
+                    (unsigned long long)sl_engine_models_retired(s->engine));
     {
         int leader = 0;
         uint64_t epoch = 0, promotions = 0;

@@ -116,8 +116,9 @@ void sl__round_model(sl_server *s, const sl_round_record *r, cJSON *out)
         return;
     }
     cJSON_AddNumberToObject(out, "model_version", (double)version);
-    /* a version removed by retention, or not evaluated yet, has no metrics */
-    if (sl_store_get_model(s->store, r->task_id, version, &m) == SL_OK) {
+    /* its record without the bytes (retention may have retired them: the metrics stay); a
+     * version not evaluated yet has no metrics */
+    if (sl_store_get_model_info(s->store, r->task_id, version, &m) == SL_OK) {
         if (m.parent == r->base_version && m.metrics != NULL) {
             metrics = cJSON_Parse(m.metrics);
             /* a classifier's accuracy, or a regression's RMSE (its accuracy is null) */

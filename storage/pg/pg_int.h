@@ -146,10 +146,10 @@ int sl__pg_list_devices(sl_store *s, int64_t after, uint32_t offset, uint32_t li
 int sl__pg_list_reporters(sl_store *s, int64_t round_id, int (*fn)(void *ctx, int64_t device_id),
                           void *ctx);
 int sl__pg_put_model(sl_store *s, const sl_model_put *m);
-int sl__pg_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_record *out);
+int sl__pg_get_model(sl_store *s, int64_t task_id, int64_t version, int info, sl_model_record *out);
 int sl__pg_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, const char *metrics);
 int sl__pg_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
-                         uint32_t *deleted);
+                         uint32_t *retired);
 int sl__pg_create_round(sl_store *s, sl_round_record *r);
 int sl__pg_update_round(sl_store *s, const sl_round_record *r);
 int sl__pg_get_round(sl_store *s, int64_t round_id, sl_round_record *out);
@@ -182,7 +182,7 @@ int sl__pg_append_upload(sl_store *s, const char *id, uint64_t offset, const voi
 int sl__pg_read_upload(sl_store *s, const char *id, void **out, size_t *len);
 int sl__pg_finish_upload(sl_store *s, const char *id, int64_t timeout_ms, sl_store_receipt *out);
 int sl__pg_delete_upload(sl_store *s, const char *id);
-int sl__pg_expire_uploads(sl_store *s, uint32_t *deleted);
+int sl__pg_expire_uploads(sl_store *s, uint32_t *retired);
 int sl__pg_session_secret(sl_store *s, int rotate, uint32_t *epoch,
                           uint8_t secret[SL_STORE_SECRET_LEN]);
 int sl__pg_session_secret_of(sl_store *s, uint32_t epoch, uint8_t secret[SL_STORE_SECRET_LEN]);

@@ -58,6 +58,7 @@ int sl__pg_put_model(sl_store *s, const sl_model_put *m)
 
 typedef struct get_args {
     int64_t task_id, version;
+    int info;
     sl_model_record *out;
 } get_args;
 
@@ -72,13 +73,22 @@ static int get_exec(sl__pg *p, PGconn *c, void *arg)
     sl__pgq_int(&q, a->task_id);
     if (a->version > 0)
         sl__pgq_int(&q, a->version);
-    rc = sl__pg_exec(c,
-                     a->version > 0
-                         ? "SELECT version, parent, created_at, frame, sha256, metrics, opt_state "
-                           "FROM model_versions WHERE task_id = $1 AND version = $2"
+    /* a retired version's frame is empty (retain_exec): its bytes are not found, its
+     * record is (models.c's queries) */
+    rc = sl__pg_exec(
+        c,
+        a->info          ? (a->version > 0
+                                ? "SELECT version, parent, created_at, octet_length(frame), sha256, metrics "
+                                  "FROM model_versions WHERE task_id = $1 AND version = $2"
+                                : "SELECT version, parent, created_at, octet_length(frame), sha256, metrics "
+                                  "FROM model_versions WHERE task_id = $1 ORDER BY version DESC LIMIT 1")
+        : a->version > 0 ? "SELECT version, parent, created_at, frame, sha256, metrics, opt_state "
+                           "FROM model_versions WHERE task_id = $1 AND version = $2 "
+                           "AND octet_length(frame) > 0"
                          : "SELECT version, parent, created_at, frame, sha256, metrics, opt_state "
-                           "FROM model_versions WHERE task_id = $1 ORDER BY version DESC LIMIT 1",
-                     &q, &r);
+                           "FROM model_versions WHERE task_id = $1 AND octet_length(frame) > 0 "
+                           "ORDER BY version DESC LIMIT 1",
+        &q, &r);
     if (rc != SL_OK)
         return rc;
     if (PQntuples(r) == 0)
@@ -91,10 +101,15 @@ static int get_exec(sl__pg *p, PGconn *c, void *arg)
         m.parent = sl__pg_int(r, 0, 1);
         m.created_at_ms = sl__pg_int(r, 0, 2);
         memcpy(m.sha256, PQgetvalue(r, 0, 4), 32);
-        rc = sl__pg_dup_bytes(r, 0, 3, &m.frame, &m.frame_len);
+        if (a->info) {
+            m.frame_len = (size_t)sl__pg_int(r, 0, 3);
+            m.retired = m.frame_len == 0;
+        } else {
+            rc = sl__pg_dup_bytes(r, 0, 3, &m.frame, &m.frame_len);
+        }
         if (rc == SL_OK)
             rc = sl__pg_dup_text(r, 0, 5, &m.metrics);
-        if (rc == SL_OK)
+        if (rc == SL_OK && !a->info)
             rc = sl__pg_dup_bytes(r, 0, 6, &m.opt_state, &m.opt_state_len);
     }
     PQclear(r);
@@ -106,9 +121,9 @@ static int get_exec(sl__pg *p, PGconn *c, void *arg)
     return SL_OK;
 }
 
-int sl__pg_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_record *out)
+int sl__pg_get_model(sl_store *s, int64_t task_id, int64_t version, int info, sl_model_record *out)
 {
-    get_args a = {task_id, version, out};
+    get_args a = {task_id, version, info, out};
     return sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, get_exec, &a);
 }
 
@@ -144,7 +159,7 @@ int sl__pg_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, cons
 
 typedef struct retain_args {
     int64_t task_id;
-    uint32_t keep_last, keep_every, deleted;
+    uint32_t keep_last, keep_every, retired;
 } retain_args;
 
 static int retain_exec(sl__pg *p, PGconn *c, void *arg)
@@ -157,9 +172,11 @@ static int retain_exec(sl__pg *p, PGconn *c, void *arg)
     sl__pgq_int(&q, a->task_id);
     sl__pgq_int(&q, a->keep_last);
     sl__pgq_int(&q, a->keep_every);
-    /* one statement: everything outside the keep rules goes (models.c's rules) */
+    /* one statement: the bytes of everything outside the keep rules go, the records stay
+     * (models.c's rules) */
     rc = sl__pg_exec(c,
-                     "DELETE FROM model_versions WHERE task_id = $1 AND version > 1 "
+                     "UPDATE model_versions SET frame = ''::bytea, opt_state = NULL "
+                     "WHERE task_id = $1 AND version > 1 AND octet_length(frame) > 0 "
                      "AND version NOT IN (SELECT version FROM model_versions WHERE task_id = $1 "
                      "                    ORDER BY version DESC LIMIT $2) "
                      "AND ($3::bigint = 0 OR version % $3::bigint != 0) "
@@ -168,17 +185,17 @@ static int retain_exec(sl__pg *p, PGconn *c, void *arg)
                      &q, &r);
     if (rc != SL_OK)
         return rc;
-    a->deleted = (uint32_t)sl__pg_changes(r);
+    a->retired = (uint32_t)sl__pg_changes(r);
     PQclear(r);
     return SL_OK;
 }
 
 int sl__pg_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
-                         uint32_t *deleted)
+                         uint32_t *retired)
 {
     retain_args a = {task_id, keep_last, keep_every, 0};
     int rc = sl__pg_tx((sl__pg *)(void *)s, 0, SL__PG_TIMEOUT_MS, retain_exec, &a);
-    if (rc == SL_OK && deleted != NULL)
-        *deleted = a.deleted;
+    if (rc == SL_OK && retired != NULL)
+        *retired = a.retired;
     return rc;
 }

@@ -166,6 +166,7 @@ static uint64_t split_updates(ag_coord *c, int64_t task, uint64_t *sent)
 }
 
 static unsigned g_want_split; /* run_fleet: split updates stored at least (reset by it) */
+static int g_retention;       /* run_fleet: the task retires versions (reset by it) */
 
 static void run_fleet(const char *name, const char *model, const char *config, unsigned devices,
                       int64_t versions, size_t per_device, double limit_s,
@@ -180,7 +181,9 @@ static void run_fleet(const char *name, const char *model, const char *config, u
     pthread_t tid;
     watch w;
     char err[256];
+    int retention = g_retention;
 
+    g_retention = 0;
     sl_test_mkdtemp(dir, sizeof dir, name);
     snprintf(data_dir, sizeof data_dir, "%s/data", dir);
     snprintf(state, sizeof state, "%s/fleet", dir);
@@ -221,6 +224,28 @@ static void run_fleet(const char *name, const char *model, const char *config, u
     assert_true(s.accepted >= devices);
     assert_true(s.cuts > 0);
     assert_true(s.resumes > 0);
+    if (retention) {
+        /* devices asked for deltas from versions retention had retired (404), took the full
+         * models and went on; the retired versions' records stay */
+        sl_client_response r;
+        const char *at;
+        long missing = 0;
+        sl_model_record m;
+        ag_admin(&c, "GET", "/metrics", NULL, &r);
+        assert_int_equal(r.status, 200);
+        static const char line[] =
+            "starling_http_requests_total{route=\"/v1/models/{version}\",status=\"404\"} ";
+        at = strstr((const char *)r.body, line);
+        if (at != NULL)
+            missing = strtol(at + strlen(line), NULL, 10);
+        sl_client_response_free(&r);
+        fprintf(stderr, "%s: %ld model downloads refused (a retired version)\n", name, missing);
+        assert_true(missing >= 1);
+        assert_int_equal(sl_store_get_model_info(c.store, w.task, 2, &m), SL_OK);
+        assert_true(m.retired);
+        sl_store_model_free(&m);
+        assert_int_equal(sl_store_get_model(c.store, w.task, 2, &m), SL_ENOENT);
+    }
     ag_coord_stop_server(&c);
     for (unsigned k = 0; k < devices; k++) {
         char dev[700];
@@ -312,6 +337,22 @@ static void test_fleet(void **state)
     (void)state;
     g_want_split = 1; /* devices that downloaded deltas sent split updates, through crashes */
     run_fleet("agent_fleet", "mlp", AG_MLP_TASK("fleet", 4, 2), 5, 4, 200, 60, &fleet_faults, 5, 0);
+}
+
+/* The fleet of test_fleet on a task that keeps only its latest model version
+ * ("retain_last": 1): from round 3 on every device's delta request names a retired version
+ * (404) and it takes the full model instead; through the same drop-outs, crashes and cut
+ * transfers, every acknowledged update is stored once and the task reaches its versions. */
+static void test_fleet_retention(void **state)
+{
+    (void)state;
+    g_retention = 1;
+    run_fleet("agent_retain", "mlp",
+              "{\"name\":\"retain\",\"target\":4,\"quorum\":2,\"over_selection\":1.25,"
+              "\"selection_window_ms\":400,\"report_deadline_ms\":4000,\"values\":\"fp16\","
+              "\"density\":0.05,\"local_epochs\":1,\"batch\":32,\"local_lr\":0.05,"
+              "\"local_momentum\":0.9,\"retain_last\":1}",
+              5, 5, 200, 60, &fleet_faults, 5, 0);
 }
 
 /* A task with time budgets: 3 local epochs would be 21 steps of 200 samples in batches of
@@ -1239,6 +1280,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_split_state),
         cmocka_unit_test(test_tls_ca_and_pin),
         cmocka_unit_test(test_fleet),
+        cmocka_unit_test(test_fleet_retention),
         cmocka_unit_test(test_time_budget),
         cmocka_unit_test(test_heterogeneous_fleet),
         cmocka_unit_test(test_cut_every_transfer),

@@ -10,7 +10,7 @@
 #define TD_TASK                                                                             \
     "{\"config\":{\"name\":\"dash-demo\",\"target\":2,\"quorum\":2,\"over_selection\":1.5," \
     "\"selection_window_ms\":%d,\"report_deadline_ms\":60000,\"values\":\"fp16\","          \
-    "\"density\":0.25},\"layout\":\"w 4 8\\nb 4\\n\",\"model\":\"%%s\"}"
+    "\"density\":0.25,\"retain_last\":2},\"layout\":\"w 4 8\\nb 4\\n\",\"model\":\"%%s\"}"
 
 static int g_public;
 

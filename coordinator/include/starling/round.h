@@ -171,6 +171,10 @@ typedef struct sl_task_config {
     uint32_t deadline_percentile;
     uint32_t deadline_rounds;
     int64_t min_report_deadline_ms;
+    /* retention (sl_store_retain_models): after each close the bytes of every version but the
+     * latest retain_last, every retain_every-th, version 1 and the open round's base are
+     * retired; their records (digest, metrics) stay. 0: every version kept (the default) */
+    uint32_t retain_last, retain_every;
 } sl_task_config;
 
 /**
@@ -330,6 +334,12 @@ int sl_engine_open(sl_store *store, const sl_engine_options *o, sl_engine **out,
  * became the leader. Any output may be NULL.
  */
 int sl_engine_role(sl_engine *e, int *leader, uint64_t *epoch, uint64_t *promotions);
+
+/**
+ * sl_engine_models_retired - how many model versions the retention of this engine's closes
+ * retired since it opened (tasks with "retain_last"; sl_store_retain_models()).
+ */
+uint64_t sl_engine_models_retired(sl_engine *e);
 
 /**
  * sl_engine_close - NULL is a no-op. Does not close the store, which must

@@ -343,16 +343,27 @@ int sl_store_put_model(sl_store *s, const sl_model_put *m);
 /** A stored model version (buffers malloc'd; free with sl_store_model_free()). */
 typedef struct sl_model_record {
     int64_t task_id, version, parent, created_at_ms;
-    void *frame;
-    size_t frame_len;
+    void *frame;      /* NULL from sl_store_get_model_info() */
+    size_t frame_len; /* from sl_store_get_model_info(): the frame's stored size, 0 if retired */
     uint8_t sha256[32];
     char *metrics;   /* JSON or NULL */
-    void *opt_state; /* or NULL */
+    void *opt_state; /* or NULL (always from sl_store_get_model_info()) */
     size_t opt_state_len;
+    int retired; /* 1: retention took its bytes (sl_store_retain_models()); the record stays */
 } sl_model_record;
 
-/** sl_store_get_model - read a version (@version 0: the latest). SL_ENOENT when absent. */
+/**
+ * sl_store_get_model - read a version with its bytes (@version 0: the latest). SL_ENOENT when
+ * absent or retired (its bytes are gone).
+ */
 int sl_store_get_model(sl_store *s, int64_t task_id, int64_t version, sl_model_record *out);
+
+/**
+ * sl_store_get_model_info - read a version's record without its bytes (frame and opt_state
+ * NULL; frame_len the frame's stored size), retired or not (@version 0: the latest).
+ * SL_ENOENT when absent. What a listing of versions and their metrics reads.
+ */
+int sl_store_get_model_info(sl_store *s, int64_t task_id, int64_t version, sl_model_record *out);
 
 /** sl_store_model_free - release the buffers of a record. */
 void sl_store_model_free(sl_model_record *m);
@@ -361,16 +372,19 @@ void sl_store_model_free(sl_model_record *m);
 int sl_store_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, const char *metrics);
 
 /**
- * sl_store_retain_models - delete model versions of @task_id except the
- * latest @keep_last and every version divisible by @keep_every (0: none
- * kept that way); version 1 (the initial model) and any version a round
- * still refers to as its base are kept. The coordinator does not call it: a
- * split update (codecs/FORMAT.md) stored in an open round is read at the
- * close against the version it names, which this does not keep. @deleted: how many went (may be
- * NULL).
+ * sl_store_retain_models - retire the model versions of @task_id except the latest
+ * @keep_last (>= 1) and every version divisible by @keep_every (0: none kept that way);
+ * version 1 (the initial model) and any version a round not yet closed or abandoned has as
+ * its base are kept. A retired version's bytes (frame, optimiser state) go; its record
+ * (parent, digest, time, metrics) stays, so rounds keep their accuracy history;
+ * sl_store_get_model() no longer finds it. The coordinator calls it after each close of a
+ * task with "retain_last" (coordinator/config.c), before the next round opens: a split
+ * update (codecs/FORMAT.md) is read at its round's close against the version it names, so
+ * no version an update not yet aggregated names is retired. @retired: how many went now
+ * (may be NULL).
  */
 int sl_store_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
-                           uint32_t *deleted);
+                           uint32_t *retired);
 
 /* ------------------------------------------------------------------------ */
 /* Rounds and participants                                                  */

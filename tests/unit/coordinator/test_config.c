@@ -53,6 +53,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.sender_mean_share, 1); /* the fade by participations times their share */
     assert_int_equal(c.server_lr_ramp, 0);
     assert_true(c.server_lr_boost == 3.0);
+    assert_int_equal(c.retain_last, 0); /* every model version kept */
+    assert_int_equal(c.retain_every, 0);
     {
         static const char *const none[] = {
             "{\"target\": 10, \"density\": 1}",
@@ -155,7 +157,7 @@ static void test_every_key(void **state)
         " \"server_lr\": 0.03, \"server_momentum\": 0.5, \"beta1\": 0.8, \"beta2\": 0.999,"
         " \"tau\": 1e-6, \"clip_norm\": 2.5, \"trim_fraction\": 0.2, \"dp_noise\": 0.7,"
         " \"max_update_norm\": 100, \"seed\": 12345, \"fedbuff\": true, \"buffer_size\": 16,"
-        " \"max_staleness\": 4}";
+        " \"max_staleness\": 4, \"retain_last\": 3, \"retain_every\": 100}";
     sl_task_config c;
     char err[256];
 
@@ -189,6 +191,8 @@ static void test_every_key(void **state)
     assert_int_equal(c.fedbuff, 1);
     assert_int_equal(c.buffer_size, 16);
     assert_int_equal(c.max_staleness, 4);
+    assert_int_equal(c.retain_last, 3);
+    assert_int_equal(c.retain_every, 100);
     assert_roundtrip(&c);
 }
 
@@ -426,6 +430,11 @@ static void test_rejections(void **state)
          "min_report_deadline_ms: 0 is below the minimum 1"},
         {"{\"target\":10,\"min_report_deadline_ms\":1e300}", SL_ECONFIG_VALUE,
          "min_report_deadline_ms:"},
+        {"{\"target\":10,\"retain_every\":5}", SL_ECONFIG_VALUE,
+         "retain_every: needs retain_last >= 1"},
+        {"{\"target\":10,\"retain_last\":-1}", SL_ECONFIG_VALUE,
+         "retain_last: -1 is below the minimum 0"},
+        {"{\"target\":10,\"retain_last\":2.5}", SL_ECONFIG_VALUE, "retain_last:"},
         {"[1, 2]", SL_ECONFIG_VALUE, "expected a JSON object, got an array"},
         {"\"target\"", SL_ECONFIG_VALUE, "expected a JSON object"},
         {"{\"target\":10} x", SL_ECONFIG_VALUE, "syntax error at byte 14"},

@@ -2185,6 +2185,25 @@ static int find_frame(void *ctx, int64_t device_id, const void *frame, size_t le
  * of the updates the plain frames carry. A frame against another support, or against a
  * version the store no longer keeps, is refused ("reference") and nothing is stored.
  */
+/* Device @i's split update against @sup (the change from @ref), sent for the open round: the
+ * engine's answer. */
+static sl_accept_result send_split(sim *s, size_t i, const sl_support *sup, uint64_t ref)
+{
+    sl_task_status st = status(s);
+    sl_accept_result res;
+    void *plain, *split;
+    size_t plain_len, split_len;
+    uint8_t sha[32];
+    split_update(s, i, sup, sup, ref, &plain, &plain_len, &split, &split_len, sha);
+    assert_int_equal(((uint8_t *)split)[6], SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT);
+    assert_int_equal(
+        sl_engine_accept(s->engine, st.round.id, s->devices[i], split, split_len, 60, sha, &res),
+        SL_OK);
+    free(plain);
+    free(split);
+    return res;
+}
+
 static void test_split_updates(void **state)
 {
     sim s;
@@ -2285,17 +2304,11 @@ static void test_split_updates(void **state)
     sl_support_free(sup);
     sup = NULL;
     assert_int_equal(sl_support_diff(s.layout, v2, v4, &sup), SL_OK);
-    split_update(&s, chosen[0], sup, sup, 2, &plain, &plain_len, &split, &split_len, sha);
-    assert_int_equal(((uint8_t *)split)[6], SL_FRAME_FLAG_FLAT | SL_FRAME_FLAG_SPLIT);
-    assert_int_equal(sl_engine_accept(s.engine, st.round.id, s.devices[chosen[0]], split, split_len,
-                                      60, sha, &res),
-                     SL_OK);
+    res = send_split(&s, chosen[0], sup, 2);
     assert_false(res.accepted);
     assert_string_equal(sl_reject_reason_name(res.reason), "reference");
     assert_int_equal(sl_engine_round_stats(s.engine, st.round.id, &rs), SL_OK);
     assert_int_equal(rs.round.reported, 0);
-    free(plain);
-    free(split);
     sl_support_free(sup);
     sl_support_free(wrong);
     free(sum);
@@ -2309,6 +2322,99 @@ static void test_split_updates(void **state)
 /* The supports kept: the pair used least recently goes when a ninth is read, so a pair
  * every round's devices use stays however many others come and go; a kept support is
  * the one read again from the store. */
+/* Retention (the task's retain_last and retain_every): after each close the bytes of the
+ * versions outside the rules are retired and their records kept; the models are those of a
+ * run without retention; a split update naming a retired version is refused (reason
+ * "reference"), also when the support of its pair is in memory: the close reads the
+ * versions again after a restart. */
+static void test_retention(void **state)
+{
+    sim a, b;
+    sl_task_status st;
+    sl_accept_result res;
+    sl_model_record m;
+    sl_support *sup = NULL;
+    float *v4, *v6, *v7;
+    size_t chosen[64], n;
+    uint8_t sa[32], sb[32];
+    uint32_t retired;
+    (void)state;
+    sim_init(&a, "retain", 20,
+             CONFIG(",\"sender_mean_rounds\":0,\"server_lr_ramp\":0,\"retain_last\":2,"
+                    "\"retain_every\":4"));
+    sim_init(&b, "noretain", 20, CONFIG(",\"sender_mean_rounds\":0,\"server_lr_ramp\":0"));
+    drive(&a, 6); /* versions 1 to 7 */
+    drive(&b, 6);
+    assert_int_equal(status(&a).model_version, 7);
+    assert_int_equal(status(&b).model_version, 7);
+    for (int64_t v = 1; v <= 7; v++) {
+        int kept = v == 1 || v == 4 || v >= 6; /* version 1, every 4th, the last 2 */
+        int rc = sl_store_get_model(a.store, a.task, v, &m);
+        assert_int_equal(rc, kept ? SL_OK : SL_ENOENT);
+        if (rc == SL_OK)
+            sl_store_model_free(&m);
+        /* the record stays, with the digest of the same model as without retention */
+        assert_int_equal(sl_store_get_model_info(a.store, a.task, v, &m), SL_OK);
+        assert_int_equal(m.retired, !kept);
+        model_sha(&b, v, sb);
+        assert_memory_equal(m.sha256, sb, 32);
+        sl_store_model_free(&m);
+    }
+
+    /* round 7 (base 7): the support of the pair (6, 7) in memory, then version 6 retired */
+    n = select_round(&a, chosen);
+    assert_true(n >= 7);
+    st = status(&a);
+    v4 = version_params(&a, 4);
+    v6 = version_params(&a, 6);
+    v7 = version_params(&a, 7);
+    assert_int_equal(sl_support_diff(a.layout, v6, v7, &sup), SL_OK);
+    {
+        sl_support *cached = NULL;
+        assert_int_equal(
+            sl__splits_support(&a.engine->splits, a.store, a.task, a.layout, 6, 7, &cached), SL_OK);
+        sl_support_free(cached);
+    }
+    assert_int_equal(sl_store_retain_models(a.store, a.task, 1, 4, &retired), SL_OK);
+    assert_int_equal(retired, 1); /* 6; 4 and 7 stay (every 4th, the open round's base) */
+    res = send_split(&a, chosen[0], sup, 6);
+    assert_false(res.accepted);
+    assert_string_equal(sl_reject_reason_name(res.reason), "reference");
+    sl_support_free(sup);
+    sup = NULL;
+
+    /* against version 4, kept: accepted and stored as sent */
+    assert_int_equal(sl_support_diff(a.layout, v4, v7, &sup), SL_OK);
+    assert_true(send_split(&a, chosen[1], sup, 4).accepted);
+    for (size_t k = 2; k < 7; k++) /* 6 updates: the quorum */
+        assert_true(upload(&a, chosen[k], 1.0f).accepted);
+
+    /* the round closes from the store after a restart (versions 4 and 7 read again), then the
+     * close's retention: the last 2 (7, 8), every 4th (4, 8) and version 1 */
+    sim_restart(&a);
+    sim_at(&a, st.round.report_deadline_ms);
+    assert_int_equal(status(&a).model_version, 8);
+    for (int64_t v = 1; v <= 8; v++) {
+        int kept = v == 1 || v == 4 || v >= 7;
+        int rc = sl_store_get_model(a.store, a.task, v, &m);
+        assert_int_equal(rc, kept ? SL_OK : SL_ENOENT);
+        if (rc == SL_OK)
+            sl_store_model_free(&m);
+    }
+    /* the models up to version 7 were those of the run without retention */
+    model_sha(&a, 7, sa);
+    model_sha(&b, 7, sb);
+    assert_memory_equal(sa, sb, 32);
+    drive(&a, 9);
+    assert_int_equal(status(&a).model_version, 10);
+    free(v4);
+    free(v6);
+    free(v7);
+    sl_support_free(sup);
+    sim_free(&a);
+    sim_free(&b);
+}
+
 static void test_split_cache(void **state)
 {
     sim s;
@@ -2398,6 +2504,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_updates),
         cmocka_unit_test(test_split_cache),
+        cmocka_unit_test(test_retention),
         cmocka_unit_test(test_idset_merge),
         cmocka_unit_test(test_round_lifecycle),
         cmocka_unit_test(test_model_spec_and_refusals),

@@ -751,27 +751,75 @@ static void test_retention(void **state)
     uint8_t frame[4] = {1, 2, 3, 4}, sha[32] = {0};
     sl_model_put m = {0};
     sl_model_record r;
-    uint32_t deleted;
+    sl_round_record open_round;
+    uint32_t retired;
     assert_int_equal(sl_store_create_task(f->s, "ret", "{}", "w 1\n", &task), SL_OK);
     m.task_id = task;
     m.frame = frame;
     m.frame_len = sizeof frame;
     m.sha256 = sha;
     for (int v = 1; v <= 20; v++) {
+        sha[0] = (uint8_t)v;
         m.version = v;
+        m.parent = v - 1;
+        m.opt_state = v == 7 ? frame : NULL;
+        m.opt_state_len = v == 7 ? sizeof frame : 0;
         assert_int_equal(sl_store_put_model(f->s, &m), SL_OK);
     }
+    assert_int_equal(sl_store_set_model_metrics(f->s, task, 7, "{\"accuracy\":0.5}"), SL_OK);
+    /* a round not yet closed trains from version 12: kept */
+    memset(&open_round, 0, sizeof open_round);
+    open_round.task_id = task;
+    open_round.round_no = 12;
+    open_round.state = SL_ROUND_TRAINING;
+    open_round.base_version = 12;
+    assert_int_equal(sl_store_create_round(f->s, &open_round), SL_OK);
     /* keep the last 3 and every 5th, and version 1 */
-    assert_int_equal(sl_store_retain_models(f->s, task, 3, 5, &deleted), SL_OK);
+    assert_int_equal(sl_store_retain_models(f->s, task, 3, 5, &retired), SL_OK);
     for (int v = 1; v <= 20; v++) {
-        int kept = v == 1 || v >= 18 || v % 5 == 0;
+        int kept = v == 1 || v >= 18 || v % 5 == 0 || v == 12;
         int rc = sl_store_get_model(f->s, task, v, &r);
         assert_int_equal(rc, kept ? SL_OK : SL_ENOENT);
-        if (rc == SL_OK)
+        if (rc == SL_OK) {
+            assert_int_equal(r.frame_len, sizeof frame);
+            assert_false(r.retired);
             sl_store_model_free(&r);
+        }
+        /* the record stays either way, without its bytes */
+        assert_int_equal(sl_store_get_model_info(f->s, task, v, &r), SL_OK);
+        assert_int_equal(r.version, v);
+        assert_int_equal(r.parent, v - 1);
+        assert_int_equal(r.sha256[0], v);
+        assert_null(r.frame);
+        assert_null(r.opt_state);
+        assert_int_equal(r.retired, !kept);
+        assert_int_equal(r.frame_len, kept ? sizeof frame : 0);
+        if (v == 7) /* retired, its evaluation kept */
+            assert_string_equal(r.metrics, "{\"accuracy\":0.5}");
+        sl_store_model_free(&r);
     }
-    assert_int_equal(deleted, 20 - 1 - 3 - 3); /* 5, 10, 15 and 20 (also last) */
-    assert_int_equal(sl_store_retain_models(f->s, task, 0, 5, &deleted), SL_EINVAL);
+    assert_int_equal(retired, 20 - 1 - 3 - 3 - 1); /* 5, 10, 15 and 20 (also last); 12 */
+    /* again: nothing more to retire; a retired version still takes metrics */
+    assert_int_equal(sl_store_retain_models(f->s, task, 3, 5, &retired), SL_OK);
+    assert_int_equal(retired, 0);
+    assert_int_equal(sl_store_set_model_metrics(f->s, task, 8, "{\"accuracy\":0.6}"), SL_OK);
+    assert_int_equal(sl_store_get_model_info(f->s, task, 8, &r), SL_OK);
+    assert_string_equal(r.metrics, "{\"accuracy\":0.6}");
+    sl_store_model_free(&r);
+    /* the latest, with or without its bytes */
+    assert_int_equal(sl_store_get_model(f->s, task, 0, &r), SL_OK);
+    assert_int_equal(r.version, 20);
+    sl_store_model_free(&r);
+    assert_int_equal(sl_store_get_model_info(f->s, task, 0, &r), SL_OK);
+    assert_int_equal(r.version, 20);
+    sl_store_model_free(&r);
+    assert_int_equal(sl_store_get_model_info(f->s, task, 21, &r), SL_ENOENT);
+    /* keep the last 1: everything but 1, the open round's base and 20 */
+    assert_int_equal(sl_store_retain_models(f->s, task, 1, 0, &retired), SL_OK);
+    assert_int_equal(retired, 5); /* 5, 10, 15, 18, 19 */
+    assert_int_equal(sl_store_retain_models(f->s, task, 0, 5, &retired), SL_EINVAL);
+    assert_int_equal(sl_store_get_model_info(NULL, task, 1, &r), SL_EINVAL);
+    assert_int_equal(sl_store_get_model_info(f->s, task, -1, &r), SL_EINVAL);
 }
 
 typedef struct bg_ctx {
