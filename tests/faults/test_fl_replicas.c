@@ -21,6 +21,10 @@
  *     update was acknowledged or is a stopped device's pending upload;
  *   - every round whose base and accepted set equal the reference run's
  *     (one coordinator, SQLite) ended the same, with the same model bits.
+ * The task keeps the bytes of its last 2 model versions (retain_last): the leader retires
+ * the others after each close, on either store; the fleet's devices then download whole
+ * models instead of deltas from a retired version, and the records of retired versions
+ * still give their digests.
  * `test_fl_replicas <kills> <rounds> [seed]` (default 4 kills, 16 rounds);
  * the slow label runs 30 kills.
  */
@@ -50,7 +54,7 @@ static const char *task_config(char *buf, size_t cap)
              "{\"name\":\"replicas\",\"rounds\":%u,\"target\":%d,\"quorum\":%d,"
              "\"over_selection\":1,\"selection_window_ms\":700,\"report_deadline_ms\":12000,"
              "\"values\":\"fp32\",\"density\":0.3,\"local_epochs\":1,\"batch\":16,"
-             "\"local_lr\":0.05,\"seed\":11}",
+             "\"local_lr\":0.05,\"seed\":11,\"retain_last\":2}",
              rounds_wanted, DEVICES, DEVICES - 1);
     return buf;
 }
@@ -88,6 +92,18 @@ static void check_run(const char *where, const char *state, const char *name, ru
                  (unsigned long long)stored, out->acked, out->pending);
     fl_check_quorum(&out->run);
     fl_check_round_count(&out->run, rounds_wanted, name);
+    { /* retention (retain_last 2): the bytes of versions 2 to the last but two went, the
+       * records stay; the last two and version 1 keep theirs */
+        sl_model_record m;
+        for (int64_t v = 1; v <= out->run.final_version; v++) {
+            int kept = v == 1 || v >= out->run.final_version - 1;
+            assert_int_equal(sl_store_get_model_info(s, out->task, v, &m), SL_OK);
+            if (m.retired == kept)
+                fail_msg("%s: version %lld %s", name, (long long)v,
+                         kept ? "retired" : "not retired");
+            sl_store_model_free(&m);
+        }
+    }
     sl_store_close(s);
     fprintf(stderr,
             "%s: %d kills, %.1f s, %zu rounds (%llu closed, %llu abandoned), %zu acknowledged, "
