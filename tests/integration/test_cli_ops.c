@@ -297,21 +297,27 @@ static void test_model_export(void **state)
     char st_file[700], frame_file[700];
     (void)state;
     snprintf(st_file, sizeof st_file, "%s/latest.safetensors", dir);
-    snprintf(frame_file, sizeof frame_file, "%s/v2.frame", dir);
+    snprintf(frame_file, sizeof frame_file, "%s/v4.frame", dir);
     assert_int_equal(CLI("model", "export", "--url", job.f.base, "--token-file", token_file,
                          "--format", "safetensors", "-o", st_file),
                      0);
     expect_same_file(st_file, "/v1/models/latest?task=1&format=safetensors");
     assert_non_null(strstr(err, "wrote"));
     assert_int_equal(CLI("model", "export", "--url", job.f.base, "--token-file", token_file,
-                         "--format=frame", "--version", "2", "--task", "1", "--output", frame_file),
+                         "--format=frame", "--version", "4", "--task", "1", "--output", frame_file),
                      0);
-    expect_same_file(frame_file, "/v1/models/2?task=1");
+    expect_same_file(frame_file, "/v1/models/4?task=1");
     assert_int_equal(CLI("model", "export", "--url", job.f.base, "--token-file", token_file,
                          "--format", "frame", "--version", "99", "-o", frame_file),
                      1);
     assert_non_null(strstr(err, "HTTP 404"));
-    expect_same_file(frame_file, "/v1/models/2?task=1"); /* the old file stays */
+    expect_same_file(frame_file, "/v1/models/4?task=1"); /* the old file stays */
+    /* version 2's bytes were retired (the job's task keeps its last 2 versions) */
+    assert_int_equal(CLI("model", "export", "--url", job.f.base, "--token-file", token_file,
+                         "--format", "frame", "--version", "2", "-o", frame_file),
+                     1);
+    assert_non_null(strstr(err, "HTTP 404"));
+    expect_same_file(frame_file, "/v1/models/4?task=1");
     assert_int_equal(
         CLI("model", "export", "--url", job.f.base, "--format", "safetensors", "-o", st_file), 1);
 }
