@@ -177,7 +177,7 @@ static int print_status(sl__cli *c, FILE *out, int64_t only, int64_t limit, int 
         if (only > 0 && id != only)
             continue;
         shown++;
-        fprintf(out, "\n%sTask %lld \"%s\"%s  %s  model v%lld  %s%s%s\n", s.bold, (long long)id,
+        fprintf(out, "\n%sTask %lld \"%s\"%s  %s  model v%lld  %s%s%s", s.bold, (long long)id,
                 sl__cli_str(t, "name"), s.off, sl__cli_str(t, "aggregator"),
                 NUM(t, "model_version"),
                 finished ? s.green
@@ -187,6 +187,10 @@ static int print_status(sl__cli *c, FILE *out, int64_t only, int64_t limit, int 
                 : open   ? "running"
                          : "waiting",
                 s.off);
+        if (NUM(t, "retain_last") > 0) /* retention: the bytes of older versions are retired */
+            fprintf(out, "  %skeeps the last %lld version%s%s", s.dim, NUM(t, "retain_last"),
+                    NUM(t, "retain_last") == 1 ? "" : "s", s.off);
+        fputc('\n', out);
         if (cJSON_IsObject(round))
             print_current(out, &s, t, round, now_ms);
         else
