@@ -236,9 +236,11 @@ void sl__splits_init(sl__splits *c);
 void sl__splits_free(sl__splits *c);
 
 /* The support of the change from version @ref to @base of task @task_id (1 <= ref < base),
- * a new copy into *@out. SL_ENOENT when the store does not hold either version. */
+ * a new copy into *@out. SL_ENOENT when the store does not hold either version's bytes (never
+ * made, or retired): with @check_kept a pair found in memory is checked against the store as
+ * well (a task under retention: the close must read the versions again after a restart). */
 int sl__splits_support(sl__splits *c, sl_store *store, int64_t task_id, const sl_layout *layout,
-                       uint64_t ref, uint64_t base, sl_support **out);
+                       uint64_t ref, uint64_t base, int check_kept, sl_support **out);
 
 /* The split update @frame as the flat frame of the same update (sl_frame_unsplit() against
  * the support its header names). SL_ESUPPORT when that support is not this task's to

@@ -594,25 +594,6 @@ static int answer_closed(sl_engine *e, int64_t round_id, int64_t device_id, cons
     return reject(NULL, out, SL_REJECT_LATE);
 }
 
-/* SL_OK when the store still holds the bytes of versions @ref and @base of @task_id,
- * SL_ENOENT when either was retired or never made, else the store's error. */
-static int versions_kept(sl_store *store, int64_t task_id, uint64_t ref, uint64_t base)
-{
-    uint64_t v[2] = {ref, base};
-    for (int i = 0; i < 2; i++) {
-        sl_model_record m;
-        int rc = v[i] > INT64_MAX ? SL_ENOENT
-                                  : sl_store_get_model_info(store, task_id, (int64_t)v[i], &m);
-        if (rc != SL_OK)
-            return rc;
-        rc = m.retired || m.version != (int64_t)v[i] ? SL_ENOENT : SL_OK;
-        sl_store_model_free(&m);
-        if (rc != SL_OK)
-            return rc;
-    }
-    return SL_OK;
-}
-
 int sl_engine_accept(sl_engine *e, int64_t round_id, int64_t device_id, const void *frame,
                      size_t len, uint32_t num_samples, const uint8_t *sha256, sl_accept_result *out)
 {
@@ -715,11 +696,8 @@ int sl_engine_accept_steps(sl_engine *e, int64_t round_id, int64_t device_id, co
          * against the same support when the round aggregates. Under retention both versions
          * must still be kept, whatever support is in memory: the close reads them again
          * after a restart */
-        if (t->cfg.retain_last > 0 && h.ref_version >= 1 && h.ref_version < h.base_version)
-            rc = versions_kept(e->store, t->id, h.ref_version, h.base_version);
-        if (rc == SL_OK)
-            rc = sl__splits_support(&e->splits, e->store, t->id, layout, h.ref_version,
-                                    h.base_version, &support);
+        rc = sl__splits_support(&e->splits, e->store, t->id, layout, h.ref_version, h.base_version,
+                                t->cfg.retain_last > 0, &support);
         if (rc == SL_ENOENT)
             rc = SL_ESUPPORT; /* a version this coordinator does not keep */
         else if (rc != SL_OK && rc != SL_EINVAL)

@@ -35,8 +35,26 @@ static int copy_support(const sl_layout *layout, const sl_support *s, sl_support
     return sl_support_load(layout, bits, len, out);
 }
 
+/* SL_OK when the store still holds the bytes of versions @ref and @base, SL_ENOENT when
+ * either was retired or never made, else the store's error: a record, not the bytes. */
+static int versions_kept(sl_store *store, int64_t task_id, uint64_t ref, uint64_t base)
+{
+    uint64_t v[2] = {ref, base};
+    for (int i = 0; i < 2; i++) {
+        sl_model_record m;
+        int rc = sl_store_get_model_info(store, task_id, (int64_t)v[i], &m);
+        if (rc != SL_OK)
+            return rc;
+        rc = m.retired || m.version != (int64_t)v[i] ? SL_ENOENT : SL_OK;
+        sl_store_model_free(&m);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
 int sl__splits_support(sl__splits *c, sl_store *store, int64_t task_id, const sl_layout *layout,
-                       uint64_t ref, uint64_t base, sl_support **out)
+                       uint64_t ref, uint64_t base, int check_kept, sl_support **out)
 {
     sl_support *made = NULL;
     float *a = NULL, *b = NULL;
@@ -53,6 +71,11 @@ int sl__splits_support(sl__splits *c, sl_store *store, int64_t task_id, const sl
             s->used = ++c->clock;
             c->hits++;
             pthread_mutex_unlock(&c->lock);
+            if (rc == SL_OK && check_kept &&
+                (rc = versions_kept(store, task_id, ref, base)) != SL_OK) {
+                sl_support_free(*out);
+                *out = NULL;
+            }
             return rc;
         }
     }
@@ -102,7 +125,7 @@ int sl__splits_unsplit(sl__splits *c, sl_store *store, int64_t task_id, const sl
         return rc;
     if (!(h.flags & SL_FRAME_FLAG_SPLIT))
         return SL_EINVAL;
-    rc = sl__splits_support(c, store, task_id, layout, h.ref_version, h.base_version, &s);
+    rc = sl__splits_support(c, store, task_id, layout, h.ref_version, h.base_version, 0, &s);
     if (rc == SL_ENOENT)
         return SL_ESUPPORT; /* a version this coordinator does not keep */
     if (rc == SL_OK)

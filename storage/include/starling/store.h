@@ -335,8 +335,10 @@ typedef struct sl_model_put {
 } sl_model_put;
 
 /**
- * sl_store_put_model - store a model version. Putting the same version with
- * the same digest again is a no-op (SL_OK); with another digest SL_ECONFLICT.
+ * sl_store_put_model - store a model version (a frame of at least one byte: an empty
+ * frame is what marks a retired version). Putting the same version with the same digest
+ * again is a no-op (SL_OK; a retired version stays retired); with another digest
+ * SL_ECONFLICT.
  */
 int sl_store_put_model(sl_store *s, const sl_model_put *m);
 

@@ -2372,11 +2372,25 @@ static void test_retention(void **state)
     {
         sl_support *cached = NULL;
         assert_int_equal(
-            sl__splits_support(&a.engine->splits, a.store, a.task, a.layout, 6, 7, &cached), SL_OK);
+            sl__splits_support(&a.engine->splits, a.store, a.task, a.layout, 6, 7, 0, &cached),
+            SL_OK);
         sl_support_free(cached);
     }
     assert_int_equal(sl_store_retain_models(a.store, a.task, 1, 4, &retired), SL_OK);
     assert_int_equal(retired, 1); /* 6; 4 and 7 stay (every 4th, the open round's base) */
+    {
+        /* the pair is still in memory; asked to check, the splits find version 6 gone */
+        sl_support *cached = NULL;
+        assert_int_equal(
+            sl__splits_support(&a.engine->splits, a.store, a.task, a.layout, 6, 7, 0, &cached),
+            SL_OK);
+        sl_support_free(cached);
+        cached = NULL;
+        assert_int_equal(
+            sl__splits_support(&a.engine->splits, a.store, a.task, a.layout, 6, 7, 1, &cached),
+            SL_ENOENT);
+        assert_null(cached);
+    }
     res = send_split(&a, chosen[0], sup, 6);
     assert_false(res.accepted);
     assert_string_equal(sl_reject_reason_name(res.reason), "reference");
@@ -2426,11 +2440,12 @@ static void test_split_cache(void **state)
     drive(&s, 10); /* versions 1 to 11 */
     c = &s.engine->splits;
     reads = c->reads;
-#define GET(ref)                                                                                  \
-    do {                                                                                          \
-        assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, ref, 11, &sup), SL_OK); \
-        sl_support_free(sup);                                                                     \
-        sup = NULL;                                                                               \
+#define GET(ref)                                                                             \
+    do {                                                                                     \
+        assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, ref, 11, 0, &sup), \
+                         SL_OK);                                                             \
+        sl_support_free(sup);                                                                \
+        sup = NULL;                                                                          \
     } while (0)
     for (uint64_t ref = 1; ref <= 8; ref++)
         GET(ref);
@@ -2445,11 +2460,11 @@ static void test_split_cache(void **state)
     assert_int_equal(c->reads, reads + 10);
 #undef GET
     /* a kept support is what the store gives */
-    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 1, 11, &sup), SL_OK);
+    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 1, 11, 0, &sup), SL_OK);
     {
         sl__splits fresh;
         sl__splits_init(&fresh);
-        assert_int_equal(sl__splits_support(&fresh, s.store, s.task, s.layout, 1, 11, &again),
+        assert_int_equal(sl__splits_support(&fresh, s.store, s.task, s.layout, 1, 11, 0, &again),
                          SL_OK);
         assert_int_equal(fresh.reads, 1);
         assert_int_equal(sl_support_crc(again), sl_support_crc(sup));
@@ -2459,9 +2474,11 @@ static void test_split_cache(void **state)
         again = NULL;
     }
     /* versions the store does not hold, and a pair that is no change to a later version */
-    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 12, 13, &again), SL_ENOENT);
-    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 11, 40, &again), SL_ENOENT);
-    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 5, 5, &again), SL_EINVAL);
+    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 12, 13, 0, &again),
+                     SL_ENOENT);
+    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 11, 40, 0, &again),
+                     SL_ENOENT);
+    assert_int_equal(sl__splits_support(c, s.store, s.task, s.layout, 5, 5, 0, &again), SL_EINVAL);
     assert_null(again);
     sl_support_free(sup);
     sim_free(&s);

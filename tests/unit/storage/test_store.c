@@ -799,6 +799,17 @@ static void test_retention(void **state)
         sl_store_model_free(&r);
     }
     assert_int_equal(retired, 20 - 1 - 3 - 3 - 1); /* 5, 10, 15 and 20 (also last); 12 */
+    /* a retired version put again with its digest: a no-op, it stays retired; another
+     * digest conflicts */
+    sha[0] = 7;
+    m.version = 7;
+    m.parent = 6;
+    m.opt_state = NULL;
+    m.opt_state_len = 0;
+    assert_int_equal(sl_store_put_model(f->s, &m), SL_OK);
+    assert_int_equal(sl_store_get_model(f->s, task, 7, &r), SL_ENOENT);
+    sha[0] = 99;
+    assert_int_equal(sl_store_put_model(f->s, &m), SL_ECONFLICT);
     /* again: nothing more to retire; a retired version still takes metrics */
     assert_int_equal(sl_store_retain_models(f->s, task, 3, 5, &retired), SL_OK);
     assert_int_equal(retired, 0);
