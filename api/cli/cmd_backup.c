@@ -1,7 +1,7 @@
 /*
  * cmd_backup.c - `starling backup -o FILE`: an online backup of a running
  * coordinator's database. POST /v1/backups makes the copy on the
- * coordinator (SQLite's backup API: a consistent snapshot while rounds go
+ * coordinator (SQLite's VACUUM INTO: a consistent snapshot while rounds go
  * on); GET /v1/backups/{id} brings it here in byte ranges, checked against
  * its SHA-256 (fetch.c). Before FILE is replaced (atomically: an old FILE
  * stays until the new one is complete and durable), a scratch copy is

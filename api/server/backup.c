@@ -1,7 +1,7 @@
 /*
  * backup.c - online backups of the coordinator's database, for operators
- * (admin token): POST /v1/backups copies the database through SQLite's
- * backup API (sl_store_backup) while rounds go on, into a private directory
+ * (admin token): POST /v1/backups copies the database with SQLite's
+ * VACUUM INTO (sl_store_backup) while rounds go on, into a private directory
  * made under $TMPDIR (else /tmp) at the first backup, and answers with its
  * size and SHA-256; GET /v1/backups/{id} serves the file with that digest
  * as a strong ETag and single byte ranges, so a client resumes a cut

@@ -287,7 +287,7 @@ def check_libraries(binary, listed, facts, src):
     tools = {"curl": "curl " in facts["healthcheck"]}
     with open(os.path.join(src, "deploy/README.md"), encoding="utf-8") as f:
         readme = f.read()
-    tools["sqlite3"] = re.search(r"sqlite3 /data/starling\.db \"\.backup ", readme) is not None
+    tools["sqlite3"] = re.search(r"sqlite3 /data/starling\.db \"VACUUM INTO ", readme) is not None
     libs = set(direct.values())
     for name in listed:
         if name in libs:

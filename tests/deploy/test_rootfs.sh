@@ -431,8 +431,8 @@ expect 200 "GET /v1/models/latest"
 ok "round $round closed with 1 report; model version $new_version downloaded"
 
 # deploy/README.md's online backup, inside the running container
-in_container 'sqlite3 /data/starling.db ".backup /data/starling-backup.db"' ||
-    fail "sqlite3 .backup failed"
+in_container "sqlite3 /data/starling.db \"VACUUM INTO '/data/starling-backup.db'\"" ||
+    fail "sqlite3 VACUUM INTO failed"
 [ "$(in_container 'sqlite3 -readonly /data/starling-backup.db "PRAGMA integrity_check"')" = ok ] ||
     fail "the backup fails its integrity check"
 [ "$(in_container 'sqlite3 -readonly /data/starling-backup.db "SELECT max(version) FROM model_versions"')" = "$new_version" ] ||

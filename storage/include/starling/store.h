@@ -848,9 +848,12 @@ int sl_store_audit(sl_store *s, const char *actor, const char *action, const cha
 int sl_store_count_audit(sl_store *s, uint64_t *count);
 
 /**
- * sl_store_backup - copy the whole database to @dest_path through SQLite's
- * online backup API while the store keeps running (writes continue; the
- * copy is a consistent snapshot). The file is written atomically.
+ * sl_store_backup - copy the whole database to @dest_path while the store
+ * keeps running: VACUUM INTO from one read transaction, so writes continue,
+ * the copy is a consistent snapshot however many commits come meanwhile, and
+ * it holds the rows without the pages the store freed (retired models'
+ * bytes). The file is written atomically (a ".partial" file, synced, then
+ * renamed). PostgreSQL: SL_EUNSUPPORTED (pg_dump).
  */
 int sl_store_backup(sl_store *s, const char *dest_path);
 

@@ -8,7 +8,9 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../support/sl_store_test.h"
@@ -886,6 +888,147 @@ static void test_backup_while_writing(void **state)
     assert_true(in_copy <= total);
     assert_int_equal(total, N);
     sl_store_close(copy);
+}
+
+/* A backup holds the rows, not the pages: after retention the retired versions' bytes are
+ * not in it (the store's file keeps their freed pages for reuse), and it opens as a store
+ * with every record and the kept versions' bytes. */
+static void test_backup_after_retention(void **state)
+{
+    fixture *f = *state;
+    enum { V = 24, LEN = 256 * 1024 };
+    int64_t task;
+    uint8_t *frame = malloc(LEN), sha[32] = {0};
+    sl_model_put m = {0};
+    sl_model_record r;
+    uint32_t retired;
+    char path[700], err[256];
+    struct stat st;
+    sl_store *copy;
+    sl_store_options o;
+    assert_non_null(frame);
+    assert_int_equal(sl_store_create_task(f->s, "big", "{}", "w 1\n", &task), SL_OK);
+    m.task_id = task;
+    m.frame = frame;
+    m.frame_len = LEN;
+    m.sha256 = sha;
+    for (int v = 1; v <= V; v++) {
+        sl_test_update_bytes((uint64_t)v, frame, LEN, sha); /* incompressible */
+        sha[0] = (uint8_t)v;
+        m.version = v;
+        m.parent = v - 1;
+        assert_int_equal(sl_store_put_model(f->s, &m), SL_OK);
+    }
+    assert_int_equal(sl_store_retain_models(f->s, task, 2, 0, &retired), SL_OK);
+    assert_int_equal(retired, V - 3); /* all but 1, V - 1 and V */
+    snprintf(path, sizeof path, "%s/backup.db", f->dir);
+    assert_int_equal(sl_store_backup(f->s, path), SL_OK);
+    assert_int_equal(stat(path, &st), 0);
+    print_message("%d versions of %d kB, %d retired: a backup of %lld kB\n", V, LEN / 1024,
+                  (int)retired, (long long)st.st_size / 1024);
+    /* the three kept frames and little else (the retired ones would be 21 x 256 kB more) */
+    assert_true(st.st_size < 3 * LEN + 256 * 1024);
+    assert_true(st.st_size > 3 * LEN);
+    sl_store_options_default(&o);
+    o.path = path;
+    o.check = SL_STORE_CHECK_FULL;
+    assert_int_equal(sl_store_open(&o, &copy, err, sizeof err), SL_OK);
+    for (int v = 1; v <= V; v++) {
+        int kept = v == 1 || v >= V - 1;
+        assert_int_equal(sl_store_get_model(copy, task, v, &r), kept ? SL_OK : SL_ENOENT);
+        if (kept) {
+            assert_int_equal(r.frame_len, LEN);
+            sl_store_model_free(&r);
+        }
+        assert_int_equal(sl_store_get_model_info(copy, task, v, &r), SL_OK);
+        assert_int_equal(r.sha256[0], v);
+        sl_store_model_free(&r);
+    }
+    sl_store_close(copy);
+    free(frame);
+}
+
+/* Writes until told to stop (or @n are done), one commit each. */
+typedef struct stream_ctx {
+    sl_store *s;
+    int64_t round_id;
+    int64_t *devices;
+    int n, failures;
+    atomic_int done, stop;
+    size_t len;
+} stream_ctx;
+
+static void *stream_writes(void *arg)
+{
+    stream_ctx *b = arg;
+    uint8_t *frame = malloc(b->len), sha[32];
+    for (int i = atomic_load(&b->done); i < b->n && !atomic_load(&b->stop); i++) {
+        sl_store_receipt r;
+        sl_update_put u;
+        sl_test_update_bytes((uint64_t)i, frame, b->len, sha);
+        u = (sl_update_put){b->round_id, b->devices[i], frame, b->len, 1, sha, 0};
+        if (sl_store_put_update(b->s, &u, 30000, &r) != SL_OK)
+            b->failures++;
+        atomic_store(&b->done, i + 1);
+    }
+    free(frame);
+    return NULL;
+}
+
+/* A backup of a store of many pages while commits keep coming: the copy is one read
+ * snapshot and ends while the writer still writes. Copied in steps of a few pages, a
+ * backup starts again from its first page after every commit of another connection, and
+ * under a steady stream of commits never ends (it ended only once the writer stopped). */
+static void test_backup_of_a_busy_store(void **state)
+{
+    fixture *f = *state;
+    enum { PREFILL = 640, N = 4000 };
+    int64_t round_id;
+    int64_t *devices = calloc(N, sizeof *devices);
+    char path[700], err[256];
+    pthread_t th;
+    stream_ctx b;
+    sl_store *copy;
+    sl_store_options o;
+    uint64_t in_copy = 0, total = 0;
+    int done_at_backup;
+    struct timespec t0, t1;
+    assert_non_null(devices);
+    sl_test_store_fixture(f->s, &round_id, devices, N);
+    /* about 40 MB: some 10,000 pages of 4 kB */
+    b = (stream_ctx){f->s, round_id, devices, PREFILL, 0, 0, 0, 64 * 1024};
+    stream_writes(&b);
+    assert_int_equal(b.failures, 0);
+    /* then small commits, one after another, until the backup is done */
+    b.n = N;
+    b.len = 512;
+    pthread_create(&th, NULL, stream_writes, &b);
+    while (atomic_load(&b.done) < PREFILL + 20)
+        usleep(1000);
+    snprintf(path, sizeof path, "%s/backup.db", f->dir);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(sl_store_backup(f->s, path), SL_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    done_at_backup = atomic_load(&b.done);
+    atomic_store(&b.stop, 1);
+    pthread_join(th, NULL);
+    print_message("backup in %.3f s, ended after %d of %d updates; the writer stopped at %d\n",
+                  (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
+                  done_at_backup, N, atomic_load(&b.done));
+    assert_int_equal(b.failures, 0);
+    assert_true(done_at_backup < N); /* the backup did not wait for the writer to stop */
+    sl_store_options_default(&o);
+    o.path = path;
+    o.check = SL_STORE_CHECK_FULL;
+    assert_int_equal(sl_store_open(&o, &copy, err, sizeof err), SL_OK);
+    assert_int_equal(sl_store_count_updates(copy, round_id, &in_copy), SL_OK);
+    assert_int_equal(sl_store_count_updates(f->s, round_id, &total), SL_OK);
+    /* a snapshot taken while the writer ran: everything before it, nothing after it */
+    assert_true(in_copy >= PREFILL + 20);
+    assert_true(in_copy <= (uint64_t)done_at_backup);
+    assert_int_equal(total, (uint64_t)atomic_load(&b.done));
+    sl_store_close(copy);
+    free(devices);
 }
 
 static void test_migration_from_v1(void **state)
@@ -1791,6 +1934,8 @@ int main(int argc, char **argv)
         T(test_delete_and_expired_upload),
         T(test_retention),
         T(test_backup_while_writing),
+        T(test_backup_of_a_busy_store),
+        T(test_backup_after_retention),
         T(test_migration_from_v1),
         T(test_refusals),
         T(test_corrupt_file),
