@@ -108,11 +108,12 @@
  * SGD's); local_betas and local_eps other than their defaults need "adam" or
  * "adamw"; fednova (FedNova's normalised averaging, by each update's local
  * steps) excludes fedbuff, dp_noise and error_feedback "tracking"; retain_every needs
- * retain_last (retention: sl_store_retain_models(), run after each close; a retired version's
- * bytes go, its record and metrics stay; a device holding one downloads the full model, and
- * its split update against one is refused with reason "reference"; under fedbuff a
- * retain_last at or below max_staleness also retires the bases of stale updates, which
- * still aggregate when plain).
+ * retain_last (retention: sl_store_retain_models() and sl_store_retain_updates(), run after
+ * each close; a retired version's bytes go, its record and metrics stay; a device holding
+ * one downloads the full model, and its split update against one is refused with reason
+ * "reference"; under fedbuff a retain_last at or below max_staleness also retires the bases
+ * of stale updates, which still aggregate when plain; the stored updates of the rounds over
+ * but the last retain_last lose their bytes too, their records staying).
  *
  * Two representation choices keep parse(to_json(c)) == c exact:
  * - quorum: JSON cannot tell 1 from 1.0, so an integer >= 1 is a count and

@@ -273,6 +273,7 @@ struct sl_engine {
     uint64_t updates_read;           /* updates it read one by one at closes (tests) */
     uint64_t history_reads;          /* device histories read for the senders' mean (tests) */
     uint64_t models_retired;         /* model versions its closes' retention retired (metrics) */
+    uint64_t updates_retired;        /* stored updates whose bytes that retention took */
     /* a round's downloads this replica served but could not write once the round was over
      * (the leader's write at the close, a follower's last write when it sees the close): kept
      * and written again at each sync until the store takes them (replica.c) */

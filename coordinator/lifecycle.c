@@ -579,8 +579,17 @@ static void release_participants(sl_engine *e, sl__task *t, int64_t now)
 static void retain_models(sl_engine *e, sl__task *t)
 {
     uint32_t retired = 0;
-    int rc =
-        sl_store_retain_models(e->store, t->id, t->cfg.retain_last, t->cfg.retain_every, &retired);
+    uint64_t updates = 0;
+    int rc;
+    /* the updates of the rounds over, but the last retain_last of them: each was aggregated
+     * by its close, or carried into this one (an abandoned round of its version), and no close
+     * reads them again */
+    rc = sl_store_retain_updates(e->store, t->id, t->cfg.retain_last, &updates);
+    if (rc != SL_OK)
+        sl_log(SL_LOG_WARN, "engine", "task %lld: retiring old rounds' updates failed: %s",
+               (long long)t->id, sl_strerror(rc));
+    e->updates_retired += updates; /* lock held, as for every close */
+    rc = sl_store_retain_models(e->store, t->id, t->cfg.retain_last, t->cfg.retain_every, &retired);
     if (rc != SL_OK) {
         sl_log(SL_LOG_WARN, "engine", "task %lld: retiring old model versions failed: %s",
                (long long)t->id, sl_strerror(rc));

@@ -342,6 +342,17 @@ uint64_t sl_engine_models_retired(sl_engine *e)
     return n;
 }
 
+uint64_t sl_engine_updates_retired(sl_engine *e)
+{
+    uint64_t n;
+    if (e == NULL)
+        return 0;
+    pthread_mutex_lock(&e->lock);
+    n = e->updates_retired;
+    pthread_mutex_unlock(&e->lock);
+    return n;
+}
+
 /* ---- partial sums ------------------------------------------------------------------------ */
 
 /* The FedAvg family sums in fixed point and can split its sums; FedBuff weighs an update by

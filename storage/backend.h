@@ -53,6 +53,7 @@ typedef struct sl__store_ops {
     int (*set_model_metrics)(sl_store *s, int64_t task_id, int64_t version, const char *metrics);
     int (*retain_models)(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
                          uint32_t *retired);
+    int (*retain_updates)(sl_store *s, int64_t task_id, uint32_t keep_rounds, uint64_t *retired);
     int (*create_round)(sl_store *s, sl_round_record *r);
     int (*update_round)(sl_store *s, const sl_round_record *r);
     int (*get_round)(sl_store *s, int64_t round_id, sl_round_record *out);

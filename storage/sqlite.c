@@ -159,6 +159,7 @@ const sl__store_ops sl__sqlite_ops = {
     .get_model = sl__sq_get_model,
     .set_model_metrics = sl__sq_set_model_metrics,
     .retain_models = sl__sq_retain_models,
+    .retain_updates = sl__sq_retain_updates,
     .create_round = sl__sq_create_round,
     .update_round = sl__sq_update_round,
     .get_round = sl__sq_get_round,

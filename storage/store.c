@@ -332,6 +332,13 @@ int sl_store_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uin
     return OPS(s)->retain_models(s, task_id, keep_last, keep_every, retired);
 }
 
+int sl_store_retain_updates(sl_store *s, int64_t task_id, uint32_t keep_rounds, uint64_t *retired)
+{
+    if (s == NULL || keep_rounds == 0)
+        return SL_EINVAL;
+    return OPS(s)->retain_updates(s, task_id, keep_rounds, retired);
+}
+
 int sl_store_create_round(sl_store *s, sl_round_record *r)
 {
     if (s == NULL || !sl__round_valid(r))

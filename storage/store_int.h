@@ -149,6 +149,7 @@ int sl__sq_get_model(sl_store *s, int64_t task_id, int64_t version, int info, sl
 int sl__sq_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, const char *metrics);
 int sl__sq_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
                          uint32_t *retired);
+int sl__sq_retain_updates(sl_store *s, int64_t task_id, uint32_t keep_rounds, uint64_t *retired);
 int sl__sq_create_round(sl_store *s, sl_round_record *r);
 int sl__sq_update_round(sl_store *s, const sl_round_record *r);
 int sl__sq_get_round(sl_store *s, int64_t round_id, sl_round_record *out);

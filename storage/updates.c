@@ -596,3 +596,52 @@ int sl__sq_list_steps(sl_store *s, int64_t round_id,
     sl__reader_put(s, c);
     return rc;
 }
+
+/* The rounds of task ?1 that are over, but the latest ?2 of those, whose updates still hold
+ * their bytes (sl_store_retain_updates) */
+#define RETIRING_ROUNDS                                                                       \
+    "SELECT id FROM rounds WHERE task_id = ?1 AND state >= 3 AND updates_retired = 0 "        \
+    "AND round_no < coalesce((SELECT round_no FROM rounds WHERE task_id = ?1 AND state >= 3 " \
+    "                         ORDER BY round_no DESC LIMIT 1 OFFSET ?2 - 1), 0)"
+
+typedef struct retain_updates_args {
+    int64_t task_id;
+    uint32_t keep_rounds;
+    uint64_t retired;
+} retain_updates_args;
+
+static int retain_updates_exec(sl_store *s, sl__conn *c, void *arg)
+{
+    static const char *const sql[] = {
+        "UPDATE updates SET frame = X'' WHERE length(frame) > 0 AND round_id IN (" RETIRING_ROUNDS
+        ")",
+        "DELETE FROM round_partials WHERE round_id IN (" RETIRING_ROUNDS ")",
+        /* last: it takes the rounds out of the set the two above read */
+        "UPDATE rounds SET updates_retired = 1 WHERE id IN (" RETIRING_ROUNDS ")"};
+    retain_updates_args *a = arg;
+    (void)s;
+    for (size_t i = 0; i < sizeof sql / sizeof sql[0]; i++) {
+        sqlite3_stmt *st;
+        int rc = sl__stmt(c, sql[i], &st);
+        if (rc != SL_OK)
+            return rc;
+        sqlite3_bind_int64(st, 1, a->task_id);
+        sqlite3_bind_int64(st, 2, a->keep_rounds);
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE)
+            return sl__status_from_sqlite(rc);
+        if (i == 0)
+            a->retired = (uint64_t)sqlite3_changes(c->db);
+    }
+    return SL_OK;
+}
+
+int sl__sq_retain_updates(sl_store *s, int64_t task_id, uint32_t keep_rounds, uint64_t *retired)
+{
+    retain_updates_args a = {task_id, keep_rounds, 0};
+    int rc = sl__write(s, retain_updates_exec, &a, SL__WRITE_TIMEOUT_MS);
+    if (rc == SL_OK && retired != NULL)
+        *retired = a.retired;
+    return rc;
+}

@@ -276,6 +276,11 @@ void sl__h_metrics(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
          "Model versions whose bytes retention retired (tasks with retain_last).");
     sl__text_printf(&b, "starling_model_versions_retired_total %llu\n",
                     (unsigned long long)sl_engine_models_retired(s->engine));
+    head(&b, "starling_updates_retired_total", "counter",
+         "Stored updates whose bytes retention retired once their round was over (tasks with "
+         "retain_last).");
+    sl__text_printf(&b, "starling_updates_retired_total %llu\n",
+                    (unsigned long long)sl_engine_updates_retired(s->engine));
     {
         int leader = 0;
         uint64_t epoch = 0, promotions = 0;

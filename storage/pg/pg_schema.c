@@ -176,6 +176,9 @@ static const char *const migrations[] = {
     /* 13 -> 14: a device's upload sessions (the per-device bound a create counts, and the
      * same round's older session it replaces), read by index, not by all live sessions */
     ("CREATE INDEX uploads_device ON uploads(device_id, round_id);"),
+    /* 14 -> 15: 1 once retention took the bytes of the round's updates and its partial sums
+     * (sl_store_retain_updates) */
+    ("ALTER TABLE rounds ADD COLUMN updates_retired BIGINT NOT NULL DEFAULT 0;"),
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

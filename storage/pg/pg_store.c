@@ -93,6 +93,7 @@ static const sl__store_ops pg_ops = {
     .get_model = sl__pg_get_model,
     .set_model_metrics = sl__pg_set_model_metrics,
     .retain_models = sl__pg_retain_models,
+    .retain_updates = sl__pg_retain_updates,
     .create_round = sl__pg_create_round,
     .update_round = sl__pg_update_round,
     .get_round = sl__pg_get_round,

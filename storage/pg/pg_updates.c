@@ -618,3 +618,51 @@ int sl__pg_list_steps(sl_store *s, int64_t round_id,
     int rc = sl__pg_tx((sl__pg *)(void *)s, 1, SL__PG_TIMEOUT_MS, steps_exec, &a);
     return rc == SL_OK ? a.stop : rc;
 }
+
+/* The rounds of task $1 that are over, but the latest $2 of those, whose updates still hold
+ * their bytes (sl_store_retain_updates) */
+#define RETIRING_ROUNDS                                                                       \
+    "SELECT id FROM rounds WHERE task_id = $1 AND state >= 3 AND updates_retired = 0 "        \
+    "AND round_no < coalesce((SELECT round_no FROM rounds WHERE task_id = $1 AND state >= 3 " \
+    "                         ORDER BY round_no DESC LIMIT 1 OFFSET $2::bigint - 1), 0)"
+
+typedef struct retain_updates_args {
+    int64_t task_id;
+    uint32_t keep_rounds;
+    uint64_t retired;
+} retain_updates_args;
+
+static int retain_updates_exec(sl__pg *p, PGconn *c, void *arg)
+{
+    static const char *const sql[] = {
+        "UPDATE updates SET frame = ''::bytea WHERE octet_length(frame) > 0 AND round_id IN "
+        "(" RETIRING_ROUNDS ")",
+        "DELETE FROM round_partials WHERE round_id IN (" RETIRING_ROUNDS ")",
+        /* last: it takes the rounds out of the set the two above read */
+        "UPDATE rounds SET updates_retired = 1 WHERE id IN (" RETIRING_ROUNDS ")"};
+    retain_updates_args *a = arg;
+    (void)p;
+    for (size_t i = 0; i < sizeof sql / sizeof sql[0]; i++) {
+        PGresult *r = NULL;
+        sl__pgq q = {0};
+        int rc;
+        sl__pgq_int(&q, a->task_id);
+        sl__pgq_int(&q, a->keep_rounds);
+        rc = sl__pg_exec(c, sql[i], &q, &r);
+        if (rc != SL_OK)
+            return rc;
+        if (i == 0)
+            a->retired = (uint64_t)sl__pg_changes(r);
+        PQclear(r);
+    }
+    return SL_OK;
+}
+
+int sl__pg_retain_updates(sl_store *s, int64_t task_id, uint32_t keep_rounds, uint64_t *retired)
+{
+    retain_updates_args a = {task_id, keep_rounds, 0};
+    int rc = sl__pg_tx((sl__pg *)(void *)s, 0, SL__PG_TIMEOUT_MS, retain_updates_exec, &a);
+    if (rc == SL_OK && retired != NULL)
+        *retired = a.retired;
+    return rc;
+}

@@ -79,7 +79,8 @@ typedef struct fl_accepted {
 
 typedef struct fl_round {
     sl_round_record rec;
-    size_t n; /* accepted updates, in device-id order */
+    size_t n;       /* accepted updates, in device-id order */
+    size_t retired; /* of those, updates whose bytes retention retired (all or none) */
     fl_accepted acc[FL_MAX_ACCEPTED];
     uint8_t base_sha[32];  /* digest of the base version's frame */
     uint8_t model_sha[32]; /* CLOSED: digest of the version it made */

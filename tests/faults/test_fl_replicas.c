@@ -24,7 +24,8 @@
  * The task keeps the bytes of its last 2 model versions (retain_last): the leader retires
  * the others after each close, on either store; the fleet's devices then download whole
  * models instead of deltas from a retired version, and the records of retired versions
- * still give their digests.
+ * still give their digests; the updates of the rounds over but the last 2 lose their bytes
+ * (their records stay, so every acknowledged update is still found).
  * `test_fl_replicas <kills> <rounds> [seed]` (default 4 kills, 16 rounds);
  * the slow label runs 30 kills.
  */
@@ -102,6 +103,20 @@ static void check_run(const char *where, const char *state, const char *name, ru
                 fail_msg("%s: version %lld %s", name, (long long)v,
                          kept ? "retired" : "not retired");
             sl_store_model_free(&m);
+        }
+    }
+    { /* and the bytes of the updates of the rounds over but the last 2 as of the last close
+       * (the rounds follow each other: all before the last closed one are over) */
+        int64_t last = 0;
+        for (size_t i = 0; i < out->run.n; i++)
+            if (out->run.rounds[i].rec.state == SL_ROUND_CLOSED)
+                last = out->run.rounds[i].rec.round_no;
+        for (size_t i = 0; i < out->run.n; i++) {
+            const fl_round *fr = &out->run.rounds[i];
+            int gone = fr->rec.round_no <= last - 2;
+            if (fr->n > 0 && (fr->retired > 0) != gone)
+                fail_msg("%s: round %lld's updates %s", name, (long long)fr->rec.round_no,
+                         gone ? "not retired" : "retired");
         }
     }
     sl_store_close(s);

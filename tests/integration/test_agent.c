@@ -129,7 +129,7 @@ static int check_samples(void *ctx, int64_t device_id, const void *frame, size_t
 
 /* The stored frames' bytes, and how many are split (codecs/FORMAT.md: stored as sent). */
 typedef struct stored_bytes {
-    uint64_t bytes, split;
+    uint64_t bytes, split, n, retired;
 } stored_bytes;
 
 static int add_len(void *ctx, int64_t device_id, const void *frame, size_t len,
@@ -138,6 +138,11 @@ static int add_len(void *ctx, int64_t device_id, const void *frame, size_t len,
     stored_bytes *b = ctx;
     sl_frame_header h;
     (void)device_id, (void)num_samples, (void)sha256;
+    b->n++;
+    if (len == 0) { /* its bytes retired: its round is over (the task's retain_last) */
+        b->retired++;
+        return 0;
+    }
     assert_int_equal(sl_frame_peek_header(frame, len, &h), SL_OK);
     b->bytes += len;
     b->split += (h.flags & SL_FRAME_FLAG_SPLIT) != 0;
@@ -145,18 +150,25 @@ static int add_len(void *ctx, int64_t device_id, const void *frame, size_t len,
 }
 
 /* Updates of @task stored split; every closed round's bytes_up is its stored frames' bytes
- * (what the devices sent, split or not), summed into *@sent. */
-static uint64_t split_updates(ag_coord *c, int64_t task, uint64_t *sent)
+ * (what the devices sent, split or not), summed into *@sent; rounds whose updates retention
+ * retired (all of a round's or none, and only in rounds over) are counted in *@retired. */
+static uint64_t split_updates(ag_coord *c, int64_t task, uint64_t *sent, uint64_t *retired)
 {
     uint64_t n = 0;
-    *sent = 0;
+    *sent = *retired = 0;
     for (int64_t r = 1; r <= 64; r++) {
         sl_round_record rec;
-        stored_bytes b = {0, 0};
+        stored_bytes b = {0, 0, 0, 0};
         if (sl_store_get_round(c->store, r, &rec) != SL_OK || rec.task_id != task)
             continue;
         assert_int_equal(sl_store_foreach_update(c->store, r, add_len, &b), SL_OK);
         n += b.split;
+        if (b.retired > 0) {
+            assert_int_equal(b.retired, b.n);
+            assert_true(rec.state >= SL_ROUND_CLOSED);
+            (*retired)++;
+            continue;
+        }
         if (rec.bytes_up == 0) /* a round that never closed: its bytes were not written */
             continue;
         assert_int_equal((uint64_t)rec.bytes_up, b.bytes);
@@ -292,11 +304,18 @@ static void run_fleet(const char *name, const char *model, const char *config, u
     }
     ag_count_task(&c, w.task, &updates, &closed);
     {
-        uint64_t sent, split = split_updates(&c, w.task, &sent), want = g_want_split;
+        uint64_t sent, gone, split = split_updates(&c, w.task, &sent, &gone), want = g_want_split;
         g_want_split = 0;
-        fprintf(stderr, "%s: %llu updates split of %llu stored; %llu bytes sent\n", name,
-                (unsigned long long)split, (unsigned long long)updates, (unsigned long long)sent);
+        fprintf(stderr,
+                "%s: %llu updates split of %llu stored; %llu bytes sent; %llu rounds' "
+                "updates retired\n",
+                name, (unsigned long long)split, (unsigned long long)updates,
+                (unsigned long long)sent, (unsigned long long)gone);
         assert_true(split >= want);
+        if (retention)
+            assert_true(gone > 0);
+        else
+            assert_int_equal(gone, 0);
     }
     /* nothing stored is unaccounted for: acknowledged, or pending in a
      * stopped agent whose next run gets the receipt (a lost answer gets its

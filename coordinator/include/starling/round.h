@@ -342,6 +342,12 @@ int sl_engine_role(sl_engine *e, int *leader, uint64_t *epoch, uint64_t *promoti
 uint64_t sl_engine_models_retired(sl_engine *e);
 
 /**
+ * sl_engine_updates_retired - how many stored updates the retention of this engine's closes
+ * took the bytes of since it opened (tasks with "retain_last"; sl_store_retain_updates()).
+ */
+uint64_t sl_engine_updates_retired(sl_engine *e);
+
+/**
  * sl_engine_close - NULL is a no-op. Does not close the store, which must
  * still be open: a replica writes once more what it served of rounds that
  * ended while the store refused it (logged when it still does).

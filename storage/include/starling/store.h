@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /** The schema version this build writes. Older databases are migrated. */
-#define SL_STORE_SCHEMA_VERSION 14
+#define SL_STORE_SCHEMA_VERSION 15
 
 /** What to verify when opening. */
 typedef enum sl_store_check {
@@ -388,6 +388,20 @@ int sl_store_set_model_metrics(sl_store *s, int64_t task_id, int64_t version, co
 int sl_store_retain_models(sl_store *s, int64_t task_id, uint32_t keep_last, uint32_t keep_every,
                            uint32_t *retired);
 
+/**
+ * sl_store_retain_updates - retire the bytes of the updates of @task_id's rounds that are
+ * over (closed or abandoned), except the latest @keep_rounds (>= 1) of those, and drop
+ * those rounds' partial sums (sl_store_put_partial()). Each update's record (round, device,
+ * samples, local steps, digest, time) stays, so receipts, device histories and the device
+ * list are unchanged; sl_store_foreach_update() gives a retired update's frame as empty. A
+ * round's updates are read only by its close and, for an abandoned round, by the next close
+ * of the same base version, which carries them; the coordinator calls this after each close
+ * of a task with "retain_last", when every round that is over was aggregated or carried.
+ * Each round is retired once (rounds.updates_retired), so a close reads only the rounds
+ * not yet retired. @retired: how many updates lost their bytes now (may be NULL).
+ */
+int sl_store_retain_updates(sl_store *s, int64_t task_id, uint32_t keep_rounds, uint64_t *retired);
+
 /* ------------------------------------------------------------------------ */
 /* Rounds and participants                                                  */
 /* ------------------------------------------------------------------------ */
@@ -539,7 +553,9 @@ int sl_store_count_updates(sl_store *s, int64_t round_id, uint64_t *count);
 /**
  * sl_store_foreach_update - call @fn for every update of @round_id in
  * device-id order (the order aggregation needs for bit-identical results).
- * The frame pointer is valid during the call only. Stops at the first
+ * The frame pointer is valid during the call only; an update retention
+ * retired (sl_store_retain_updates()) comes with no bytes (length 0), only in
+ * a round that is over. Stops at the first
  * non-zero return of @fn and returns it.
  */
 int sl_store_foreach_update(sl_store *s, int64_t round_id,

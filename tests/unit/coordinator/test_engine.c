@@ -2327,6 +2327,54 @@ static void test_split_updates(void **state)
  * run without retention; a split update naming a retired version is refused (reason
  * "reference"), also when the support of its pair is in memory: the close reads the
  * versions again after a restart. */
+typedef struct task_rounds {
+    sl_round_record r[64];
+    size_t n;
+} task_rounds;
+
+static int collect_round(void *ctx, const sl_round_record *r)
+{
+    task_rounds *t = ctx;
+    if (t->n < 64)
+        t->r[t->n++] = *r;
+    return 0;
+}
+
+static int frame_bytes(void *ctx, int64_t device_id, const void *frame, size_t len,
+                       uint32_t num_samples, const uint8_t *sha256)
+{
+    size_t *c = ctx;
+    (void)device_id;
+    (void)frame;
+    (void)num_samples;
+    (void)sha256;
+    c[0]++;
+    c[1] += len > 0;
+    return 0;
+}
+
+/* Every round of @s's task that is over but the last @keep (0: all kept) has its updates'
+ * records and none of their bytes; the others keep every update's bytes. */
+static void check_update_retention(sim *s, size_t keep)
+{
+    task_rounds t;
+    size_t over = 0, seen = 0;
+    t.n = 0;
+    assert_int_equal(sl_store_list_rounds(s->store, s->task, 0, 64, collect_round, &t), SL_OK);
+    for (size_t i = 0; i < t.n; i++)
+        over += t.r[i].state >= SL_ROUND_CLOSED;
+    for (size_t i = 0; i < t.n; i++) { /* newest first */
+        size_t c[2] = {0, 0};
+        int over_i = t.r[i].state >= SL_ROUND_CLOSED;
+        int gone = keep > 0 && over_i && seen >= keep;
+        seen += over_i;
+        assert_int_equal(sl_store_foreach_update(s->store, t.r[i].id, frame_bytes, c), SL_OK);
+        assert_int_equal(c[0], t.r[i].reported); /* the records */
+        assert_int_equal(c[1], gone ? 0 : c[0]);
+    }
+    assert_true(over >= keep + 3); /* something was retired */
+}
+
 static void test_retention(void **state)
 {
     sim a, b;
@@ -2421,6 +2469,11 @@ static void test_retention(void **state)
     assert_memory_equal(sa, sb, 32);
     drive(&a, 9);
     assert_int_equal(status(&a).model_version, 10);
+    /* the updates of the rounds over but the last 2 have no bytes left; the records stay */
+    check_update_retention(&a, 2);
+    check_update_retention(&b, 0);
+    assert_true(sl_engine_updates_retired(a.engine) > 0);
+    assert_int_equal(sl_engine_updates_retired(b.engine), 0);
     free(v4);
     free(v6);
     free(v7);

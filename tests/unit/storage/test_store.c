@@ -835,6 +835,156 @@ static void test_retention(void **state)
     assert_int_equal(sl_store_get_model_info(f->s, task, -1, &r), SL_EINVAL);
 }
 
+typedef struct frames_seen {
+    int n, empty;
+    size_t bytes;
+} frames_seen;
+
+static int see_frame(void *ctx, int64_t device_id, const void *frame, size_t len,
+                     uint32_t num_samples, const uint8_t *sha256)
+{
+    frames_seen *f = ctx;
+    (void)device_id;
+    (void)frame;
+    (void)num_samples;
+    (void)sha256;
+    f->n++;
+    f->empty += len == 0;
+    f->bytes += len;
+    return 0;
+}
+
+static int count_partial(void *ctx, const char *replica, const void *data, size_t len,
+                         const int64_t *devices, size_t n)
+{
+    (void)replica;
+    (void)data;
+    (void)len;
+    (void)devices;
+    (void)n;
+    (*(int *)ctx)++;
+    return 0;
+}
+
+/* A round's frames: how many, how many without bytes, how many bytes. */
+static frames_seen round_frames(sl_store *s, int64_t round_id)
+{
+    frames_seen f = {0, 0, 0};
+    assert_int_equal(sl_store_foreach_update(s, round_id, see_frame, &f), SL_OK);
+    return f;
+}
+
+/* Retention of updates: the bytes of the rounds that are over but the latest N go, with their
+ * partial sums; the records stay (receipts, counts, a retry's answer); an open round keeps
+ * its own; a round is retired once. */
+static void test_retain_updates(void **state)
+{
+    fixture *f = *state;
+    enum { R = 6, D = 3, LEN = 1000 };
+    int64_t task, rounds[R + 1], devices[D];
+    uint8_t frame[LEN], sha[32];
+    uint64_t retired = 9, count;
+    sl_round_record r;
+    sl_store_receipt rec;
+    int partials;
+    assert_int_equal(sl_store_create_task(f->s, "ru", "{}", "w 1\n", &task), SL_OK);
+    for (int d = 0; d < D; d++) {
+        uint8_t key[2] = {0x52, (uint8_t)d};
+        assert_int_equal(sl_store_enrol_device(f->s, key, sizeof key, "{}", &devices[d]), SL_OK);
+    }
+    /* rounds 1-5 over (3 abandoned), 6 open; each with an update of every device */
+    for (int n = 1; n <= R; n++) {
+        memset(&r, 0, sizeof r);
+        r.task_id = task;
+        r.round_no = n;
+        r.base_version = n;
+        r.state = SL_ROUND_TRAINING;
+        r.target = D;
+        r.quorum = 1;
+        assert_int_equal(sl_store_create_round(f->s, &r), SL_OK);
+        rounds[n] = r.id;
+        for (int d = 0; d < D; d++) {
+            sl_update_put u;
+            sl_test_update_bytes((uint64_t)(n * D + d), frame, sizeof frame, sha);
+            u = (sl_update_put){r.id, devices[d], frame, sizeof frame, 1, sha, 0};
+            assert_int_equal(sl_store_put_update(f->s, &u, 30000, &rec), SL_OK);
+        }
+        assert_int_equal(sl_store_put_partial(f->s, r.id, "a", "sum", 3, devices, D), SL_OK);
+        if (n < R) {
+            r.state = n == 3 ? SL_ROUND_ABANDONED : SL_ROUND_CLOSED;
+            assert_int_equal(sl_store_update_round(f->s, &r), SL_OK);
+        }
+    }
+    /* keep the last 2 of the rounds over (4 and 5): 1, 2 and 3 go */
+    assert_int_equal(sl_store_retain_updates(f->s, task, 2, &retired), SL_OK);
+    assert_int_equal(retired, 3 * D);
+    for (int n = 1; n <= R; n++) {
+        frames_seen fs = round_frames(f->s, rounds[n]);
+        int gone = n <= 3;
+        assert_int_equal(fs.n, D);
+        assert_int_equal(fs.empty, gone ? D : 0);
+        assert_int_equal(fs.bytes, gone ? 0 : D * LEN);
+        assert_int_equal(sl_store_count_updates(f->s, rounds[n], &count), SL_OK);
+        assert_int_equal(count, D); /* the records stay */
+        partials = 0;
+        assert_int_equal(sl_store_foreach_partial(f->s, rounds[n], count_partial, &partials),
+                         SL_OK);
+        assert_int_equal(partials, gone ? 0 : 1);
+    }
+    /* a retired update's receipt, and a retry of it (its round is over): the same answer */
+    sl_test_update_bytes((uint64_t)(1 * D + 0), frame, sizeof frame, sha);
+    assert_int_equal(sl_store_get_receipt(f->s, rounds[1], devices[0], sha, &rec), SL_OK);
+    assert_int_equal(rec.duplicate, 1);
+    {
+        sl_update_put u = {rounds[1], devices[0], frame, sizeof frame, 1, sha, 0};
+        memset(&rec, 0, sizeof rec);
+        assert_int_equal(sl_store_put_update(f->s, &u, 30000, &rec), SL_OK);
+        assert_int_equal(rec.duplicate, 1);
+        sha[5] ^= 1; /* another update for it: still a conflict */
+        assert_int_equal(sl_store_put_update(f->s, &u, 30000, &rec), SL_ECONFLICT);
+    }
+    assert_int_equal(round_frames(f->s, rounds[1]).bytes, 0);
+    /* again: nothing; fewer rounds over than kept: nothing */
+    assert_int_equal(sl_store_retain_updates(f->s, task, 2, &retired), SL_OK);
+    assert_int_equal(retired, 0);
+    assert_int_equal(sl_store_retain_updates(f->s, task, 9, &retired), SL_OK);
+    assert_int_equal(retired, 0);
+    assert_int_equal(round_frames(f->s, rounds[4]).bytes, D * LEN);
+    /* round 6 closes: 4 goes, the open round's updates never did */
+    assert_int_equal(sl_store_get_round(f->s, rounds[R], &r), SL_OK);
+    r.state = SL_ROUND_CLOSED;
+    assert_int_equal(sl_store_update_round(f->s, &r), SL_OK);
+    assert_int_equal(sl_store_retain_updates(f->s, task, 2, &retired), SL_OK);
+    assert_int_equal(retired, D);
+    assert_int_equal(round_frames(f->s, rounds[4]).bytes, 0);
+    assert_int_equal(round_frames(f->s, rounds[5]).bytes, D * LEN);
+    assert_int_equal(round_frames(f->s, rounds[6]).bytes, D * LEN);
+    /* keep the last 1 */
+    assert_int_equal(sl_store_retain_updates(f->s, task, 1, NULL), SL_OK);
+    assert_int_equal(round_frames(f->s, rounds[5]).bytes, 0);
+    assert_int_equal(round_frames(f->s, rounds[6]).bytes, D * LEN);
+    /* another task's rounds are not touched */
+    {
+        int64_t other_round, other_dev[1];
+        frames_seen fs;
+        sl_store_receipt rr;
+        sl_update_put u;
+        sl_test_store_fixture(f->s, &other_round, other_dev, 1);
+        sl_test_update_bytes(77, frame, sizeof frame, sha);
+        u = (sl_update_put){other_round, other_dev[0], frame, sizeof frame, 1, sha, 0};
+        assert_int_equal(sl_store_put_update(f->s, &u, 30000, &rr), SL_OK);
+        assert_int_equal(sl_store_get_round(f->s, other_round, &r), SL_OK);
+        r.state = SL_ROUND_CLOSED;
+        assert_int_equal(sl_store_update_round(f->s, &r), SL_OK);
+        assert_int_equal(sl_store_retain_updates(f->s, task, 1, &retired), SL_OK);
+        assert_int_equal(retired, 0);
+        fs = round_frames(f->s, other_round);
+        assert_int_equal(fs.bytes, LEN);
+    }
+    assert_int_equal(sl_store_retain_updates(f->s, task, 0, &retired), SL_EINVAL);
+    assert_int_equal(sl_store_retain_updates(NULL, task, 1, &retired), SL_EINVAL);
+}
+
 typedef struct bg_ctx {
     sl_store *s;
     int64_t round_id;
@@ -1933,6 +2083,7 @@ int main(int argc, char **argv)
         T(test_upload_limits),
         T(test_delete_and_expired_upload),
         T(test_retention),
+        T(test_retain_updates),
         T(test_backup_while_writing),
         T(test_backup_of_a_busy_store),
         T(test_backup_after_retention),
@@ -1963,6 +2114,7 @@ int main(int argc, char **argv)
         T(test_upload_limits),
         T(test_delete_and_expired_upload),
         T(test_retention),
+        T(test_retain_updates),
         T(test_refusals),
         T(test_audit),
         T(test_evals),
