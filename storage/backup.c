@@ -25,6 +25,9 @@ int sl__sq_backup(sl_store *s, const char *dest_path)
         free(tmp);
         return rc;
     }
+    pthread_mutex_lock(&s->lock); /* the writer does not wait for this reader (writer.c) */
+    s->backups++;
+    pthread_mutex_unlock(&s->lock);
     /* one statement, so one read transaction: the copy is a snapshot whatever the writer
      * commits meanwhile (WAL), and it holds the rows, not the pages the store freed (a
      * retired model's bytes: models.c). The backup API would copy every page and, copying
@@ -37,6 +40,9 @@ int sl__sq_backup(sl_store *s, const char *dest_path)
     }
     sqlite3_finalize(st);
     rc = sl__status_from_sqlite(rc);
+    pthread_mutex_lock(&s->lock);
+    s->backups--;
+    pthread_mutex_unlock(&s->lock);
     sl__reader_put(s, c);
     if (rc == SL_OK) { /* a standalone file: no WAL beside it */
         rc = sl__status_from_sqlite(sqlite3_open_v2(tmp, &dest, SQLITE_OPEN_READWRITE, NULL));

@@ -70,6 +70,7 @@ struct sl_store {
     int ckpt_caught_up;       /* under lock: the last one copied every frame it saw */
     int ckpt_running;         /* under lock: the checkpointer is copying */
     pthread_cond_t ckpt_idle; /* under lock: ckpt_running went back to 0 */
+    int backups;              /* under lock: backups holding their read snapshot (backup.c) */
     uint64_t fence;           /* under lock: the leader epoch round writes carry (lead.c) */
 };
 

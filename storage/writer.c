@@ -27,7 +27,10 @@ void (*sl__store_commit_hook)(void);
  * its own, between two transactions) and its next transaction rewinds it.
  * If the WAL still reaches four times the mark (long readers), the writer
  * runs a RESTART checkpoint, which waits for the readers up to the busy
- * timeout: back-pressure, so the WAL cannot grow without bound.
+ * timeout: back-pressure, so the WAL cannot grow without bound. Not while a
+ * backup holds its snapshot (backup.c): that reader ends on its own, and
+ * waiting for it would hold every commit (every acknowledgement) up to the
+ * busy timeout, commit after commit, for as long as the copy takes.
  */
 static void *checkpointer_main(void *arg)
 {
@@ -63,16 +66,17 @@ static void *checkpointer_main(void *arg)
 static void after_commit(sl_store *s)
 {
     uint64_t pages;
-    int caught_up;
+    int caught_up, restart;
     pthread_mutex_lock(&s->lock);
     pages = s->ckpt_pages = s->wal_pages;
     caught_up = s->ckpt_caught_up;
+    restart = pages >= 4ull * s->opt.checkpoint_pages && s->backups == 0;
     /* far past the mark: let the checkpointer's copy end (it starts no other now), or the
      * RESTART below would find it busy and the WAL would grow meanwhile */
-    while (pages >= 4ull * s->opt.checkpoint_pages && s->ckpt_running)
+    while (restart && s->ckpt_running)
         pthread_cond_wait(&s->ckpt_idle, &s->lock);
     pthread_mutex_unlock(&s->lock);
-    if (pages >= 4ull * s->opt.checkpoint_pages) {
+    if (restart) {
         /* SQLITE_BUSY when readers hold on past the busy timeout: the next commit tries again */
         if (sqlite3_wal_checkpoint_v2(s->writer.db, NULL, SQLITE_CHECKPOINT_RESTART, NULL, NULL) ==
             SQLITE_OK)
