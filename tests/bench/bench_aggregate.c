@@ -27,6 +27,7 @@
 
 typedef struct agg_totals {
     uint64_t rounds, updates, params, differ, max_ulp;
+    uint64_t retired; /* rounds skipped: retention took their base's or updates' bytes */
     double max_delta_diff, max_delta;
 } agg_totals;
 
@@ -80,6 +81,7 @@ static int one_round(sqlite3 *db, const sl_layout *l, const sl_task_config *cfg,
     sl__agg *agg = NULL;
     sqlite3_stmt *st = NULL;
     uint64_t added = 0;
+    int retired = 0; /* the task's retain_last took bytes this round needs */
     int rc = sum && dd && df && base && mf && md ? SL_OK : SL_ENOMEM;
 
     if (rc == SL_OK)
@@ -92,14 +94,16 @@ static int one_round(sqlite3 *db, const sl_layout *l, const sl_task_config *cfg,
     if (rc == SL_OK) {
         sqlite3_bind_int64(st, 1, task);
         sqlite3_bind_int64(st, 2, base_version);
-        rc = sqlite3_step(st) == SQLITE_ROW
-                 ? sl_frame_decode_model(l, sqlite3_column_blob(st, 0),
-                                         (size_t)sqlite3_column_bytes(st, 0), NULL, 0, base)
-                 : SL_ENOENT;
+        rc = sqlite3_step(st) == SQLITE_ROW ? SL_OK : SL_ENOENT;
+        if (rc == SL_OK && sqlite3_column_bytes(st, 0) == 0)
+            retired = 1;
+        else if (rc == SL_OK)
+            rc = sl_frame_decode_model(l, sqlite3_column_blob(st, 0),
+                                       (size_t)sqlite3_column_bytes(st, 0), NULL, 0, base);
     }
     sqlite3_finalize(st);
     st = NULL;
-    if (rc == SL_OK)
+    if (rc == SL_OK && !retired)
         rc = sl__agg_begin(cfg, l, &agg);
     if (rc == SL_OK)
         rc = sqlite3_prepare_v2(db,
@@ -110,10 +114,14 @@ static int one_round(sqlite3 *db, const sl_layout *l, const sl_task_config *cfg,
                  : SL_EIO;
     if (rc == SL_OK)
         sqlite3_bind_int64(st, 1, round_id);
-    while (rc == SL_OK && sqlite3_step(st) == SQLITE_ROW) {
+    while (rc == SL_OK && !retired && sqlite3_step(st) == SQLITE_ROW) {
         const void *frame = sqlite3_column_blob(st, 0);
         size_t len = (size_t)sqlite3_column_bytes(st, 0);
         uint32_t w = (uint32_t)sqlite3_column_int64(st, 1);
+        if (len == 0) {
+            retired = 1;
+            break;
+        }
         if (w == 0)
             w = 1; /* as the engine counts a device that reports no count */
         rc = sl__agg_add(agg, frame, len, w);
@@ -122,7 +130,9 @@ static int one_round(sqlite3 *db, const sl_layout *l, const sl_task_config *cfg,
         added++;
     }
     sqlite3_finalize(st);
-    if (rc == SL_OK && added > 0) {
+    if (rc == SL_OK && retired)
+        tot->retired++;
+    if (rc == SL_OK && !retired && added > 0) {
         rc = sl__agg_finish(agg, 0, df, NULL);
         for (size_t i = 0; i < n; i++)
             dd[i] = sum[i] / wsum;
@@ -231,6 +241,10 @@ int sl_bench_aggregate(int argc, char **argv)
             fprintf(stderr, "task %" PRId64 ": %s\n", task, sl_strerror(rc));
             status = 1;
         }
+        if (tot.retired > 0)
+            printf("task %" PRId64 ": %" PRIu64 " rounds skipped, their base's or updates' bytes "
+                   "retired (the task's retain_last)\n",
+                   task, tot.retired);
         printf("task %" PRId64 " (%s, %s, clip_norm %g): %" PRIu64 " rounds, %" PRIu64
                " updates, %" PRIu64 " parameters\n"
                "  pseudo-gradient: largest |fixed - doubles| %.3g (2^-F = %.3g; largest "

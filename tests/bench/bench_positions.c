@@ -73,6 +73,7 @@ static const char *const pos_names[POS_KINDS] = {"the plain frames (adaptive cod
 
 typedef struct pos_totals {
     uint64_t rounds, updates, positions, in_agg, in_own, in_held, agg_size, held_size;
+    uint64_t retired; /* updates skipped: retention took their bytes (the task's retain_last) */
     double bits[POS_KINDS];
 } pos_totals;
 
@@ -204,7 +205,7 @@ static int read_model(sqlite3_stmt *st, int64_t task, int64_t version, const sl_
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, task);
     sqlite3_bind_int64(st, 2, version);
-    if (sqlite3_step(st) == SQLITE_ROW)
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_bytes(st, 0) > 0) /* else retired */
         rc = sl_frame_decode_model(l, sqlite3_column_blob(st, 0),
                                    (size_t)sqlite3_column_bytes(st, 0), NULL, 0, out);
     sqlite3_reset(st);
@@ -391,10 +392,19 @@ static int one_task(sqlite3 *db, int64_t task, const sl_layout *l, pos_totals *t
             size_t len = (size_t)sqlite3_column_bytes(ups, 1);
             void *plain = NULL;
             sl_frame_header h;
+            if (len == 0) { /* its bytes retired: nothing to read */
+                tot->retired++;
+                continue;
+            }
             if (sl_frame_peek_header(frame, len, &h) == SL_OK &&
                 (h.flags & SL_FRAME_FLAG_SPLIT)) { /* stored as sent: its plain frame */
                 sl_support *sup = NULL;
                 rc = read_model(model, task, (int64_t)h.ref_version, l, c.other);
+                if (rc == SL_ENOENT) { /* coded against a version whose bytes were retired */
+                    tot->retired++;
+                    rc = SL_OK;
+                    continue;
+                }
                 if (rc == SL_OK && (int64_t)h.base_version != base)
                     rc = SL_ECORRUPT; /* an update of this round is of its base */
                 if (rc == SL_OK)
@@ -507,6 +517,10 @@ int sl_bench_positions(int argc, char **argv)
             status = 1;
         }
         k = tot.updates ? (double)tot.positions / (double)tot.updates : 0;
+        if (tot.retired > 0)
+            printf("task %" PRId64 ": %" PRIu64 " updates skipped, their bytes or their split's "
+                   "reference version retired (the task's retain_last)\n",
+                   task, tot.retired);
         printf("task %" PRId64 " (%s): %" PRIu64 " rounds after the first aggregate, %" PRIu64
                " updates, %.1f positions an update (%.3f%% of %" PRIu64 ")\n",
                task, name, tot.rounds, tot.updates, k, 100.0 * k / (double)sl_layout_params(l),
