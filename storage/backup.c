@@ -6,6 +6,17 @@
 
 #include "store_int.h"
 
+void (*sl__store_backup_hook)(void);
+
+/* SQLite's progress handler during the copy: the tests' hook (0: go on). */
+static int backup_progress(void *arg)
+{
+    (void)arg;
+    if (sl__store_backup_hook != NULL)
+        sl__store_backup_hook();
+    return 0;
+}
+
 int sl__sq_backup(sl_store *s, const char *dest_path)
 {
     sqlite3 *dest = NULL;
@@ -33,12 +44,15 @@ int sl__sq_backup(sl_store *s, const char *dest_path)
      * retired model's bytes: models.c). The backup API would copy every page and, copying
      * in steps, start again after each commit of the writer: on a busy store, for ever. */
     rc = sqlite3_prepare_v2(c->db, "VACUUM INTO ?1", -1, &st, NULL);
+    if (sl__store_backup_hook != NULL)
+        sqlite3_progress_handler(c->db, 1000, backup_progress, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_text(st, 1, tmp, -1, SQLITE_STATIC);
         step = sqlite3_step(st);
         rc = step == SQLITE_DONE ? SQLITE_OK : step;
     }
     sqlite3_finalize(st);
+    sqlite3_progress_handler(c->db, 0, NULL, NULL);
     rc = sl__status_from_sqlite(rc);
     pthread_mutex_lock(&s->lock);
     s->backups--;

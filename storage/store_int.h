@@ -115,6 +115,8 @@ int sl__put_update_exec(sl_store *s, sl__conn *c, const sl_update_put *u, sl_sto
 /* Tests: called by the writer thread after every durable commit (NULL: none).
  * The crash tests use it to kill a process right after a transition. */
 extern void (*sl__store_commit_hook)(void);
+/* Tests: called now and then while a backup's copy runs, its snapshot held (backup.c). */
+extern void (*sl__store_backup_hook)(void);
 
 /* The backend's operations (backend.h), one per public function of starling/store.h. */
 void sl__sq_close(sl_store *s);
