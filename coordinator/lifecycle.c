@@ -576,7 +576,7 @@ static void release_participants(sl_engine *e, sl__task *t, int64_t now)
  * stored split update is read against is retired under it; an accept checks that the
  * versions a split update names are not retired (engine.c). A failure is logged: the next
  * close retires what this one left. */
-static void retain_models(sl_engine *e, sl__task *t)
+static void retain_after_close(sl_engine *e, sl__task *t)
 {
     uint32_t retired = 0;
     uint64_t updates = 0;
@@ -700,7 +700,7 @@ int sl__task_close(sl_engine *e, sl__task *t, const char *abandon_reason)
         if (t->cfg.rounds > 0 && (uint64_t)r.round_no >= t->cfg.rounds)
             t->finished = 1;
         if (t->cfg.retain_last > 0)
-            retain_models(e, t);
+            retain_after_close(e, t);
     }
     if (rc != SL_OK)
         t->sm_valid = 0; /* the senders' mean's counts are read again at the retry */

@@ -985,6 +985,19 @@ static void test_retain_updates(void **state)
     assert_int_equal(sl_store_retain_updates(NULL, task, 1, &retired), SL_EINVAL);
 }
 
+/* A backup, opened as a store with the full integrity check. */
+static sl_store *open_backup(const char *path)
+{
+    sl_store_options o;
+    sl_store *copy = NULL;
+    char err[256];
+    sl_store_options_default(&o);
+    o.path = path;
+    o.check = SL_STORE_CHECK_FULL;
+    assert_int_equal(sl_store_open(&o, &copy, err, sizeof err), SL_OK);
+    return copy;
+}
+
 typedef struct bg_ctx {
     sl_store *s;
     int64_t round_id;
@@ -1016,8 +1029,6 @@ static void test_backup_while_writing(void **state)
     pthread_t th;
     bg_ctx b;
     sl_store *copy;
-    sl_store_options o;
-    char err[256];
     uint64_t in_copy = 0, total = 0;
     sl_test_store_fixture(f->s, &round_id, devices, N);
     b = (bg_ctx){f->s, round_id, devices, N, 0};
@@ -1027,10 +1038,7 @@ static void test_backup_while_writing(void **state)
     assert_int_equal(sl_store_backup(f->s, path), SL_OK);
     pthread_join(th, NULL);
     assert_int_equal(b.failures, 0);
-    sl_store_options_default(&o);
-    o.path = path;
-    o.check = SL_STORE_CHECK_FULL;
-    assert_int_equal(sl_store_open(&o, &copy, err, sizeof err), SL_OK);
+    copy = open_backup(path);
     assert_int_equal(sl_store_count_updates(copy, round_id, &in_copy), SL_OK);
     assert_int_equal(sl_store_count_updates(f->s, round_id, &total), SL_OK);
     print_message("backup holds %llu of %llu updates\n", (unsigned long long)in_copy,
@@ -1052,10 +1060,9 @@ static void test_backup_after_retention(void **state)
     sl_model_put m = {0};
     sl_model_record r;
     uint32_t retired;
-    char path[700], err[256];
+    char path[700];
     struct stat st;
     sl_store *copy;
-    sl_store_options o;
     assert_non_null(frame);
     assert_int_equal(sl_store_create_task(f->s, "big", "{}", "w 1\n", &task), SL_OK);
     m.task_id = task;
@@ -1079,10 +1086,7 @@ static void test_backup_after_retention(void **state)
     /* the three kept frames and little else (the retired ones would be 21 x 256 kB more) */
     assert_true(st.st_size < 3 * LEN + 256 * 1024);
     assert_true(st.st_size > 3 * LEN);
-    sl_store_options_default(&o);
-    o.path = path;
-    o.check = SL_STORE_CHECK_FULL;
-    assert_int_equal(sl_store_open(&o, &copy, err, sizeof err), SL_OK);
+    copy = open_backup(path);
     for (int v = 1; v <= V; v++) {
         int kept = v == 1 || v >= V - 1;
         assert_int_equal(sl_store_get_model(copy, task, v, &r), kept ? SL_OK : SL_ENOENT);
@@ -1095,6 +1099,13 @@ static void test_backup_after_retention(void **state)
         sl_store_model_free(&r);
     }
     sl_store_close(copy);
+    /* refused: no path, a folder that does not exist (nothing written, the store goes on) */
+    assert_int_equal(sl_store_backup(f->s, NULL), SL_EINVAL);
+    snprintf(path, sizeof path, "%s/no-such-folder/backup.db", f->dir);
+    assert_int_not_equal(sl_store_backup(f->s, path), SL_OK);
+    assert_int_equal(stat(path, &st), -1);
+    assert_int_equal(sl_store_get_model(f->s, task, V, &r), SL_OK);
+    sl_store_model_free(&r);
     free(frame);
 }
 
@@ -1207,10 +1218,7 @@ static void test_backup_of_a_busy_store(void **state)
     assert_true(done_at_backup < N); /* the backup did not wait for the writer to stop */
     print_message("with the snapshot held, the writer committed %d updates\n", g_busy_seen);
     assert_true(g_busy_seen >= 60); /* nor the writer for the backup */
-    sl_store_options_default(&o);
-    o.path = path;
-    o.check = SL_STORE_CHECK_FULL;
-    assert_int_equal(sl_store_open(&o, &copy, err, sizeof err), SL_OK);
+    copy = open_backup(path);
     assert_int_equal(sl_store_count_updates(copy, round_id, &in_copy), SL_OK);
     assert_int_equal(sl_store_count_updates(f->s, round_id, &total), SL_OK);
     /* a snapshot taken while the writer ran: everything before it, nothing after it */
