@@ -120,8 +120,8 @@ COMPONENTS = {
     "common": [["clock.c", "cpu.c", "log.c", "status.c"], ["fs.c"], ["config.c"]],
     # coord_int.h describes each layer
     "coordinator": [
-        ["aggregate.c", "config.c", "devices.c", "server.c", "spec_check.c", "select.c",
-         "splits.c"],
+        ["config.c"],
+        ["aggregate.c", "devices.c", "server.c", "spec_check.c", "select.c", "splits.c"],
         ["tasks.c"],
         ["replica.c"],
         ["lifecycle.c"],

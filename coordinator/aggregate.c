@@ -50,7 +50,7 @@
  * steps' direction fully, extrapolated to tau_eff) and ended lower, measured
  * (README, "Fleets of unequal devices"), so the shares of the work stay.
  *
- * The senders' mean (the task's "sender_mean_rounds", #23): a sparse update
+ * The senders' mean (the task's "sender_mean_epochs" or "sender_mean_rounds", #23): a sparse update
  * sends its own few coordinates, so in the mean over all K updates a
  * coordinate that one of ten sent moves by a tenth of its value, most of all
  * at the start, where the updates are large and error feedback has sent
@@ -182,10 +182,9 @@ int sl__agg_begin(const sl_task_config *cfg, const sl_layout *layout, sl__agg **
     a->wfrac = cfg->fedbuff ? FEDBUFF_WEIGHT_FRAC : 0;
     if (!is_robust(a->kind)) {
         a->sum = calloc(a->params, sizeof *a->sum);
-        if (cfg->sender_mean_rounds > 0 && cfg->sender_mean > 0)
+        if (sl_sender_mean_length(cfg) > 0)
             a->senders = calloc(a->params, sizeof *a->senders);
-        if (a->sum == NULL ||
-            (cfg->sender_mean_rounds > 0 && cfg->sender_mean > 0 && a->senders == NULL)) {
+        if (a->sum == NULL || (sl_sender_mean_length(cfg) > 0 && a->senders == NULL)) {
             free(a->sum);
             free(a);
             return SL_ENOMEM;

@@ -47,15 +47,22 @@
  *   server_lr_boost      number          (0, 100]               3
  *   server_lr_ramp       integer         0 .. 10000 (0: off)    0
  *   sender_mean          number          [0, 1]                 1
- *   sender_mean_rounds   integer         0 .. 10000 (0: off)    6 (sparse fedavg
- *                                                               with the residual,
- *                                                               not fedbuff, no
- *                                                               server_lr_ramp or
- *                                                               dp_noise), else 0
+ *   sender_mean_rounds   integer         0 .. 10000 (0: off)    0 (a stored task
+ *                                                               names its own; before
+ *                                                               6 December 2026 6 for
+ *                                                               sparse fedavg with the
+ *                                                               residual, not fedbuff,
+ *                                                               no server_lr_ramp or
+ *                                                               dp_noise)
  *   sender_mean_share    boolean                                true in a new task
  *                                                               with sender_mean_rounds
  *                                                               above 0 (a stored task
  *                                                               without it: false)
+ *   sender_mean_epochs   integer         0 .. 1e6 (0: off)      60 in a new task that
+ *                                                               would get the senders'
+ *                                                               mean and names neither
+ *                                                               it nor sender_mean_rounds
+ *                                                               (then 0), else 0
  *   server_momentum      number          [0, 1)                 0.9
  *   beta1, beta2         number          [0, 1)                 0.9, 0.99
  *   tau                  number          1e-9 .. 10             1e-3
@@ -101,8 +108,10 @@
  * "tracking" needs aggregator "fedavg", server_lr <= 1 and, under a
  * server_lr_ramp, a server_lr_boost whose rate stays <= 1 (it absorbs the
  * model's move, which must be the mean of the updates sent); a
- * sender_mean_rounds above 0 (with sender_mean above 0) excludes tracking,
- * dp_noise, trimmed_mean and median, and, in a new task, fedbuff; local_nesterov
+ * sender_mean_rounds or sender_mean_epochs above 0 (with sender_mean above 0; not both)
+ * excludes tracking, dp_noise, trimmed_mean and median, and, in a new task, fedbuff;
+ * the fade lasts sender_mean_rounds participations of the average device, or
+ * sender_mean_epochs / local_epochs of them (sl_sender_mean_length); local_nesterov
  * needs local_optimizer "sgd" and local_momentum > 0; local_optimizer "adam"
  * or "adamw" needs local_momentum 0 (0 when absent: the key's default 0.9 is
  * SGD's); local_betas and local_eps other than their defaults need "adam" or
@@ -232,6 +241,7 @@ static const key_spec keys[] = {
     {"sender_mean", K_F64, F(sender_mean), 0, 1, 0, 0, 1},
     {"sender_mean_rounds", K_U32, F(sender_mean_rounds), 0, 10000, 0, 0, 0},
     {"sender_mean_share", K_BOOL, F(sender_mean_share), 0, 0, 0, 0, 0},
+    {"sender_mean_epochs", K_U32, F(sender_mean_epochs), 0, 1e6, 0, 0, 0},
     {"server_momentum", K_F64, F(server_momentum), 0, 1, 0, 1, 0.9},
     {"beta1", K_F64, F(beta1), 0, 1, 0, 1, 0.9},
     {"beta2", K_F64, F(beta2), 0, 1, 0, 1, 0.99},
@@ -714,6 +724,22 @@ static int validate_local(const sl_task_config *c, char *err, size_t errcap)
 
 /* Ranges of every field and the cross-field rules: run on the parsed
  * configuration and on any configuration given to sl_task_config_to_json(). */
+double sl_sender_mean_length(const sl_task_config *cfg)
+{
+    if (cfg->sender_mean <= 0)
+        return 0;
+    if (cfg->sender_mean_epochs > 0) /* 60 / 10 is 6 exactly: the weights of 6 rounds */
+        return (double)cfg->sender_mean_epochs /
+               (double)(cfg->local_epochs > 0 ? cfg->local_epochs : 1);
+    return (double)cfg->sender_mean_rounds;
+}
+
+/* The key that gives the task's senders' mean its length, for errors. */
+static const char *sender_mean_key(const sl_task_config *c)
+{
+    return c->sender_mean_epochs > 0 ? "sender_mean_epochs" : "sender_mean_rounds";
+}
+
 static int validate(const sl_task_config *c, char *err, size_t errcap)
 {
     int rc;
@@ -828,10 +854,16 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
     /* the senders' mean is a FedAvg-family sum's; a robust statistic counts unsent
      * coordinates as zeros, the noise is calibrated to a clipped update's share of the mean
      * of all, and tracking counts the model's move as that mean */
-    if (c->sender_mean_rounds > 0 && c->sender_mean > 0 &&
+    if (c->sender_mean_rounds > 0 && c->sender_mean_epochs > 0) {
+        set_err(err, errcap,
+                "sender_mean_epochs: not with sender_mean_rounds (the fade's length in local "
+                "epochs or in participations: set one)");
+        return SL_ECONFIG_VALUE;
+    }
+    if (sl_sender_mean_length(c) > 0 &&
         (c->aggregator == SL_AGG_TRIMMED_MEAN || c->aggregator == SL_AGG_MEDIAN ||
          c->dp_noise > 0 || c->error_feedback == SL_EF_TRACKING)) {
-        set_err(err, errcap, "sender_mean_rounds: not with %s (%s)",
+        set_err(err, errcap, "%s: not with %s (%s)", sender_mean_key(c),
                 c->dp_noise > 0                       ? "dp_noise"
                 : c->error_feedback == SL_EF_TRACKING ? "error_feedback \"tracking\""
                                                       : sl_aggregator_name(c->aggregator),
@@ -1008,12 +1040,13 @@ static int parse_config(const char *json, size_t len, int stored, sl_task_config
      * coordinate, FedBuff's versions are buffers, DP's noise is calibrated to the mean of
      * all. A task that asks for a server rate ramp gets that instead (both at once
      * overshoot: bench fl fell to 11% in round 2). */
-    if (!seen[key_index("sender_mean_rounds")] && !stored && c.aggregator == SL_AGG_FEDAVG &&
-        c.error_feedback == SL_EF_RESIDUAL && c.density < 1 && !c.fedbuff &&
-        c.server_lr_ramp == 0 && c.dp_noise == 0)
-        c.sender_mean_rounds = SL_SENDER_MEAN_ROUNDS_DEFAULT;
-    /* a new task's fade counts participations by the share of rounds (README: Fast starts);
-     * a task stored before the key keeps the fade by participations alone */
+    /* its fade is by the local epochs in the average device's updates (README: Fast starts);
+     * a task that names sender_mean_rounds fades by participations, times their share of
+     * rounds unless it says otherwise; a task stored before a key keeps the rule it ran */
+    if (!seen[key_index("sender_mean_rounds")] && !seen[key_index("sender_mean_epochs")] &&
+        !stored && c.aggregator == SL_AGG_FEDAVG && c.error_feedback == SL_EF_RESIDUAL &&
+        c.density < 1 && !c.fedbuff && c.server_lr_ramp == 0 && c.dp_noise == 0)
+        c.sender_mean_epochs = SL_SENDER_MEAN_EPOCHS_DEFAULT;
     if (!seen[key_index("sender_mean_share")] && !stored && c.sender_mean_rounds > 0)
         c.sender_mean_share = 1;
     /* local_momentum's default is SGD's; AdamW's decay defaults as in PyTorch */
@@ -1033,10 +1066,11 @@ static int parse_config(const char *json, size_t len, int stored, sl_task_config
     /* FedBuff's buffers record no participants, so the participations the senders' mean fades
      * by would stay at none and its weight would never fall: a new task is refused (one stored
      * so by an earlier build keeps loading, as it ran) */
-    if (!stored && c.fedbuff && c.sender_mean_rounds > 0 && c.sender_mean > 0) {
+    if (!stored && c.fedbuff && sl_sender_mean_length(&c) > 0) {
         set_err(err, errcap,
-                "sender_mean_rounds: not with fedbuff (its buffers record no participants, so "
-                "the weight would never fade); set \"sender_mean_rounds\": 0");
+                "%s: not with fedbuff (its buffers record no participants, so the weight would "
+                "never fade); set \"%s\": 0",
+                sender_mean_key(&c), sender_mean_key(&c));
         rc = SL_ECONFIG_VALUE;
         goto done;
     }

@@ -4,10 +4,12 @@
  * Layers, bottom to top; a file calls only into the layers below it (never
  * up, never in a circle: .ci/check_layers.py fails the style gate if one
  * does):
- *   aggregate.c, config.c, devices.c, server.c, spec_check.c, select.c
- *                  aggregation, task configuration, device and id sets,
- *                  server optimisers, model-spec checks, selection and
- *                  time budgets' plans (over the store)
+ *   config.c       task configuration: parse, validate, the rules its keys
+ *                  derive (the senders' mean's length)
+ *   aggregate.c, devices.c, server.c, spec_check.c, select.c, splits.c
+ *                  aggregation, device and id sets, server optimisers,
+ *                  model-spec checks, selection and time budgets' plans
+ *                  (over the store), the supports of split updates
  *   tasks.c        the engine's tasks as the store keeps them: load, table,
  *                  paces of closed rounds, free
  *   replica.c      replicas sharing one store: lease, partial sums, reloads
@@ -51,7 +53,7 @@ int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *cou
 /* The weight @weight in [0, 1] of the senders' mean at the next finish (aggregate.c's header;
  * sl_sender_mean_at() gives it by the devices' participations): each coordinate divided by (1 -
  * weight) W + weight S_j instead of W. SL_EINVAL out of range; SL_ESTATE for a weight above 0 when
- * the aggregation was begun for a task without it (cfg->sender_mean_rounds 0). */
+ * the aggregation was begun for a task without it (sl_sender_mean_length() 0). */
 int sl__agg_sender_mean(sl__agg *a, double weight);
 
 /* As sl__agg_add() with a real-valued weight > 0 (FedBuff: the sample count

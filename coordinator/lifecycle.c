@@ -374,7 +374,7 @@ static void count_round(sl_engine *e, sl__task *t, const sl_round_record *r)
 
 int sl__sm_wanted(const sl__task *t, int64_t *before)
 {
-    if (t->cfg.sender_mean_rounds == 0 || t->cfg.fedbuff || t->sm_valid || !t->round_open ||
+    if (sl_sender_mean_length(&t->cfg) <= 0 || t->cfg.fedbuff || t->sm_valid || !t->round_open ||
         t->round.round_no < 1)
         return 0;
     *before = t->round.round_no;
@@ -437,7 +437,7 @@ static int sender_mean_weight(sl_engine *e, sl__task *t, const sl_round_record *
     uint64_t updates, devices, fresh = 0;
     int rc = SL_OK;
     *weight = 0;
-    if (t->cfg.sender_mean_rounds == 0)
+    if (sl_sender_mean_length(&t->cfg) <= 0)
         return SL_OK;
     if (!t->sm_valid) { /* this round's stored updates included */
         participations p = {t};

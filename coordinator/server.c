@@ -201,9 +201,10 @@ double sl_server_lr_at(const sl_task_config *cfg, int64_t version)
 double sl_sender_mean_at(const sl_task_config *cfg, double participations)
 {
     double t, p = participations >= 1 ? participations : 1; /* NaN too */
-    if (cfg->sender_mean_rounds == 0 || p >= (double)cfg->sender_mean_rounds + 1)
+    double r = sl_sender_mean_length(cfg);
+    if (r <= 0 || p >= r + 1)
         return 0;
-    t = (p - 1.0) / (double)cfg->sender_mean_rounds;
+    t = (p - 1.0) / r;
     t = 1.0 - t;
     return cfg->sender_mean * t; /* sender_mean at p = 1, 0 at p = rounds + 1 */
 }

@@ -227,14 +227,16 @@ static void describe_compression(const cJSON *comp, char *out, size_t cap)
 }
 
 /* The task's aggregation in words: "fedavg, server rate 1, each coordinate's mean over its
- * senders at the first aggregate, back to the mean of all over a device's first 6 updates",
+ * senders at the first aggregate, back to the mean of all over a device's first 60 local epochs in
+ * its updates",
  * "fedavg, server rate 3x 1
  * at the first aggregate, back to 1 over 8" or "fedavg, server rate 1". */
 static void describe_aggregation(const cJSON *t, char *out, size_t cap)
 {
     double lr = sl__cli_num(t, "server_lr", 1), ramp = sl__cli_num(t, "server_lr_ramp", 0),
            boost = sl__cli_num(t, "server_lr_boost", 1), sm = sl__cli_num(t, "sender_mean", 0),
-           smr = sl__cli_num(t, "sender_mean_rounds", 0);
+           smr = sl__cli_num(t, "sender_mean_rounds", 0),
+           sme = sl__cli_num(t, "sender_mean_epochs", 0);
     size_t n;
     if (ramp > 0)
         snprintf(out, cap, "%s, server rate %gx %g at the first aggregate, back to %g over %.0f",
@@ -242,14 +244,14 @@ static void describe_aggregation(const cJSON *t, char *out, size_t cap)
     else
         snprintf(out, cap, "%s, server rate %g", sl__cli_str(t, "aggregator"), lr);
     n = strlen(out);
-    if (sm > 0 && smr > 0 && n < cap) {
+    if (sm > 0 && (smr > 0 || sme > 0) && n < cap) {
         char w[32] = "";
         if (sm < 1)
             snprintf(w, sizeof w, " (weight %g)", sm);
         snprintf(out + n, cap - n,
                  ", each coordinate's mean over its senders%s at the first aggregate, back to "
-                 "the mean of all over a device's first %.0f updates%s",
-                 w, smr,
+                 "the mean of all over a device's first %.0f %s%s",
+                 w, sme > 0 ? sme : smr, sme > 0 ? "local epochs in its updates" : "updates",
                  cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "sender_mean_share"))
                      ? " (times the share of rounds it reports to)"
                      : "");

@@ -36,12 +36,35 @@
 
 /* The settings by name. Top-k with error feedback (the devices keep what they did not send). */
 static const fl_setting known[] = {
-    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k1-ternary", "ternary", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"dense", "fp32", 1.0, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-fp32", "fp32", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-int8", "int8", 0.01, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k1-ternary",
+     "ternary",
+     0.01,
+     0,
+     "",
+     "",
+     0,
+     "",
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0},
+    {"k0.1-fp32", "fp32", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"k0.1-int8", "int8", 0.001, 0, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"k0.1-ternary",
      "ternary",
      0.001,
@@ -64,8 +87,9 @@ static const fl_setting known[] = {
      0,
      0,
      0,
+     0,
      0},
-    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"default", "", 0, 1, "", "", 0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 #define NKNOWN         (sizeof known / sizeof known[0])
 
@@ -102,8 +126,10 @@ static int usage(FILE *out)
         "                     over the updates that sent it (weight 1 or 0.5) at the\n"
         "                     first aggregate, back to the mean of all once the devices\n"
         "                     have sent 7 updates each on average (times the share of\n"
-        "                     rounds they sent to; @byp: not times it)\n"
-        "                     (@sm0: none; sparse FedAvg with the residual has @sm6 by\n"
+        "                     rounds they sent to; @byp: not times it); @sme60 or\n"
+        "                     @sme60:0.5: the same back to the mean of all over 60\n"
+        "                     local epochs in a device's updates (60 / --epochs of them)\n"
+        "                     (@sm0: none; sparse FedAvg with the residual has @sme60 by\n"
         "                     default, unless the setting gives a ramp); @budget:\n"
         "                     time budgets; @fednova: FedNova's averaging, with\n"
         "                     @residual; @p50: deadline_percentile 50 (with @budget:\n"
@@ -210,22 +236,26 @@ static int parse_ramp(const char *word, fl_setting *st)
 
 /* "smN" or "smN:A": each coordinate's mean over its senders, weight A (default 1) at the first
  * aggregate, back to the mean of all over a device's first N updates; "sm0": the mean of all
- * throughout. */
+ * throughout. "smeN" or "smeN:A": the same over the first N local epochs in a device's updates
+ * (the task's sender_mean_epochs, N / local_epochs updates). */
 static int parse_sender_mean(const char *word, fl_setting *st)
 {
     char n[8];
+    int epochs = strncmp(word, "sme", 3) == 0;
+    size_t at = epochs ? 3 : 2;
     const char *colon = strchr(word, ':');
-    size_t digits = colon != NULL ? (size_t)(colon - word - 2) : strlen(word + 2);
-    uint32_t rounds;
+    size_t digits = colon != NULL ? (size_t)(colon - word) - at : strlen(word + at);
+    uint32_t length;
     double weight = 1;
     if (strncmp(word, "sm", 2) != 0 || digits == 0 || digits >= sizeof n)
         return -1;
-    snprintf(n, sizeof n, "%.*s", (int)digits, word + 2);
-    if (sl__bench_fl_u32(n, 0, 10000, &rounds) != 0 ||
-        (colon != NULL && (rounds == 0 || parse_double(colon + 1, 1e-9, 1.0, &weight) != 0)))
+    snprintf(n, sizeof n, "%.*s", (int)digits, word + at);
+    if (sl__bench_fl_u32(n, epochs ? 1 : 0, epochs ? 1000000 : 10000, &length) != 0 ||
+        (colon != NULL && (length == 0 || parse_double(colon + 1, 1e-9, 1.0, &weight) != 0)))
         return -1;
     st->sm_given = 1;
-    st->sender_mean_rounds = rounds;
+    st->sender_mean_rounds = epochs ? 0 : length;
+    st->sender_mean_epochs = epochs ? length : 0;
     st->sender_mean = weight;
     return 0;
 }
@@ -305,7 +335,8 @@ static int parse_setting(const char *name, fl_setting *st)
         else if (!st->ramp_given && parse_ramp(word, st) == 0)
             ; /* rampN:B: server learning rate boosted B times, back over N aggregates */
         else if (!st->sm_given && parse_sender_mean(word, st) == 0)
-            ; /* smN[:A]: the senders' mean, weight A, faded over N updates a device */
+            ; /* smN[:A] / smeN[:A]: the senders' mean, weight A, faded over N updates or N
+               * local epochs a device */
         else if (!st->sm_by_participations && strcmp(word, "byp") == 0)
             st->sm_by_participations = 1; /* the senders' mean faded by participations alone */
         else if (!st->no_split && strcmp(word, "nosplit") == 0)
@@ -711,6 +742,7 @@ int sl_bench_fl(int argc, char **argv)
                 settings[j].server_lr_ramp == settings[i].server_lr_ramp &&
                 settings[j].sm_given == settings[i].sm_given &&
                 settings[j].sender_mean_rounds == settings[i].sender_mean_rounds &&
+                settings[j].sender_mean_epochs == settings[i].sender_mean_epochs &&
                 settings[j].sender_mean == settings[i].sender_mean &&
                 settings[j].sm_by_participations == settings[i].sm_by_participations &&
                 settings[j].no_split == settings[i].no_split && !settings[j].budget &&

@@ -43,6 +43,8 @@ typedef struct fl_setting {
                                     coordinator's default) */
     uint32_t sender_mean_rounds; /* @smN[:A]: the task's sender_mean_rounds N; @sm0: off */
     double sender_mean;          /* and sender_mean A (1 when not given) */
+    uint32_t sender_mean_epochs; /* @smeN[:A]: the task's sender_mean_epochs N (sm_given too,
+                                    sender_mean_rounds 0) */
     int sm_by_participations;    /* @byp: the fade by participations alone (the task's
                                     sender_mean_share false; else the coordinator's default) */
     int no_split;                /* @nosplit: the devices send plain frames, never split ones

@@ -378,7 +378,8 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
             cJSON_AddNumberToObject(o, "server_lr_boost", r->run.config.server_lr_boost);
         /* and the senders' mean */
         cJSON_AddNumberToObject(o, "sender_mean_rounds", r->run.config.sender_mean_rounds);
-        if (r->run.config.sender_mean_rounds > 0) {
+        cJSON_AddNumberToObject(o, "sender_mean_epochs", r->run.config.sender_mean_epochs);
+        if (sl_sender_mean_length(&r->run.config) > 0) {
             cJSON_AddNumberToObject(o, "sender_mean", r->run.config.sender_mean);
             cJSON_AddBoolToObject(o, "sender_mean_share", r->run.config.sender_mean_share);
         }

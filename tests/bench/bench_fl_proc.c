@@ -195,7 +195,10 @@ static int write_file_task(const fl_setup *su, const fl_setting *st, const char 
             goto done;
         if (st->sm_given && !SET_NUM("sender_mean_rounds", st->sender_mean_rounds))
             goto done;
-        if (st->sender_mean_rounds > 0 && !SET_NUM("sender_mean", st->sender_mean))
+        if (st->sender_mean_epochs > 0 && !SET_NUM("sender_mean_epochs", st->sender_mean_epochs))
+            goto done;
+        if ((st->sender_mean_rounds > 0 || st->sender_mean_epochs > 0) &&
+            !SET_NUM("sender_mean", st->sender_mean))
             goto done;
         if (st->sm_by_participations && !SET_BOOL("sender_mean_share", 0))
             goto done;
@@ -249,6 +252,10 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
                  st->sender_mean);
     else if (st->sm_given)
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"sender_mean_rounds\": 0, ");
+    if (st->sender_mean_epochs > 0)
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr),
+                 "\"sender_mean_epochs\": %u, \"sender_mean\": %.17g, ", st->sender_mean_epochs,
+                 st->sender_mean);
     if (st->sm_by_participations)
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"sender_mean_share\": false, ");
     if (st->budget) { /* as many steps as fit, between a quarter of and the epochs' worth of an

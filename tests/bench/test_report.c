@@ -445,6 +445,11 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@wu3"), 2);
     /* @byp (the fade by participations alone) once, and as a word, not a prefix */
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@byp@byp"), 2);
+    /* @smeN: N at least 1, and one length only */
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@sme0"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@sm6@sme60"),
+                     2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@sme"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@bypx"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@wu3:1.5"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@fedsgd"), 2);
@@ -542,8 +547,9 @@ static void test_bench_fl_smoke(void **state)
     snprintf(png, sizeof png, "%s/fl.png", g_dir);
     snprintf(md, sizeof md, "%s/fl.md", g_dir);
     if (RUN(NULL, &out, "bench", "fl", "--smoke", "--settings",
-            "dense,k1-ternary,ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", "--dir", runs,
-            "--plot", png, "--md", md, "--json") != 0)
+            "dense,k1-ternary,ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5,"
+            "ternary@0.01@residual@sme20:0.5",
+            "--dir", runs, "--plot", png, "--md", md, "--json") != 0)
         fail_msg("starling bench fl --smoke failed:\n%s", out);
     assert_non_null(strstr(out, "round   2/2  closed"));
     { /* --json (stdout, after the progress): the scope, error feedback and decay each task ran
@@ -568,9 +574,16 @@ static void test_bench_fl_smoke(void **state)
             assert_string_equal(ef, "residual");
             assert_true(decay == SL_RESIDUAL_DECAY_DEFAULT);
             assert_string_equal(scope, strstr(name, "@tensor") != NULL ? "tensor" : "model");
+            /* the senders' mean's length: the setting's, else the default by local epochs */
+            assert_true(
+                cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "sender_mean_epochs")) ==
+                (strstr(name, "@sme20") ? 20
+                 : strstr(name, "@sm3") || strcmp(name, "dense") == 0
+                     ? 0
+                     : SL_SENDER_MEAN_EPOCHS_DEFAULT));
             seen++;
         }
-        assert_int_equal(seen, 3);
+        assert_int_equal(seen, 4);
         cJSON_Delete(root);
     }
     /* each setting's model at the shortest run's wall clock */
@@ -607,6 +620,11 @@ static void test_bench_fl_smoke(void **state)
     assert_non_null(strstr(text, "\"error_feedback\": \"residual\""));
     assert_non_null(strstr(text, "\"residual_decay\": 0.90000000000000002"));
     free(text);
+    snprintf(data, sizeof data, "%s/ternary@0.01@residual@sme20:0.5/task.json", runs);
+    assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
+    assert_non_null(strstr(text, "\"sender_mean_rounds\": 0, \"sender_mean_epochs\": 20, "
+                                 "\"sender_mean\": 0.5"));
+    free(text);
     snprintf(data, sizeof data, "%s/k1-ternary/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
     assert_null(strstr(text, "server_lr_ramp"));
@@ -620,23 +638,26 @@ static void test_bench_fl_smoke(void **state)
     {
         static const struct {
             const char *setting;
-            uint32_t ramp, sm;
+            uint32_t ramp, sm, sme;
             double weight;
-            int share; /* the fade times the share of rounds: a new task's default */
-        } want[] = {{"dense", 0, 0, 1, 0},
-                    {"k1-ternary", 0, SL_SENDER_MEAN_ROUNDS_DEFAULT, 1, 1},
-                    {"ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", 4, 3, 0.5, 1}};
-        for (size_t k = 0; k < 3; k++) {
+            int share; /* the fade times the share of rounds: a task naming its rounds */
+        } want[] = {{"dense", 0, 0, 0, 1, 0},
+                    {"k1-ternary", 0, 0, SL_SENDER_MEAN_EPOCHS_DEFAULT, 1, 0},
+                    {"ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", 4, 3, 0, 0.5, 1},
+                    {"ternary@0.01@residual@sme20:0.5", 0, 0, 20, 0.5, 0}};
+        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
             snprintf(data, sizeof data, "%s/%s/data", runs, want[k].setting);
             assert_int_equal(sl_fl_run_load(data, 0, &fl, err, sizeof err), 0);
             if (fl.config.server_lr_ramp != want[k].ramp ||
                 fl.config.sender_mean_rounds != want[k].sm ||
+                fl.config.sender_mean_epochs != want[k].sme ||
                 fl.config.sender_mean != want[k].weight ||
                 fl.config.sender_mean_share != want[k].share)
-                fail_msg("%s ran with server_lr_ramp %u, sender_mean_rounds %u, sender_mean %g, "
-                         "sender_mean_share %d",
+                fail_msg("%s ran with server_lr_ramp %u, sender_mean_rounds %u, "
+                         "sender_mean_epochs %u, sender_mean %g, sender_mean_share %d",
                          want[k].setting, fl.config.server_lr_ramp, fl.config.sender_mean_rounds,
-                         fl.config.sender_mean, fl.config.sender_mean_share);
+                         fl.config.sender_mean_epochs, fl.config.sender_mean,
+                         fl.config.sender_mean_share);
             sl_fl_run_free(&fl);
         }
     }

@@ -48,9 +48,11 @@ static void test_defaults(void **state)
     assert_int_equal(c.values, SL_VALUE_TERNARY);
     /* sparse FedAvg with the residual: the senders' mean (#23); nothing else gets it, and
      * no server rate ramp unless asked for */
-    assert_int_equal(c.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
+    assert_int_equal(c.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT); /* by local epochs */
+    assert_int_equal(c.sender_mean_rounds, 0);
     assert_true(c.sender_mean == 1.0);
-    assert_int_equal(c.sender_mean_share, 1); /* the fade by participations times their share */
+    assert_int_equal(c.sender_mean_share, 0);
+    assert_true(sl_sender_mean_length(&c) == (double)SL_SENDER_MEAN_EPOCHS_DEFAULT); /* 1 epoch */
     assert_int_equal(c.server_lr_ramp, 0);
     assert_true(c.server_lr_boost == 3.0);
     assert_int_equal(c.retain_last, 0); /* every model version kept */
@@ -68,8 +70,10 @@ static void test_defaults(void **state)
         sl_task_config o;
         for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
             assert_int_equal(parse(none[i], &o, err, sizeof err), SL_OK);
-            if (o.sender_mean_rounds != 0)
-                fail_msg("%s: sender_mean_rounds %u", none[i], o.sender_mean_rounds);
+            if (o.sender_mean_rounds != 0 || o.sender_mean_epochs != 0 ||
+                sl_sender_mean_length(&o) != 0)
+                fail_msg("%s: sender_mean_rounds %u, sender_mean_epochs %u", none[i],
+                         o.sender_mean_rounds, o.sender_mean_epochs);
             if (o.server_lr_ramp != (strstr(none[i], "ramp") ? 8u : 0u))
                 fail_msg("%s: server_lr_ramp %u", none[i], o.server_lr_ramp);
         }
@@ -79,6 +83,7 @@ static void test_defaults(void **state)
                          SL_OK);
         assert_int_equal(o.server_lr_ramp, 0);
         assert_int_equal(o.sender_mean_rounds, 0);
+        assert_int_equal(o.sender_mean_epochs, 0);
         assert_int_equal(sl_task_config_parse_stored("{\"target\": 10, \"server_lr_ramp\": 8}", 35,
                                                      &o, err, sizeof err),
                          SL_OK);
@@ -90,11 +95,59 @@ static void test_defaults(void **state)
                          SL_OK);
         assert_int_equal(o.sender_mean_rounds, 6);
         assert_int_equal(o.sender_mean_share, 0);
-        assert_int_equal(
-            parse("{\"target\": 10, \"sender_mean_share\": false}", &o, err, sizeof err),
-            SL_OK); /* a new task may ask for the fade by participations alone */
-        assert_int_equal(o.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
+        assert_int_equal(o.sender_mean_epochs, 0);
+        assert_true(sl_sender_mean_length(&o) == 6.0);
+        /* one stored with the share (4-5 December 2026) keeps it: the rule it ran */
+        assert_int_equal(sl_task_config_parse_stored("{\"target\": 10, \"sender_mean_rounds\": "
+                                                     "6, \"sender_mean_share\": true}",
+                                                     66, &o, err, sizeof err),
+                         SL_OK);
+        assert_int_equal(o.sender_mean_rounds, 6);
+        assert_int_equal(o.sender_mean_share, 1);
+        assert_int_equal(o.sender_mean_epochs, 0);
+        /* and one stored with a fade by local epochs keeps that */
+        assert_int_equal(sl_task_config_parse_stored("{\"target\": 10, \"local_epochs\": 4, "
+                                                     "\"sender_mean_epochs\": 60}",
+                                                     59, &o, err, sizeof err),
+                         SL_OK);
+        assert_int_equal(o.sender_mean_epochs, 60);
+        assert_true(sl_sender_mean_length(&o) == 15.0);
+        /* a new task that names sender_mean_rounds fades by participations, times their
+         * share of rounds unless it says otherwise (the rule of 4-5 December 2026) */
+        assert_int_equal(parse("{\"target\": 10, \"sender_mean_rounds\": 6}", &o, err, sizeof err),
+                         SL_OK);
+        assert_int_equal(o.sender_mean_rounds, 6);
+        assert_int_equal(o.sender_mean_epochs, 0);
+        assert_int_equal(o.sender_mean_share, 1);
+        assert_int_equal(parse("{\"target\": 10, \"sender_mean_rounds\": 6, "
+                               "\"sender_mean_share\": false}",
+                               &o, err, sizeof err),
+                         SL_OK); /* by participations alone */
         assert_int_equal(o.sender_mean_share, 0);
+        /* the share names no length: the default by local epochs stays */
+        assert_int_equal(
+            parse("{\"target\": 10, \"sender_mean_share\": false}", &o, err, sizeof err), SL_OK);
+        assert_int_equal(o.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT);
+        assert_int_equal(o.sender_mean_rounds, 0);
+        assert_int_equal(o.sender_mean_share, 0);
+        /* the length in participations: sender_mean_epochs / local_epochs, fractions kept */
+        assert_int_equal(parse("{\"target\": 10, \"local_epochs\": 10}", &o, err, sizeof err),
+                         SL_OK);
+        assert_true(sl_sender_mean_length(&o) == 6.0); /* the 6 of before, exactly */
+        assert_int_equal(parse("{\"target\": 10, \"local_epochs\": 7, \"sender_mean_epochs\": 20}",
+                               &o, err, sizeof err),
+                         SL_OK);
+        assert_true(sl_sender_mean_length(&o) == 20.0 / 7.0);
+        assert_true(sl_sender_mean_at(&o, 1) == 1.0);
+        assert_true(sl_sender_mean_at(&o, 1 + 20.0 / 7.0) == 0);
+        assert_true(sl_sender_mean_at(&o, 2) > 0.64 && sl_sender_mean_at(&o, 2) < 0.66);
+        o.sender_mean = 0; /* no weight, no senders' mean */
+        assert_true(sl_sender_mean_length(&o) == 0 && sl_sender_mean_at(&o, 1) == 0);
+        assert_int_equal(parse("{\"target\": 10, \"sender_mean_epochs\": 0}", &o, err, sizeof err),
+                         SL_OK); /* switched off */
+        assert_int_equal(o.sender_mean_epochs, 0);
+        assert_int_equal(o.sender_mean_rounds, 0);
+        assert_true(sl_sender_mean_length(&o) == 0);
         assert_int_equal(parse("{\"target\": 10, \"sender_mean_rounds\": 0}", &o, err, sizeof err),
                          SL_OK); /* switched off */
         assert_int_equal(o.sender_mean_rounds, 0);
@@ -115,6 +168,11 @@ static void test_defaults(void **state)
                 sl_task_config_parse_stored(both, sizeof both - 1, &o, err, sizeof err), SL_OK);
             assert_true(o.fedbuff);
             assert_int_equal(o.sender_mean_rounds, 4);
+            assert_int_equal(parse("{\"target\": 10, \"fedbuff\": true, "
+                                   "\"sender_mean_epochs\": 4}",
+                                   &o, err, sizeof err),
+                             SL_ECONFIG_VALUE);
+            assert_non_null(strstr(err, "sender_mean_epochs: not with fedbuff"));
         }
     }
     /* the decay is the classic residual's: tracking without one gets 1 */
@@ -348,6 +406,12 @@ static void test_rejections(void **state)
          "sender_mean: 1.5 is above the maximum 1"},
         {"{\"target\":10,\"sender_mean\":-0.1}", SL_ECONFIG_VALUE, "sender_mean:"},
         {"{\"target\":10,\"sender_mean_rounds\":10001}", SL_ECONFIG_VALUE, "sender_mean_rounds:"},
+        {"{\"target\":10,\"sender_mean_epochs\":1000001}", SL_ECONFIG_VALUE, "sender_mean_epochs:"},
+        {"{\"target\":10,\"sender_mean_epochs\":-1}", SL_ECONFIG_VALUE, "sender_mean_epochs:"},
+        {"{\"target\":10,\"sender_mean_epochs\":60,\"sender_mean_rounds\":6}", SL_ECONFIG_VALUE,
+         "sender_mean_epochs: not with sender_mean_rounds"},
+        {"{\"target\":10,\"sender_mean_epochs\":60,\"aggregator\":\"median\"}", SL_ECONFIG_VALUE,
+         "sender_mean_epochs: not with median"},
         {"{\"target\":10,\"sender_mean_rounds\":2.5}", SL_ECONFIG_VALUE, "sender_mean_rounds:"},
         {"{\"target\":10,\"sender_mean_rounds\":4,\"error_feedback\":\"tracking\"}",
          SL_ECONFIG_VALUE,
