@@ -114,6 +114,7 @@ static sl_task_config agg_config(sl_aggregator a, double clip, double trim, doub
     c.trim_fraction = trim;
     c.dp_noise = dp;
     c.sender_mean_rounds = 0; /* the plain mean (test_sender_mean has the senders') */
+    c.sender_mean_epochs = 0;
     return c;
 }
 
@@ -923,6 +924,7 @@ static void test_sender_mean(void **state)
     (void)state;
     c.sender_mean_rounds = 4;
     c.sender_mean = 1;
+    assert_true(sl_sender_mean_length(&c) == 4.0); /* the helper set epochs 0 */
     for (size_t i = 0; i < K; i++)
         random_update(l, 0.3, 1.0, 900 + i, &u[i]);
 
@@ -1044,6 +1046,15 @@ static void test_sender_mean(void **state)
         assert_true(sl_sender_mean_progress(&c, (double)k, k) == (double)k);
     c.sender_mean_rounds = 0;
     assert_float_equal(sl_sender_mean_at(&c, 1), 0.0, 0);
+    /* by local epochs: sender_mean_epochs / local_epochs participations, the same rule */
+    c.sender_mean_epochs = 8;
+    c.local_epochs = 2;
+    c.sender_mean = 1;
+    assert_float_equal(sl_sender_mean_length(&c), 4.0, 0);
+    assert_float_equal(sl_sender_mean_at(&c, 2), 0.75, 0);
+    assert_float_equal(sl_sender_mean_at(&c, 5), 0.0, 0);
+    c.local_epochs = 3;
+    assert_float_equal(sl_sender_mean_at(&c, 2), 1.0 - 3.0 / 8.0, 1e-15);
     for (size_t i = 0; i < K; i++)
         free_upd(&u[i]);
     free(got);
