@@ -193,9 +193,13 @@ static int write_file_task(const fl_setup *su, const fl_setting *st, const char 
             goto done;
         if (st->server_lr_ramp > 0 && !SET_NUM("server_lr_boost", st->server_lr_boost))
             goto done;
-        if (st->sm_given && !SET_NUM("sender_mean_rounds", st->sender_mean_rounds))
-            goto done;
-        if (st->sender_mean_epochs > 0 && !SET_NUM("sender_mean_epochs", st->sender_mean_epochs))
+        /* the task file's configuration is canonical (every key named, the fade's length in
+         * one of the two keys): a setting's fade names both lengths and the share, as a new
+         * task naming sender_mean_rounds gets it (times the share unless @byp) */
+        if (st->sm_given && (!SET_NUM("sender_mean_rounds", st->sender_mean_rounds) ||
+                             !SET_NUM("sender_mean_epochs", st->sender_mean_epochs) ||
+                             !SET_BOOL("sender_mean_share",
+                                       st->sender_mean_rounds > 0 && !st->sm_by_participations)))
             goto done;
         if ((st->sender_mean_rounds > 0 || st->sender_mean_epochs > 0) &&
             !SET_NUM("sender_mean", st->sender_mean))

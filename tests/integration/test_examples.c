@@ -219,7 +219,11 @@ static void test_example(void **state)
         argv[n++] = "--rounds";
         argv[n++] = "3";
         argv[n++] = "--settings";
-        argv[n++] = strcmp(example, "co2") == 0 || strcmp(example, "kws") == 0 ? "dense" : "task";
+        /* co2 also runs a setting that names the senders' mean's fade (the task file's
+         * configuration names the default one: the setting's replaces it) */
+        argv[n++] = strcmp(example, "co2") == 0   ? "dense,ternary@0.01@residual@sm6:0.5"
+                    : strcmp(example, "kws") == 0 ? "dense"
+                                                  : "task";
         argv[n++] = "--dir";
         argv[n++] = runs;
         argv[n++] = "--json";
@@ -252,9 +256,23 @@ static void test_example(void **state)
     assert_non_null(doc);
     regression = strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(doc, "metric")), "rmse") == 0;
     runs_j = cJSON_GetObjectItem(doc, "starling");
-    assert_int_equal(cJSON_GetArraySize(runs_j), 1);
+    assert_int_equal(cJSON_GetArraySize(runs_j), strcmp(example, "co2") == 0 ? 2 : 1);
     run0 = cJSON_GetArrayItem(runs_j, 0);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(run0, "ok")));
+    if (strcmp(example, "co2") == 0) { /* the task ran with the setting's fade */
+        char path[1300];
+        cJSON *t, *c;
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(runs_j, 1), "ok")));
+        snprintf(path, sizeof path, "%s/ternary@0.01@residual@sm6:0.5/task.json", runs);
+        t = parse_file(path);
+        assert_non_null(t);
+        c = cJSON_GetObjectItem(t, "config");
+        assert_true(cJSON_GetObjectItem(c, "sender_mean_rounds")->valuedouble == 6);
+        assert_true(cJSON_GetObjectItem(c, "sender_mean_epochs")->valuedouble == 0);
+        assert_true(cJSON_GetObjectItem(c, "sender_mean")->valuedouble == 0.5);
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(c, "sender_mean_share")));
+        cJSON_Delete(t);
+    }
     assert_true(cJSON_IsNumber(cJSON_GetObjectItem(run0, "initial")));
     assert_true(cJSON_IsNumber(cJSON_GetObjectItem(run0, "final")));
     initial = cJSON_GetObjectItem(run0, "initial")->valuedouble;
