@@ -722,8 +722,6 @@ static int validate_local(const sl_task_config *c, char *err, size_t errcap)
     return SL_OK;
 }
 
-/* Ranges of every field and the cross-field rules: run on the parsed
- * configuration and on any configuration given to sl_task_config_to_json(). */
 double sl_sender_mean_length(const sl_task_config *cfg)
 {
     if (cfg->sender_mean <= 0)
@@ -740,6 +738,8 @@ static const char *sender_mean_key(const sl_task_config *c)
     return c->sender_mean_epochs > 0 ? "sender_mean_epochs" : "sender_mean_rounds";
 }
 
+/* Ranges of every field and the cross-field rules: run on the parsed
+ * configuration and on any configuration given to sl_task_config_to_json(). */
 static int validate(const sl_task_config *c, char *err, size_t errcap)
 {
     int rc;
