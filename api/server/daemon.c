@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -538,6 +540,66 @@ static int check_credentials(const char *cert, const char *key, char *why, size_
     return SL_OK;
 }
 
+/* ---- quiescing around a race of libmicrohttpd's ---------------------------------- */
+
+/* MHD_quiesce_daemon (0.9.75, Debian 12's, and still 1.0.1) marks each worker of a thread pool
+ * quiesced, then removes the listening socket from that worker's epoll set and panics (abort)
+ * when the removal fails. A worker that wakes meanwhile sees the mark and removes the socket
+ * itself first (its own removal allows for ENOENT, "can happen due to race with
+ * MHD_quiesce_daemon()"), so the quiesce's finds it gone: ENOENT, and the process aborted in
+ * a certificate reload or at SIGTERM, about once in a hundred test runs on a loaded machine
+ * (a core showed the panic in MHD_quiesce_daemon). The socket is out of that worker's set either
+ * way, so the panic is spurious: our panic handler jumps back out of MHD_quiesce_daemon for
+ * exactly that failure, in the thread that is quiescing, and we quiesce again; the worker has
+ * cleared its flag by then (it does right after its removal), so the second pass moves on to the
+ * next worker. Any other panic is reported and aborts, as libmicrohttpd's own handler does. The
+ * jump leaves nothing half done: MHD_quiesce_daemon takes no lock and allocates nothing. */
+static _Thread_local jmp_buf *quiescing;
+
+static void mhd_panic(void *cls, const char *file, unsigned int line, const char *reason)
+{
+    int e = errno;
+    (void)cls;
+    if (quiescing != NULL && e == ENOENT && reason != NULL &&
+        strstr(reason, "remove listen FD from epoll") != NULL)
+        longjmp(*quiescing, 1);
+    fprintf(stderr, "libmicrohttpd: fatal error at %s:%u: %s%s", file ? file : "?", line,
+            reason ? reason : "(no reason)",
+            reason && reason[0] && reason[strlen(reason) - 1] == '\n' ? "" : "\n");
+    abort();
+}
+
+static pthread_once_t panic_once = PTHREAD_ONCE_INIT;
+
+static void set_panic(void)
+{
+    MHD_set_panic_func(mhd_panic, NULL);
+}
+
+/* MHD_quiesce_daemon, again after the race above (a few times at most: one per worker). */
+static MHD_socket quiesce(struct MHD_Daemon *d)
+{
+    jmp_buf here;
+    volatile int tries = 0;
+    MHD_socket fd = MHD_INVALID_SOCKET;
+    pthread_once(&panic_once, set_panic);
+    if (setjmp(here) != 0) {
+        struct timespec ms = {0, 1000000};
+        sl_log(SL_LOG_WARN, "http",
+               "libmicrohttpd's quiesce raced a worker removing the listening socket (ENOENT); "
+               "quiescing again");
+        nanosleep(&ms, NULL); /* the worker clears its flag right after its removal */
+        if (++tries > 64) {
+            quiescing = NULL;
+            return MHD_INVALID_SOCKET;
+        }
+    }
+    quiescing = &here;
+    fd = MHD_quiesce_daemon(d);
+    quiescing = NULL;
+    return fd;
+}
+
 /* Stop the retired daemons whose connections have all closed (@all: every one). */
 static void sweep_retired(sl_server *s, int all)
 {
@@ -620,7 +682,7 @@ int sl_server_reload_tls(sl_server *s, const char *cert_file, const char *key_fi
     }
     /* the old daemon stops accepting and hands over its listening socket: connections that
      * arrive meanwhile wait in its backlog, none is refused */
-    fd = MHD_quiesce_daemon(s->daemon);
+    fd = quiesce(s->daemon);
     if (fd == MHD_INVALID_SOCKET) {
         snprintf(err, errcap, "cannot take over the listening socket");
         rc = SL_EIO;
@@ -785,7 +847,7 @@ void sl_server_quiesce(sl_server *s)
     if (s == NULL || s->daemon == NULL || s->quiesced)
         return;
     s->quiesced = 1;
-    fd = MHD_quiesce_daemon(s->daemon);
+    fd = quiesce(s->daemon);
     if (fd != MHD_INVALID_SOCKET)
         close(fd); /* ours now: closing it refuses new connections at once */
 }

@@ -177,6 +177,7 @@ void test_model_spec_api(void **state);
 void test_413_before_body(void **state);
 void test_curl_cli(void **state);
 void test_tls_and_sigterm(void **state);
+void test_quiesce_race(void **state);
 void test_store_options(void **state);
 void test_kill9_mid_upload(void **state);
 void test_openapi_schemas(void **state);

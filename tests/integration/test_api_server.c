@@ -370,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_413_before_body),
         cmocka_unit_test(test_curl_cli),
         cmocka_unit_test(test_tls_and_sigterm),
+        cmocka_unit_test(test_quiesce_race),
         cmocka_unit_test(test_store_options),
         cmocka_unit_test(test_kill9_mid_upload),
         cmocka_unit_test(test_openapi_schemas),
