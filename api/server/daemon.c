@@ -553,7 +553,10 @@ static int check_credentials(const char *cert, const char *key, char *why, size_
  * exactly that failure, in the thread that is quiescing, and we quiesce again; the worker has
  * cleared its flag by then (it does right after its removal), so the second pass moves on to the
  * next worker. Any other panic is reported and aborts, as libmicrohttpd's own handler does. The
- * jump leaves nothing half done: MHD_quiesce_daemon takes no lock and allocates nothing. */
+ * jump leaves nothing half done: MHD_quiesce_daemon takes no lock and allocates nothing. The
+ * same race the other way round is left to libmicrohttpd: a worker past its first check when
+ * the quiesce marks it, whose second removal (which allows no ENOENT) comes between the
+ * quiesce's removal and its clearing of the flag, a window of a few instructions; not seen. */
 static _Thread_local jmp_buf *quiescing;
 
 static void mhd_panic(void *cls, const char *file, unsigned int line, const char *reason)
