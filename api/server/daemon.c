@@ -557,14 +557,17 @@ static int check_credentials(const char *cert, const char *key, char *why, size_
  * same race the other way round is left to libmicrohttpd: a worker past its first check when
  * the quiesce marks it, whose second removal (which allows no ENOENT) comes between the
  * quiesce's removal and its clearing of the flag, a window of a few instructions; not seen. */
-static _Thread_local jmp_buf *quiescing;
+static pthread_mutex_t quiesce_lock = PTHREAD_MUTEX_INITIALIZER; /* one quiesce at a time */
+static jmp_buf *quiescing;       /* under quiesce_lock, with the thread it belongs to: */
+static pthread_t quiescing_in;   /* (not _Thread_local: that would make the program need */
+static atomic_int quiesce_armed; /* the dynamic loader's __tls_get_addr) */
 
 static void mhd_panic(void *cls, const char *file, unsigned int line, const char *reason)
 {
     int e = errno;
     (void)cls;
-    if (quiescing != NULL && e == ENOENT && reason != NULL &&
-        strstr(reason, "remove listen FD from epoll") != NULL)
+    if (atomic_load(&quiesce_armed) && pthread_equal(pthread_self(), quiescing_in) && e == ENOENT &&
+        reason != NULL && strstr(reason, "remove listen FD from epoll") != NULL)
         longjmp(*quiescing, 1);
     fprintf(stderr, "libmicrohttpd: fatal error at %s:%u: %s%s", file ? file : "?", line,
             reason ? reason : "(no reason)",
@@ -586,20 +589,25 @@ static MHD_socket quiesce(struct MHD_Daemon *d)
     volatile int tries = 0;
     MHD_socket fd = MHD_INVALID_SOCKET;
     pthread_once(&panic_once, set_panic);
+    pthread_mutex_lock(&quiesce_lock);
+    quiescing = &here;
+    quiescing_in = pthread_self();
     if (setjmp(here) != 0) {
         struct timespec ms = {0, 1000000};
+        atomic_store(&quiesce_armed, 0);
         sl_log(SL_LOG_WARN, "http",
                "libmicrohttpd's quiesce raced a worker removing the listening socket (ENOENT); "
                "quiescing again");
         nanosleep(&ms, NULL); /* the worker clears its flag right after its removal */
         if (++tries > 64) {
-            quiescing = NULL;
+            pthread_mutex_unlock(&quiesce_lock);
             return MHD_INVALID_SOCKET;
         }
     }
-    quiescing = &here;
+    atomic_store(&quiesce_armed, 1);
     fd = MHD_quiesce_daemon(d);
-    quiescing = NULL;
+    atomic_store(&quiesce_armed, 0);
+    pthread_mutex_unlock(&quiesce_lock);
     return fd;
 }
 
