@@ -47,22 +47,19 @@
  *   server_lr_boost      number          (0, 100]               3
  *   server_lr_ramp       integer         0 .. 10000 (0: off)    0
  *   sender_mean          number          [0, 1]                 1
- *   sender_mean_rounds   integer         0 .. 10000 (0: off)    0 (a stored task
- *                                                               names its own; before
- *                                                               6 December 2026 6 for
- *                                                               sparse fedavg with the
- *                                                               residual, not fedbuff,
- *                                                               no server_lr_ramp or
- *                                                               dp_noise)
+ *   sender_mean_rounds   integer         0 .. 10000 (0: off)    6 (sparse fedavg
+ *                                                               with the residual,
+ *                                                               not fedbuff, no
+ *                                                               server_lr_ramp or
+ *                                                               dp_noise, no
+ *                                                               sender_mean_epochs),
+ *                                                               else 0
  *   sender_mean_share    boolean                                true in a new task
  *                                                               with sender_mean_rounds
  *                                                               above 0 (a stored task
  *                                                               without it: false)
- *   sender_mean_epochs   integer         0 .. 1e6 (0: off)      60 in a new task that
- *                                                               would get the senders'
- *                                                               mean and names neither
- *                                                               it nor sender_mean_rounds
- *                                                               (then 0), else 0
+ *   sender_mean_epochs   integer         0 .. 1e6 (0: off)      0 (60 measured: README,
+ *                                                               Fast starts)
  *   server_momentum      number          [0, 1)                 0.9
  *   beta1, beta2         number          [0, 1)                 0.9, 0.99
  *   tau                  number          1e-9 .. 10             1e-3
@@ -1040,13 +1037,13 @@ static int parse_config(const char *json, size_t len, int stored, sl_task_config
      * coordinate, FedBuff's versions are buffers, DP's noise is calibrated to the mean of
      * all. A task that asks for a server rate ramp gets that instead (both at once
      * overshoot: bench fl fell to 11% in round 2). */
-    /* its fade is by the local epochs in the average device's updates (README: Fast starts);
-     * a task that names sender_mean_rounds fades by participations, times their share of
-     * rounds unless it says otherwise; a task stored before a key keeps the rule it ran */
+    /* its fade is by participations, times their share of rounds (README: Fast starts); a
+     * task may fade by local epochs instead (sender_mean_epochs); a task stored before a key
+     * keeps the rule it ran */
     if (!seen[key_index("sender_mean_rounds")] && !seen[key_index("sender_mean_epochs")] &&
         !stored && c.aggregator == SL_AGG_FEDAVG && c.error_feedback == SL_EF_RESIDUAL &&
         c.density < 1 && !c.fedbuff && c.server_lr_ramp == 0 && c.dp_noise == 0)
-        c.sender_mean_epochs = SL_SENDER_MEAN_EPOCHS_DEFAULT;
+        c.sender_mean_rounds = SL_SENDER_MEAN_ROUNDS_DEFAULT;
     if (!seen[key_index("sender_mean_share")] && !stored && c.sender_mean_rounds > 0)
         c.sender_mean_share = 1;
     /* local_momentum's default is SGD's; AdamW's decay defaults as in PyTorch */

@@ -227,8 +227,8 @@ static void describe_compression(const cJSON *comp, char *out, size_t cap)
 }
 
 /* The task's aggregation in words: "fedavg, server rate 1, each coordinate's mean over its
- * senders at the first aggregate, back to the mean of all over a device's first 60 local epochs in
- * its updates",
+ * senders at the first aggregate, back to the mean of all over a device's first 6 updates (times
+ * the share of rounds it reports to)" (or "... first 60 local epochs in its updates"),
  * "fedavg, server rate 3x 1
  * at the first aggregate, back to 1 over 8" or "fedavg, server rate 1". */
 static void describe_aggregation(const cJSON *t, char *out, size_t cap)

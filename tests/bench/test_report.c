@@ -574,13 +574,9 @@ static void test_bench_fl_smoke(void **state)
             assert_string_equal(ef, "residual");
             assert_true(decay == SL_RESIDUAL_DECAY_DEFAULT);
             assert_string_equal(scope, strstr(name, "@tensor") != NULL ? "tensor" : "model");
-            /* the senders' mean's length: the setting's, else the default by local epochs */
-            assert_true(
-                cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "sender_mean_epochs")) ==
-                (strstr(name, "@sme20") ? 20
-                 : strstr(name, "@sm3") || strcmp(name, "dense") == 0
-                     ? 0
-                     : SL_SENDER_MEAN_EPOCHS_DEFAULT));
+            /* the fade by local epochs: the setting's, else none (the default is by rounds) */
+            assert_true(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(
+                            o, "sender_mean_epochs")) == (strstr(name, "@sme20") ? 20 : 0));
             seen++;
         }
         assert_int_equal(seen, 4);
@@ -642,7 +638,7 @@ static void test_bench_fl_smoke(void **state)
             double weight;
             int share; /* the fade times the share of rounds: a task naming its rounds */
         } want[] = {{"dense", 0, 0, 0, 1, 0},
-                    {"k1-ternary", 0, 0, SL_SENDER_MEAN_EPOCHS_DEFAULT, 1, 0},
+                    {"k1-ternary", 0, SL_SENDER_MEAN_ROUNDS_DEFAULT, 0, 1, 1},
                     {"ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", 4, 3, 0, 0.5, 1},
                     {"ternary@0.01@residual@sme20:0.5", 0, 0, 20, 0.5, 0}};
         for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {

@@ -48,11 +48,11 @@ static void test_defaults(void **state)
     assert_int_equal(c.values, SL_VALUE_TERNARY);
     /* sparse FedAvg with the residual: the senders' mean (#23); nothing else gets it, and
      * no server rate ramp unless asked for */
-    assert_int_equal(c.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT); /* by local epochs */
-    assert_int_equal(c.sender_mean_rounds, 0);
+    assert_int_equal(c.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
+    assert_int_equal(c.sender_mean_epochs, 0); /* the fade by local epochs: an option */
     assert_true(c.sender_mean == 1.0);
-    assert_int_equal(c.sender_mean_share, 0);
-    assert_true(sl_sender_mean_length(&c) == (double)SL_SENDER_MEAN_EPOCHS_DEFAULT); /* 1 epoch */
+    assert_int_equal(c.sender_mean_share, 1); /* the fade by participations times their share */
+    assert_true(sl_sender_mean_length(&c) == (double)SL_SENDER_MEAN_ROUNDS_DEFAULT);
     assert_int_equal(c.server_lr_ramp, 0);
     assert_true(c.server_lr_boost == 3.0);
     assert_int_equal(c.retain_last, 0); /* every model version kept */
@@ -124,16 +124,20 @@ static void test_defaults(void **state)
                                &o, err, sizeof err),
                          SL_OK); /* by participations alone */
         assert_int_equal(o.sender_mean_share, 0);
-        /* the share names no length: the default by local epochs stays */
+        /* a new task may ask for the fade by participations alone */
         assert_int_equal(
             parse("{\"target\": 10, \"sender_mean_share\": false}", &o, err, sizeof err), SL_OK);
-        assert_int_equal(o.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT);
+        assert_int_equal(o.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
+        assert_int_equal(o.sender_mean_epochs, 0);
+        assert_int_equal(o.sender_mean_share, 0);
+        /* or by local epochs: no share, and the length in participations is sender_mean_epochs /
+         * local_epochs, fractions kept */
+        assert_int_equal(parse("{\"target\": 10, \"local_epochs\": 10, \"sender_mean_epochs\": 60}",
+                               &o, err, sizeof err),
+                         SL_OK);
         assert_int_equal(o.sender_mean_rounds, 0);
         assert_int_equal(o.sender_mean_share, 0);
-        /* the length in participations: sender_mean_epochs / local_epochs, fractions kept */
-        assert_int_equal(parse("{\"target\": 10, \"local_epochs\": 10}", &o, err, sizeof err),
-                         SL_OK);
-        assert_true(sl_sender_mean_length(&o) == 6.0); /* the 6 of before, exactly */
+        assert_true(sl_sender_mean_length(&o) == 6.0); /* the default's 6, exactly */
         assert_int_equal(parse("{\"target\": 10, \"local_epochs\": 7, \"sender_mean_epochs\": 20}",
                                &o, err, sizeof err),
                          SL_OK);

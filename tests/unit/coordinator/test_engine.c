@@ -640,59 +640,48 @@ static void test_participation_read_fails(void **state)
     sim_free(&s);
 }
 
-/* Run @sql on the sim's stored tasks (the engine and store closed), then check that one task's
- * stored configuration names @present and not @absent. */
-static void edit_stored_config(sim *s, const char *sql, const char *present, const char *absent)
-{
-    sqlite3 *db;
-    sqlite3_stmt *q;
-    char path[700], check[256], *sqlerr = NULL;
-    sl_engine_close(s->engine);
-    sl_store_close(s->store);
-    snprintf(path, sizeof path, "%s/store.db", s->dir);
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    if (sqlite3_exec(db, sql, NULL, NULL, &sqlerr) != SQLITE_OK)
-        fail_msg("%s", sqlerr);
-    snprintf(check, sizeof check,
-             "SELECT count(*) FROM tasks WHERE instr(config, '%s') = 0 AND instr(config, '%s') > 0",
-             absent, present);
-    assert_int_equal(sqlite3_prepare_v2(db, check, -1, &q, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(q, 0), 1); /* the key is gone, the rest is there */
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    sim_open_engine(s);
-}
-
-/* A task stored before a key existed (its canonical JSON lacks it) keeps aggregating as it did
- * after an upgrade, not by today's default: one of 4-5 December 2026 (the fade by participations
- * times their share, before sender_mean_epochs), one from before the senders' mean. */
+/* A task stored before sender_mean_rounds existed (its canonical JSON lacks the key) keeps
+ * aggregating as it did after an upgrade: not today's default. */
 static void test_stored_config_keeps_its_rule(void **state)
 {
     sim s;
+    sqlite3 *db;
+    char path[700], *sqlerr = NULL;
     sl_task_status st;
     (void)state;
     sim_init(&s, "engine_stored_cfg", 12, CONFIG(""));
     st = status(&s);
-    /* a new task: the senders' mean, faded by local epochs */
-    assert_int_equal(st.cfg.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT);
-    assert_int_equal(st.cfg.sender_mean_rounds, 0);
-    edit_stored_config(&s,
-                       "UPDATE tasks SET config = replace(replace(replace(replace(replace(config, "
-                       "'\"sender_mean_epochs\": 60, ', ''), '\"sender_mean_epochs\":60,', ''), "
-                       "'\"sender_mean_rounds\": 0', '\"sender_mean_rounds\": 6'), "
-                       "'\"sender_mean_rounds\":0', '\"sender_mean_rounds\":6'), "
-                       "'\"sender_mean_share\":false', '\"sender_mean_share\":true')",
-                       "sender_mean_rounds", "sender_mean_epochs");
-    st = status(&s);
+    /* a new task: the senders' mean */
+    assert_int_equal(st.cfg.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
     assert_int_equal(st.cfg.sender_mean_epochs, 0);
-    assert_int_equal(st.cfg.sender_mean_rounds, 6);
-    assert_int_equal(st.cfg.sender_mean_share, 1);
-    assert_float_equal(sl_sender_mean_length(&st.cfg), 6.0, 0);
-    edit_stored_config(&s,
-                       "UPDATE tasks SET config = replace(replace(config, "
-                       "'\"sender_mean_rounds\": 6, ', ''), '\"sender_mean_rounds\":6,', '')",
-                       "sender_mean", "sender_mean_rounds");
+    sl_engine_close(s.engine);
+    sl_store_close(s.store);
+    snprintf(path, sizeof path, "%s/store.db", s.dir);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    {
+        char sql[256];
+        snprintf(
+            sql, sizeof sql,
+            "UPDATE tasks SET config = replace(replace(config, '\"sender_mean_rounds\": %d, ', "
+            "''), '\"sender_mean_rounds\":%d,', '')",
+            SL_SENDER_MEAN_ROUNDS_DEFAULT, SL_SENDER_MEAN_ROUNDS_DEFAULT);
+        if (sqlite3_exec(db, sql, NULL, NULL, &sqlerr) != SQLITE_OK)
+            fail_msg("%s", sqlerr);
+    }
+    {
+        sqlite3_stmt *q;
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT count(*) FROM tasks WHERE instr(config, "
+                                            "'sender_mean_rounds') = 0 AND instr(config, "
+                                            "'sender_mean') > 0",
+                                            -1, &q, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(q, 0), 1); /* the key is gone, the rest is there */
+        sqlite3_finalize(q);
+    }
+    sqlite3_close(db);
+    sim_open_engine(&s);
     st = status(&s);
     assert_int_equal(st.cfg.sender_mean_rounds, 0);
     assert_int_equal(st.cfg.sender_mean_epochs, 0);
