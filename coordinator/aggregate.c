@@ -115,10 +115,11 @@ struct sl__agg {
      * the weight a of their mean at the finish (NULL, 0: the task has none) */
     uint64_t *senders;
     double sender_w;
-    uint64_t wsum; /* sum of wq */
-    int wfrac;     /* G: a weight w is round(w * 2^G) */
-    int frac;      /* F: a value v is round(v * 2^F) */
-    double bound;  /* 2^(62 - F): a value's magnitude must stay below it */
+    const uint8_t *skip; /* sender_mean_fresh: coordinates left out of it (borrowed), or NULL */
+    uint64_t wsum;       /* sum of wq */
+    int wfrac;           /* G: a weight w is round(w * 2^G) */
+    int frac;            /* F: a value v is round(v * 2^F) */
+    double bound;        /* 2^(62 - F): a value's magnitude must stay below it */
     /* FedNova: sum n_i and sum n_i * round(a_i * 2^STEPS_FRAC); the local momentum */
     int nova;
     double momentum;
@@ -615,7 +616,9 @@ int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *cou
         double w = (double)a->wsum, sw = a->senders != NULL ? a->sender_w : 0;
         for (size_t i = 0; i < a->params; i++) {
             double d = w, x;
-            if (sw > 0 && a->senders[i] > 0) { /* (1 - a) W + a S_j: separate roundings */
+            /* (1 - a) W + a S_j: separate roundings */
+            if (sw > 0 && a->senders[i] > 0 &&
+                (a->skip == NULL || !(a->skip[i / 8] >> (i % 8) & 1))) {
                 double own = sw * (double)a->senders[i];
                 d = (1.0 - sw) * w;
                 d = d + own;
@@ -647,6 +650,29 @@ int sl__agg_sender_mean(sl__agg *a, double weight)
     if (weight > 0 && a->senders == NULL)
         return SL_ESTATE; /* begun for a task without the senders' mean */
     a->sender_w = weight;
+    return SL_OK;
+}
+
+int sl__agg_sender_mean_skip(sl__agg *a, const uint8_t *bits)
+{
+    if (a == NULL)
+        return SL_EINVAL;
+    if (bits != NULL && a->senders == NULL)
+        return SL_ESTATE;
+    a->skip = bits;
+    return SL_OK;
+}
+
+int sl__agg_carried(const sl__agg *a, uint8_t *bits)
+{
+    if (a == NULL || bits == NULL)
+        return SL_EINVAL;
+    if (a->senders == NULL)
+        return SL_ESTATE;
+    memset(bits, 0, (a->params + 7) / 8);
+    for (size_t i = 0; i < a->params; i++)
+        if (a->senders[i] > 0)
+            bits[i / 8] |= (uint8_t)(1u << (i % 8));
     return SL_OK;
 }
 

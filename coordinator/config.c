@@ -47,19 +47,22 @@
  *   server_lr_boost      number          (0, 100]               3
  *   server_lr_ramp       integer         0 .. 10000 (0: off)    0
  *   sender_mean          number          [0, 1]                 1
- *   sender_mean_rounds   integer         0 .. 10000 (0: off)    6 (sparse fedavg
- *                                                               with the residual,
- *                                                               not fedbuff, no
- *                                                               server_lr_ramp or
- *                                                               dp_noise, no
- *                                                               sender_mean_epochs),
- *                                                               else 0
+ *   sender_mean_rounds   integer         0 .. 10000 (0: off)    0
  *   sender_mean_share    boolean                                true in a new task
  *                                                               with sender_mean_rounds
  *                                                               above 0 (a stored task
  *                                                               without it: false)
- *   sender_mean_epochs   integer         0 .. 1e6 (0: off)      0 (60 measured: README,
- *                                                               Fast starts)
+ *   sender_mean_epochs   integer         0 .. 1e6 (0: off)      60 (sparse fedavg with
+ *                                                               the residual, not
+ *                                                               fedbuff, no
+ *                                                               server_lr_ramp or
+ *                                                               dp_noise, no
+ *                                                               sender_mean_rounds),
+ *                                                               else 0
+ *   sender_mean_fresh    boolean                                true in a new task with
+ *                                                               a senders' mean (a
+ *                                                               stored task without
+ *                                                               it: false)
  *   server_momentum      number          [0, 1)                 0.9
  *   beta1, beta2         number          [0, 1)                 0.9, 0.99
  *   tau                  number          1e-9 .. 10             1e-3
@@ -108,7 +111,8 @@
  * sender_mean_rounds or sender_mean_epochs above 0 (with sender_mean above 0; not both)
  * excludes tracking, dp_noise, trimmed_mean and median, and, in a new task, fedbuff;
  * the fade lasts sender_mean_rounds participations of the average device, or
- * sender_mean_epochs / local_epochs of them (sl_sender_mean_length); local_nesterov
+ * sender_mean_epochs / local_epochs of them (sl_sender_mean_length); sender_mean_fresh
+ * needs one of them; local_nesterov
  * needs local_optimizer "sgd" and local_momentum > 0; local_optimizer "adam"
  * or "adamw" needs local_momentum 0 (0 when absent: the key's default 0.9 is
  * SGD's); local_betas and local_eps other than their defaults need "adam" or
@@ -239,6 +243,7 @@ static const key_spec keys[] = {
     {"sender_mean_rounds", K_U32, F(sender_mean_rounds), 0, 10000, 0, 0, 0},
     {"sender_mean_share", K_BOOL, F(sender_mean_share), 0, 0, 0, 0, 0},
     {"sender_mean_epochs", K_U32, F(sender_mean_epochs), 0, 1e6, 0, 0, 0},
+    {"sender_mean_fresh", K_BOOL, F(sender_mean_fresh), 0, 0, 0, 0, 0},
     {"server_momentum", K_F64, F(server_momentum), 0, 1, 0, 1, 0.9},
     {"beta1", K_F64, F(beta1), 0, 1, 0, 1, 0.9},
     {"beta2", K_F64, F(beta2), 0, 1, 0, 1, 0.99},
@@ -851,6 +856,12 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
     /* the senders' mean is a FedAvg-family sum's; a robust statistic counts unsent
      * coordinates as zeros, the noise is calibrated to a clipped update's share of the mean
      * of all, and tracking counts the model's move as that mean */
+    if (c->sender_mean_fresh && sl_sender_mean_length(c) <= 0) {
+        set_err(err, errcap,
+                "sender_mean_fresh: only with the senders' mean (sender_mean_epochs or "
+                "sender_mean_rounds above 0, sender_mean above 0)");
+        return SL_ECONFIG_VALUE;
+    }
     if (c->sender_mean_rounds > 0 && c->sender_mean_epochs > 0) {
         set_err(err, errcap,
                 "sender_mean_epochs: not with sender_mean_rounds (the fade's length in local "
@@ -1037,15 +1048,18 @@ static int parse_config(const char *json, size_t len, int stored, sl_task_config
      * coordinate, FedBuff's versions are buffers, DP's noise is calibrated to the mean of
      * all. A task that asks for a server rate ramp gets that instead (both at once
      * overshoot: bench fl fell to 11% in round 2). */
-    /* its fade is by participations, times their share of rounds (README: Fast starts); a
-     * task may fade by local epochs instead (sender_mean_epochs); a task stored before a key
-     * keeps the rule it ran */
+    /* its fade is by local epochs, and it leaves out what the last aggregate carried after an
+     * aggregate some of its devices missed (sender_mean_fresh; README: Fast starts); a task
+     * may fade by participations instead (sender_mean_rounds, times their share of rounds);
+     * a task stored before a key keeps the rule it ran */
     if (!seen[key_index("sender_mean_rounds")] && !seen[key_index("sender_mean_epochs")] &&
         !stored && c.aggregator == SL_AGG_FEDAVG && c.error_feedback == SL_EF_RESIDUAL &&
         c.density < 1 && !c.fedbuff && c.server_lr_ramp == 0 && c.dp_noise == 0)
-        c.sender_mean_rounds = SL_SENDER_MEAN_ROUNDS_DEFAULT;
+        c.sender_mean_epochs = SL_SENDER_MEAN_EPOCHS_DEFAULT;
     if (!seen[key_index("sender_mean_share")] && !stored && c.sender_mean_rounds > 0)
         c.sender_mean_share = 1;
+    if (!seen[key_index("sender_mean_fresh")] && !stored && sl_sender_mean_length(&c) > 0)
+        c.sender_mean_fresh = 1;
     /* local_momentum's default is SGD's; AdamW's decay defaults as in PyTorch */
     if (c.local_optimizer != SL_LOCAL_SGD && !seen[key_index("local_momentum")])
         c.local_momentum = 0;

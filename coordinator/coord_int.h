@@ -55,6 +55,14 @@ int sl__agg_finish(sl__agg *a, uint64_t noise_seed, double *delta, uint32_t *cou
  * weight) W + weight S_j instead of W. SL_EINVAL out of range; SL_ESTATE for a weight above 0 when
  * the aggregation was begun for a task without it (sl_sender_mean_length() 0). */
 int sl__agg_sender_mean(sl__agg *a, double weight);
+/* sender_mean_fresh (#23): the coordinates set in @bits (params bits, coordinate i at byte
+ * i / 8, bit i % 8; borrowed until the finish; NULL: none) are divided by W, left out of the
+ * senders' mean. SL_ESTATE for @bits on an aggregation begun without the senders' mean. */
+int sl__agg_sender_mean_skip(sl__agg *a, const uint8_t *bits);
+/* The coordinates the added updates sent (S_j > 0) into @bits (params bits, as above, the
+ * rest 0): what this aggregate carried, which the next one's sender_mean_fresh reads.
+ * SL_ESTATE without the senders' mean. */
+int sl__agg_carried(const sl__agg *a, uint8_t *bits);
 
 /* As sl__agg_add() with a real-valued weight > 0 (FedBuff: the sample count
  * times the staleness discount 1/sqrt(1 + staleness)). */

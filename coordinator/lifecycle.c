@@ -462,6 +462,29 @@ static int sender_mean_weight(sl_engine *e, sl__task *t, const sl_round_record *
     return SL_OK;
 }
 
+/* sender_mean_fresh: whether this aggregate takes an update from a device that the one that
+ * made the held version did not (it missed that aggregate, or it is new): its residual may hold
+ * mass the held version's aggregate already moved, which the senders' mean would magnify. */
+static int missed_last(const sl_server_state *held, const sl__idset *took)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < took->n; i++) { /* both ascending */
+        while (j < held->ndevices && held->devices[j] < took->ids[i])
+            j++;
+        if (j == held->ndevices || held->devices[j] != took->ids[i])
+            return 1;
+    }
+    return 0;
+}
+
+/* sender_mean_fresh: the devices of round @round_id's acknowledged updates into @took. */
+static int took_round(sl_engine *e, const sl__task *t, int64_t round_id, sl__idset *took)
+{
+    if (!t->cfg.sender_mean_fresh || sl_sender_mean_length(&t->cfg) <= 0 || t->cfg.fedbuff)
+        return SL_OK;
+    return sl_store_list_reporters(e->store, round_id, sl__idset_collect, took);
+}
+
 /* Aggregate the round's stored updates into the next model version. */
 static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put *m, void **frame,
                      void **opt_bytes, float **next_model, sl_server_state *next_opt,
@@ -472,6 +495,9 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
     agg_ctx ctx;
     uint32_t count = 0;
     size_t flen = 0, olen = 0;
+    sl__idset took = {NULL, 0, 0}; /* sender_mean_fresh: the devices this aggregate takes */
+    uint8_t *carried_bits = NULL;
+    int fresh = t->cfg.sender_mean_fresh && sl_sender_mean_length(&t->cfg) > 0 && !t->cfg.fedbuff;
     int rc;
 
     *frame = *opt_bytes = NULL;
@@ -491,13 +517,18 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
         c.current = r->id;
         rc = sl_store_list_rounds(e->store, t->id, 0, UINT32_MAX, collect_carried, &c);
         rc = c.rc != SL_OK ? c.rc : rc < 0 ? rc : SL_OK;
-        for (size_t i = c.n; i-- > 0 && rc == SL_OK;)
+        for (size_t i = c.n; i-- > 0 && rc == SL_OK;) {
             rc = add_round(e, t, c.ids[i], &ctx);
+            if (rc == SL_OK)
+                rc = took_round(e, t, c.ids[i], &took);
+        }
         *carried_count = ctx.added;
         free(c.ids);
     }
     if (rc == SL_OK) /* device-id order; other replicas' partial sums where they have them */
         rc = add_round(e, t, r->id, &ctx);
+    if (rc == SL_OK)
+        rc = took_round(e, t, r->id, &took);
     delta = malloc((t->n ? t->n : 1) * sizeof *delta);
     *next_model = malloc((t->n ? t->n : 1) * sizeof **next_model);
     if (rc == SL_OK && (delta == NULL || *next_model == NULL))
@@ -507,10 +538,22 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
         rc = sender_mean_weight(e, t, r, &weight);
         if (rc == SL_OK)
             rc = sl__agg_sender_mean(agg, weight);
+        /* sender_mean_fresh: after an aggregate this one's devices were not all in, the
+         * coordinates that aggregate carried are averaged over all updates (README: Fast
+         * starts); the held version's state names them (none for the initial model) */
+        if (rc == SL_OK && fresh && weight > 0 && t->opt.carried != NULL && t->opt.n == t->n &&
+            missed_last(&t->opt, &took))
+            rc = sl__agg_sender_mean_skip(agg, t->opt.carried);
     }
     if (rc == SL_OK)
         rc = sl__agg_finish(agg, mix64(t->cfg.seed ^ 0x5eedu ^ (uint64_t)r->round_no), delta,
                             &count);
+    if (rc == SL_OK && fresh) { /* what this aggregate carried, for the next one */
+        if ((carried_bits = malloc((t->n + 7) / 8 + 1)) == NULL)
+            rc = SL_ENOMEM;
+        else
+            rc = sl__agg_carried(agg, carried_bits);
+    }
     if (rc == SL_OK) {
         memcpy(*next_model, t->model, t->n * sizeof(float));
         if (t->opt.n > 0) { /* continue from the committed optimiser state, on a copy */
@@ -534,6 +577,16 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
             free(cfg);
         }
     }
+    if (rc == SL_OK && fresh) { /* stored with the version it makes */
+        free(next_opt->carried);
+        free(next_opt->devices);
+        next_opt->n = t->n;
+        next_opt->carried = carried_bits;
+        next_opt->devices = took.ids;
+        next_opt->ndevices = took.n;
+        carried_bits = NULL;
+        memset(&took, 0, sizeof took);
+    }
     if (rc == SL_OK)
         rc = sl_frame_encode_model(t->layout, *next_model, (uint64_t)(t->version + 1), 3, frame,
                                    &flen);
@@ -554,6 +607,8 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
         r->reported = count - *carried_count; /* this round's own reports */
     }
     sl__agg_free(agg);
+    sl__idset_free(&took);
+    free(carried_bits);
     free(ctx.dev);
     free(ctx.steps);
     free(delta);

@@ -18,16 +18,19 @@
  * per element, products and sums as separate statements so no compiler
  * fuses them (see aggregate.c): the same state and delta give the same bits.
  *
- * State bytes (little-endian), version 1:
+ * State bytes (little-endian), version 1, or 2 with bit 2:
  *   0   4  magic "SLOS"
- *   4   1  version (1)
- *   5   1  flags: bit 0 m present, bit 1 v present; other bits 0
+ *   4   1  version (1; 2 when flags has bit 2)
+ *   5   1  flags: bit 0 m present, bit 1 v present, bit 2 carried present; other bits 0
  *   6   2  reserved, 0
  *   8   8  n (elements per vector)
  *   16  8  steps
  *   24     m: n IEEE-754 doubles (when bit 0)
  *   ..     v: n IEEE-754 doubles (when bit 1)
+ *   ..     carried (when bit 2): ceil(n / 8) bytes, coordinate i at byte i / 8, bit i % 8
+ *          (bits past n are 0); then u64 d and d device ids (i64), strictly ascending
  *   end 4  CRC-32 (zlib's) of every byte before it
+ * A state without bit 2 is written as version 1, byte for byte as before it existed.
  */
 #include <float.h>
 #include <math.h>
@@ -45,10 +48,12 @@
 
 #define STATE_MAGIC   "SLOS"
 #define STATE_VERSION 1
+#define STATE_CARRIED 2 /* the version with the carried section */
 #define STATE_HEADER  24
 #define STATE_TRAILER 4
 #define HAS_M         0x1u
 #define HAS_V         0x2u
+#define HAS_CARRIED   0x4u
 
 /* Which vectors an aggregator's optimiser keeps. */
 static unsigned state_needs(sl_aggregator a)
@@ -224,6 +229,8 @@ void sl_server_state_free(sl_server_state *st)
         return;
     free(st->m);
     free(st->v);
+    free(st->carried);
+    free(st->devices);
     memset(st, 0, sizeof *st);
 }
 
@@ -254,13 +261,15 @@ static uint32_t crc_of(const uint8_t *p, size_t len)
     return (uint32_t)crc;
 }
 
-/* Bytes of a state with @vectors vectors of @n doubles; 0 on overflow. */
-static size_t state_size(unsigned vectors, uint64_t n)
+/* Bytes of a state with @vectors vectors of @n doubles and, with @carried, its carried
+ * section of @devices devices; 0 on overflow. */
+static size_t state_size(unsigned vectors, uint64_t n, int carried, uint64_t devices)
 {
-    uint64_t max = ((uint64_t)SIZE_MAX - STATE_HEADER - STATE_TRAILER) / 16;
-    if (n > max || n > SL_CODEC_MAX_PARAMS)
+    uint64_t max = ((uint64_t)SIZE_MAX - STATE_HEADER - STATE_TRAILER) / 32;
+    if (n > max || n > SL_CODEC_MAX_PARAMS || devices > max)
         return 0;
-    return STATE_HEADER + (size_t)vectors * 8 * (size_t)n + STATE_TRAILER;
+    return STATE_HEADER + (size_t)vectors * 8 * (size_t)n +
+           (carried ? (size_t)(n + 7) / 8 + 8 + 8 * (size_t)devices : 0) + STATE_TRAILER;
 }
 
 int sl_server_state_encode(const sl_server_state *st, void **out, size_t *len)
@@ -271,11 +280,17 @@ int sl_server_state_encode(const sl_server_state *st, void **out, size_t *len)
 
     if (st == NULL || out == NULL || len == NULL)
         return SL_EINVAL;
-    flags = (st->m != NULL ? HAS_M : 0) | (st->v != NULL ? HAS_V : 0);
+    flags = (st->m != NULL ? HAS_M : 0) | (st->v != NULL ? HAS_V : 0) |
+            (st->carried != NULL ? HAS_CARRIED : 0);
     vectors = (flags & HAS_M ? 1u : 0u) + (flags & HAS_V ? 1u : 0u);
-    if (vectors > 0 && st->n == 0)
+    if ((vectors > 0 || st->carried != NULL) && st->n == 0)
         return SL_EINVAL;
-    if ((size = state_size(vectors, st->n)) == 0)
+    if (st->carried != NULL && st->ndevices > 0 && st->devices == NULL)
+        return SL_EINVAL;
+    for (size_t i = 1; st->carried != NULL && i < st->ndevices; i++)
+        if (st->devices[i] <= st->devices[i - 1])
+            return SL_EINVAL;
+    if ((size = state_size(vectors, st->n, st->carried != NULL, st->ndevices)) == 0)
         return SL_ETOOBIG;
     for (size_t i = 0; i < st->n; i++)
         if ((st->m != NULL && !isfinite(st->m[i])) || (st->v != NULL && !isfinite(st->v[i])))
@@ -283,7 +298,7 @@ int sl_server_state_encode(const sl_server_state *st, void **out, size_t *len)
     if ((buf = malloc(size)) == NULL)
         return SL_ENOMEM;
     memcpy(buf, STATE_MAGIC, 4);
-    buf[4] = STATE_VERSION;
+    buf[4] = flags & HAS_CARRIED ? STATE_CARRIED : STATE_VERSION;
     buf[5] = (uint8_t)flags;
     buf[6] = buf[7] = 0;
     put_u64(buf + 8, st->n);
@@ -298,6 +313,17 @@ int sl_server_state_encode(const sl_server_state *st, void **out, size_t *len)
             memcpy(&bits, &vec[i], sizeof bits);
             put_u64(p, bits);
         }
+    }
+    if (flags & HAS_CARRIED) {
+        size_t nb = (st->n + 7) / 8;
+        memcpy(p, st->carried, nb);
+        if (st->n % 8 != 0)
+            p[nb - 1] &= (uint8_t)((1u << (st->n % 8)) - 1u); /* bits past n: 0 */
+        p += nb;
+        put_u64(p, st->ndevices);
+        p += 8;
+        for (size_t i = 0; i < st->ndevices; i++, p += 8)
+            put_u64(p, (uint64_t)st->devices[i]);
     }
     uint32_t crc = crc_of(buf, size - STATE_TRAILER);
     for (int i = 0; i < 4; i++)
@@ -315,6 +341,9 @@ int sl_server_state_decode(const void *buf, size_t len, size_t n, sl_server_stat
     uint32_t crc;
     size_t size;
     double *vecs[2] = {NULL, NULL};
+    uint8_t *carried = NULL;
+    int64_t *devices = NULL;
+    uint64_t ndev = 0;
     int rc = SL_OK;
 
     if (buf == NULL || out == NULL)
@@ -323,19 +352,28 @@ int sl_server_state_decode(const void *buf, size_t len, size_t n, sl_server_stat
         return len >= 4 && memcmp(b, STATE_MAGIC, 4) != 0 ? SL_EMAGIC : SL_ETRUNCATED;
     if (memcmp(b, STATE_MAGIC, 4) != 0)
         return SL_EMAGIC;
-    if (b[4] != STATE_VERSION)
+    if (b[4] != STATE_VERSION && b[4] != STATE_CARRIED)
         return SL_EVERSION;
     flags = b[5];
-    if ((flags & ~(HAS_M | HAS_V)) != 0 || b[6] != 0 || b[7] != 0)
+    if ((flags & ~(HAS_M | HAS_V | HAS_CARRIED)) != 0 || b[6] != 0 || b[7] != 0 ||
+        (b[4] == STATE_CARRIED) != ((flags & HAS_CARRIED) != 0))
         return SL_ECORRUPT;
     hn = get_u64(b + 8);
     vectors = (flags & HAS_M ? 1u : 0u) + (flags & HAS_V ? 1u : 0u);
-    if (vectors > 0 && hn == 0)
+    if ((vectors > 0 || (flags & HAS_CARRIED)) && hn == 0)
         return SL_ECORRUPT;
     if (hn != (uint64_t)n)
         return SL_ELAYOUT; /* the state of another model */
-    if ((size = state_size(vectors, hn)) == 0)
+    if ((size = state_size(vectors, hn, 0, 0)) == 0)
         return SL_ECORRUPT;
+    if (flags & HAS_CARRIED) { /* its device count sits after the bits */
+        size_t at = size - STATE_TRAILER + (size_t)(hn + 7) / 8;
+        if (len < at + 8)
+            return SL_ETRUNCATED;
+        ndev = get_u64(b + at);
+        if ((size = state_size(vectors, hn, 1, ndev)) == 0)
+            return SL_ECORRUPT;
+    }
     if (len < size)
         return SL_ETRUNCATED;
     if (len > size)
@@ -368,13 +406,40 @@ int sl_server_state_decode(const void *buf, size_t len, size_t n, sl_server_stat
             vecs[k][i] = x;
         }
     }
+    if (flags & HAS_CARRIED) {
+        size_t nb = (n + 7) / 8;
+        if (n % 8 != 0 && (p[nb - 1] >> (n % 8)) != 0) { /* bits past n */
+            rc = SL_ECORRUPT;
+            goto fail;
+        }
+        if ((carried = malloc(nb)) == NULL ||
+            (ndev > 0 && (devices = malloc((size_t)ndev * sizeof *devices)) == NULL)) {
+            rc = SL_ENOMEM;
+            goto fail;
+        }
+        memcpy(carried, p, nb);
+        p += nb + 8;
+        for (size_t i = 0; i < (size_t)ndev; i++, p += 8) {
+            devices[i] = (int64_t)get_u64(p);
+            if (i > 0 && devices[i] <= devices[i - 1]) {
+                rc = SL_ECORRUPT;
+                goto fail;
+            }
+        }
+    }
+    memset(out, 0, sizeof *out);
     out->n = n;
     out->m = vecs[0];
     out->v = vecs[1];
     out->steps = get_u64(b + 16);
+    out->carried = carried;
+    out->devices = devices;
+    out->ndevices = (size_t)ndev;
     return SL_OK;
 fail:
     free(vecs[0]);
     free(vecs[1]);
+    free(carried);
+    free(devices);
     return rc;
 }

@@ -77,15 +77,15 @@ const char *sl_local_optimizer_name(sl_local_optimizer o);
  * fades of 12 and 20 had ended higher than 6. */
 #define SL_SENDER_MEAN_ROUNDS_DEFAULT 6
 
-/** A length measured for sender_mean_epochs, a task option (config.c; off by default): the fade
- * lasts while the average device trains 60 local epochs in its updates, 60 / local_epochs of
- * them: SL_SENDER_MEAN_ROUNDS_DEFAULT's 6 participations of bench fl's 10 local epochs (the same
- * weights, bit for bit, there). With one local epoch (--quick) it ended 0.58 points below dense
- * on the mean of seeds 1-6 where 6 participations ended 3.08 below, and the examples co2 and kws
- * reached their targets sooner; on test_fl_poison's logreg fleet (10% density, undecayed
- * residual, 7 of 10 reporting, one epoch) it ended 3 to 7 points below the fade of 6, so it is
- * not the default (README: Fast starts). */
-#define SL_SENDER_MEAN_EPOCHS_MEASURED 60
+/** The default sender_mean_epochs of a new task with a senders' mean (config.c; since 6 December
+ * 2026, with sender_mean_fresh): the fade lasts while the average device trains 60 local epochs
+ * in its updates, 60 / local_epochs of them: SL_SENDER_MEAN_ROUNDS_DEFAULT's 6 participations of
+ * bench fl's 10 local epochs (the same weights, bit for bit, there). With one local epoch
+ * (--quick) it ended 0.58 points below dense on the mean of seeds 1-6 where 6 participations
+ * ended 3.08 below, and the examples co2 and kws reached their targets sooner. Alone it cost 2-5
+ * points where devices sit out rounds (test_fl_poison's logreg fleet, 7 of 10 a round), which
+ * sender_mean_fresh takes back (README: Fast starts). */
+#define SL_SENDER_MEAN_EPOCHS_DEFAULT 60
 
 /** A task's configuration, as parsed and validated from JSON. */
 typedef struct sl_task_config {
@@ -134,8 +134,9 @@ typedef struct sl_task_config {
      * (sl_sender_mean_at): a coordinate one
      * device of ten sent moves by its value, not a tenth of it; rounds 0 = off */
     double sender_mean; /* default 1 */
-    /* default SL_SENDER_MEAN_ROUNDS_DEFAULT for sparse FedAvg with the classic residual
-     * (not FedBuff) when the task sets no server_lr_ramp, else 0 (config.c) */
+    /* the fade's length in participations of the average device; 0 by default (a new task
+     * fades by sender_mean_epochs; tasks created from 3 to 6 December 2026 got
+     * SL_SENDER_MEAN_ROUNDS_DEFAULT, which their stored configuration keeps) */
     uint32_t sender_mean_rounds;
     /* 1: the fade counts the average device's participations times the share of the task's
      * rounds it took part in (sl_sender_mean_progress): on a fleet where every device reports
@@ -144,9 +145,16 @@ typedef struct sl_task_config {
     int sender_mean_share;
     /* the fade's length in local epochs instead of participations: it lasts
      * sender_mean_epochs / local_epochs participations of the average device (sl_sender_mean_
-     * length); exclusive with sender_mean_rounds. Default 0 (SL_SENDER_MEAN_EPOCHS_MEASURED
-     * is a measured length); a stored task without the key keeps 0 */
+     * length); exclusive with sender_mean_rounds. Default SL_SENDER_MEAN_EPOCHS_DEFAULT for
+     * sparse FedAvg with the classic residual (not FedBuff, no server_lr_ramp or dp_noise)
+     * unless the task sets sender_mean_rounds, else 0; a stored task without the key keeps 0 */
     uint32_t sender_mean_epochs;
+    /* 1: an aggregate that takes an update from a device the last aggregate did not take (it
+     * missed it, or it is new) leaves the coordinates the last aggregate's updates sent out of
+     * the senders' mean (each divided by all the weights): such a device's residual may still
+     * hold mass that aggregate already moved, which the senders' mean would magnify. Default 1
+     * in a new task with a senders' mean; a stored task without the key keeps 0 */
+    int sender_mean_fresh;
     double server_momentum;   /* FedAvgM beta (default 0.9) */
     double beta1, beta2, tau; /* FedAdam/Yogi/Adagrad (defaults 0.9, 0.99, 1e-3) */
     double clip_norm;         /* per-update L2 clipping; 0 = off */
@@ -209,8 +217,9 @@ int sl_task_config_parse(const char *json, size_t len, sl_task_config *out, char
  * stored (its canonical JSON, which names every key it knew): a key the
  * text lacks was added after the task was created and takes the behaviour
  * the task was created with, not today's default, so an upgrade does not
- * change how a running task aggregates (server_lr_ramp and sender_mean_rounds:
- * 0; sender_mean_share: false).
+ * change how a running task aggregates (server_lr_ramp: 0; sender_mean_rounds:
+ * SL_SENDER_MEAN_ROUNDS_DEFAULT where a new task of then had it; sender_mean_share and
+ * sender_mean_fresh: false).
  */
 int sl_task_config_parse_stored(const char *json, size_t len, sl_task_config *out, char *err,
                                 size_t errcap);
@@ -233,12 +242,20 @@ int sl_task_config_check_layout(const sl_task_config *c, const sl_layout *layout
 /* Aggregation (pure functions, also used by tests as references)           */
 /* ------------------------------------------------------------------------ */
 
-/** Server optimiser state: one or two vectors of the model's size (malloc'd). */
+/**
+ * Server state stored with a model version: the optimiser's one or two vectors of the
+ * model's size, and for the senders' mean's sender_mean_fresh (#23) what the aggregate that
+ * made the version took: the coordinates its updates sent and the devices they came from
+ * (all malloc'd).
+ */
 typedef struct sl_server_state {
     size_t n;
     double *m; /* momentum / first moment, or NULL */
     double *v; /* second moment (Adam/Yogi/Adagrad), or NULL */
     uint64_t steps;
+    uint8_t *carried; /* n bits (coordinate i: byte i / 8, bit i % 8), or NULL */
+    int64_t *devices; /* ascending; with carried */
+    size_t ndevices;
 } sl_server_state;
 
 /** sl_server_state_free - release the vectors. */
@@ -247,7 +264,10 @@ void sl_server_state_free(sl_server_state *st);
 /**
  * sl_server_state_encode / _decode - the opaque bytes stored with a model
  * version (starling/store.h's opt_state), so a restart continues the
- * optimiser exactly.
+ * optimiser exactly (format: server.c). Decode: SL_EMAGIC, SL_EVERSION,
+ * SL_ETRUNCATED, SL_ECHECKSUM, SL_ECORRUPT (flags, a negative second moment,
+ * carried bits past n, device ids out of order), SL_ENONFINITE, SL_ELAYOUT
+ * (the state of another model size); @out is untouched on error.
  */
 int sl_server_state_encode(const sl_server_state *st, void **out, size_t *len);
 int sl_server_state_decode(const void *buf, size_t len, size_t n, sl_server_state *out);

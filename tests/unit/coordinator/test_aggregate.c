@@ -902,6 +902,20 @@ static void test_server_lr_ramp(void **state)
     assert_float_equal(sl_server_lr_at(&c, 1), 0.5, 0);
 }
 
+/* Updates @u (weights @w) 0, 2, 4, ... and 1, 3, 5, ... of @k as two exported partial sums. */
+static void two_partials(const sl_task_config *c, const sl_layout *l, const upd *u,
+                         const uint32_t *w, size_t k, void **part, size_t *plen)
+{
+    for (int p = 0; p < 2; p++) {
+        sl__agg *a;
+        assert_int_equal(sl__agg_begin(c, l, &a), SL_OK);
+        for (size_t i = (size_t)p; i < k; i += 2)
+            assert_int_equal(sl__agg_add(a, u[i].frame, u[i].len, w[i]), SL_OK);
+        assert_int_equal(sl__agg_export(a, &part[p], &plen[p]), SL_OK);
+        sl__agg_free(a);
+    }
+}
+
 /* The senders' mean (#23): each coordinate divided by (1 - a) W + a S_j, S_j the weights of
  * the updates that sent it, against a reference in doubles; a = 0 is the plain mean bit for
  * bit; any order and any split into partials give the same bits; partials of the two kinds
@@ -915,7 +929,7 @@ static void test_sender_mean(void **state)
     static const uint32_t w[K] = {7, 30, 1, 12, 50};
     static const double weights[] = {1.0, 0.75, 0.3};
     upd u[K];
-    sl__agg *a, *b, *parts[2];
+    sl__agg *a, *b;
     double *got = malloc(P * sizeof *got), *base = malloc(P * sizeof *base);
     double *again = malloc(P * sizeof *again);
     void *part[2];
@@ -978,13 +992,7 @@ static void test_sender_mean(void **state)
         assert_int_equal(sl__agg_finish(b, 0, again, NULL), SL_OK);
         assert_memory_equal(again, got, P * sizeof *got);
         sl__agg_free(b);
-        for (int p = 0; p < 2; p++) {
-            assert_int_equal(sl__agg_begin(&c, l, &parts[p]), SL_OK);
-            for (size_t i = (size_t)p; i < K; i += 2)
-                assert_int_equal(sl__agg_add(parts[p], u[i].frame, u[i].len, w[i]), SL_OK);
-            assert_int_equal(sl__agg_export(parts[p], &part[p], &plen[p]), SL_OK);
-            sl__agg_free(parts[p]);
-        }
+        two_partials(&c, l, u, w, K, part, plen);
         assert_int_equal(sl__agg_begin(&c, l, &b), SL_OK);
         for (int p = 0; p < 2; p++)
             assert_int_equal(sl__agg_merge(b, part[p], plen[p]), SL_OK);
@@ -1016,6 +1024,71 @@ static void test_sender_mean(void **state)
         free(part[1]);
     }
     assert_true(one_sender > 10); /* the density makes lone senders common */
+
+    { /* sender_mean_fresh: the coordinates a skip set names are divided by W, the rest as
+         before; what the updates sent is the carried set; the same bits from partials */
+        uint8_t *skip = calloc((P + 7) / 8, 1), *carried = malloc((P + 7) / 8 + 1);
+        double W = 0, al = 0.75;
+        size_t skipped = 0, kept = 0;
+        for (size_t i = 0; i < K; i++)
+            W += w[i];
+        for (size_t j = 0; j < P; j += 3)
+            skip[j / 8] |= (uint8_t)(1u << (j % 8));
+        assert_int_equal(sl__agg_carried(a, carried), SL_OK);
+        for (size_t j = 0; j < P; j++) {
+            int sent = 0;
+            for (size_t i = 0; i < K; i++)
+                sent |= u[i].dense[j] != 0;
+            if (((carried[j / 8] >> (j % 8)) & 1) != sent)
+                fail_msg("carried bit %zu: %d, sent %d", j, (carried[j / 8] >> (j % 8)) & 1, sent);
+        }
+        if (P % 8 != 0)
+            assert_int_equal(carried[P / 8] >> (P % 8), 0); /* no bits past P */
+        assert_int_equal(sl__agg_sender_mean(a, al), SL_OK);
+        assert_int_equal(sl__agg_sender_mean_skip(a, skip), SL_OK);
+        assert_int_equal(sl__agg_finish(a, 0, got, NULL), SL_OK);
+        for (size_t j = 0; j < P; j++) {
+            double num = 0, S = 0, want;
+            for (size_t i = 0; i < K; i++)
+                if (u[i].dense[j] != 0) {
+                    num += w[i] * u[i].dense[j];
+                    S += w[i];
+                }
+            if ((skip[j / 8] >> (j % 8)) & 1) {
+                want = num / W; /* the mean of all */
+                skipped += S > 0 && S < W;
+            } else {
+                want = S > 0 ? num / ((1 - al) * W + al * S) : 0;
+                kept += S > 0 && S < W;
+            }
+            if (fabs(got[j] - want) > 1e-12 * (1 + fabs(want)))
+                fail_msg("skip, coordinate %zu: %.17g, want %.17g", j, got[j], want);
+        }
+        assert_true(skipped > 5 && kept > 5); /* both kinds were there to tell apart */
+        two_partials(&c, l, u, w, K, part, plen);
+        assert_int_equal(sl__agg_begin(&c, l, &b), SL_OK);
+        for (int p = 0; p < 2; p++) {
+            assert_int_equal(sl__agg_merge(b, part[p], plen[p]), SL_OK);
+            free(part[p]);
+        }
+        assert_int_equal(sl__agg_sender_mean(b, al), SL_OK);
+        assert_int_equal(sl__agg_sender_mean_skip(b, skip), SL_OK);
+        assert_int_equal(sl__agg_finish(b, 0, again, NULL), SL_OK);
+        assert_memory_equal(again, got, P * sizeof *got);
+        sl__agg_free(b);
+        /* no skip set: the senders' mean as before */
+        assert_int_equal(sl__agg_sender_mean_skip(a, NULL), SL_OK);
+        assert_int_equal(sl__agg_finish(a, 0, again, NULL), SL_OK);
+        assert_memory_not_equal(again, got, P * sizeof *got);
+        /* an aggregation without the senders' sums has neither */
+        assert_int_equal(sl__agg_begin(&plain, l, &b), SL_OK);
+        assert_int_equal(sl__agg_sender_mean_skip(b, skip), SL_ESTATE);
+        assert_int_equal(sl__agg_sender_mean_skip(b, NULL), SL_OK);
+        assert_int_equal(sl__agg_carried(b, carried), SL_ESTATE);
+        sl__agg_free(b);
+        free(skip);
+        free(carried);
+    }
     sl__agg_free(a);
 
     /* the schedule: sender_mean while the devices have sent one update each, 0 from rounds + 1
@@ -1107,6 +1180,98 @@ static int decode_copy(const unsigned char *b, size_t len, size_t n)
     return rc;
 }
 
+/* The carried section (sender_mean_fresh): a state with it round-trips as version 2, one
+ * without it is written as version 1 as before; its bits past n, its devices out of order, a
+ * wrong device count and every flipped bit are refused. */
+static void test_state_carried(void **state)
+{
+    enum { N = 13 };
+    sl_task_config c = agg_config(SL_AGG_FEDAVGM, 0, 0, 0);
+    sl_server_state st = {0}, back = {0};
+    float w[N] = {0};
+    double d[N];
+    unsigned char *b = NULL, *v1 = NULL;
+    size_t len = 0, len1 = 0;
+    int64_t devices[3] = {4, 9, 1000000000000LL};
+    (void)state;
+    for (size_t i = 0; i < N; i++)
+        d[i] = (double)i - 6.5;
+    assert_int_equal(sl_server_apply(&c, d, N, w, &st), SL_OK);
+    assert_int_equal(sl_server_state_encode(&st, (void **)&v1, &len1), SL_OK);
+    assert_int_equal(v1[4], 1); /* without the section: version 1, as before */
+    assert_int_equal(len1, 24 + 8 * N + 4);
+    st.carried = calloc(2, 1);
+    st.carried[0] = 0xa5;
+    st.carried[1] = 0x1f | 0xe0; /* bits 13-15 are past n: not written */
+    st.devices = malloc(sizeof devices);
+    memcpy(st.devices, devices, sizeof devices);
+    st.ndevices = 3;
+    assert_int_equal(sl_server_state_encode(&st, (void **)&b, &len), SL_OK);
+    assert_int_equal(b[4], 2);
+    assert_int_equal(b[5], 0x1 | 0x4);
+    assert_int_equal(len, 24 + 8 * N + 2 + 8 + 3 * 8 + 4);
+    assert_int_equal(sl_server_state_decode(b, len, N, &back), SL_OK);
+    assert_non_null(back.m);
+    assert_memory_equal(back.m, st.m, N * sizeof(double));
+    assert_int_equal(back.carried[0], 0xa5);
+    assert_int_equal(back.carried[1], 0x1f);
+    assert_int_equal(back.ndevices, 3);
+    assert_memory_equal(back.devices, devices, sizeof devices);
+    sl_server_state_free(&back);
+    assert_int_equal(decode_copy(b, len, N), SL_OK);
+    for (size_t cut = 0; cut < len; cut++)
+        assert_int_not_equal(decode_copy(b, cut, N), SL_OK);
+    for (size_t i = 0; i < len; i++) { /* every single flipped bit is caught */
+        b[i] ^= (unsigned char)(1u << (i % 8));
+        assert_int_not_equal(decode_copy(b, len, N), SL_OK);
+        b[i] ^= (unsigned char)(1u << (i % 8));
+    }
+    {
+        size_t at = 24 + 8 * N; /* the bits */
+        b[at + 1] |= 0x80;      /* a bit past n */
+        fix_crc(b, len);
+        assert_int_equal(decode_copy(b, len, N), SL_ECORRUPT);
+        b[at + 1] &= 0x7f;
+        memcpy(b + at + 2 + 8 + 8, &devices[0], 8); /* devices 4, 4: not ascending */
+        fix_crc(b, len);
+        assert_int_equal(decode_copy(b, len, N), SL_ECORRUPT);
+        memcpy(b + at + 2 + 8 + 8, &devices[1], 8);
+        b[at + 2] = 4; /* one device more than there are */
+        fix_crc(b, len);
+        assert_int_equal(decode_copy(b, len, N), SL_ETRUNCATED);
+        b[at + 2] = 2; /* one fewer: bytes left over */
+        fix_crc(b, len);
+        assert_int_equal(decode_copy(b, len, N), SL_ECORRUPT);
+        b[at + 2] = 3;
+        b[5] = 0x1; /* version 2 without the section's flag */
+        fix_crc(b, len);
+        assert_int_equal(decode_copy(b, len, N), SL_ECORRUPT);
+        b[5] = 0x5;
+        fix_crc(b, len);
+        assert_int_equal(decode_copy(b, len, N), SL_OK);
+        v1[5] |= 0x4; /* version 1 with it */
+        fix_crc(v1, len1);
+        assert_int_equal(decode_copy(v1, len1, N), SL_ECORRUPT);
+    }
+    /* the section alone (FedAvg keeps no vectors), and refused encodes */
+    free(st.m);
+    st.m = NULL;
+    free(b);
+    assert_int_equal(sl_server_state_encode(&st, (void **)&b, &len), SL_OK);
+    assert_int_equal(len, 24 + 2 + 8 + 3 * 8 + 4);
+    assert_int_equal(sl_server_state_decode(b, len, N, &back), SL_OK);
+    assert_null(back.m);
+    assert_int_equal(back.ndevices, 3);
+    sl_server_state_free(&back);
+    st.devices[2] = 9; /* not ascending */
+    assert_int_equal(sl_server_state_encode(&st, (void **)&v1, &len1), SL_EINVAL);
+    st.n = 0;
+    assert_int_equal(sl_server_state_encode(&st, (void **)&v1, &len1), SL_EINVAL);
+    free(b);
+    free(v1);
+    sl_server_state_free(&st);
+}
+
 static void test_state_decode_rejections(void **state)
 {
     (void)state;
@@ -1154,7 +1319,10 @@ static void test_state_decode_rejections(void **state)
     memcpy(b + 24 + 8 * N, &neg, 8); /* v[0] */
     fix_crc(b, len);
     assert_int_equal(decode_copy(b, len, N), SL_ECORRUPT);
-    b[4] = 2;
+    b[4] = 2; /* the carried section's version, without its flag */
+    fix_crc(b, len);
+    assert_int_equal(decode_copy(b, len, N), SL_ECORRUPT);
+    b[4] = 3;
     fix_crc(b, len);
     assert_int_equal(decode_copy(b, len, N), SL_EVERSION);
     b[0] = 'X';
@@ -1318,6 +1486,7 @@ int main(void)
         cmocka_unit_test(test_sender_mean),
         cmocka_unit_test(test_server_rejections),
         cmocka_unit_test(test_state_decode_rejections),
+        cmocka_unit_test(test_state_carried),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

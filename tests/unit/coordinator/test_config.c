@@ -48,11 +48,12 @@ static void test_defaults(void **state)
     assert_int_equal(c.values, SL_VALUE_TERNARY);
     /* sparse FedAvg with the residual: the senders' mean (#23); nothing else gets it, and
      * no server rate ramp unless asked for */
-    assert_int_equal(c.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
-    assert_int_equal(c.sender_mean_epochs, 0); /* the fade by local epochs: an option */
+    assert_int_equal(c.sender_mean_rounds, 0);
+    assert_int_equal(c.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT); /* by local epochs */
     assert_true(c.sender_mean == 1.0);
-    assert_int_equal(c.sender_mean_share, 1); /* the fade by participations times their share */
-    assert_true(sl_sender_mean_length(&c) == (double)SL_SENDER_MEAN_ROUNDS_DEFAULT);
+    assert_int_equal(c.sender_mean_share, 0); /* the share is the fade by participations' */
+    assert_int_equal(c.sender_mean_fresh, 1);
+    assert_true(sl_sender_mean_length(&c) == (double)SL_SENDER_MEAN_EPOCHS_DEFAULT); /* 1 epoch */
     assert_int_equal(c.server_lr_ramp, 0);
     assert_true(c.server_lr_boost == 3.0);
     assert_int_equal(c.retain_last, 0); /* every model version kept */
@@ -71,9 +72,9 @@ static void test_defaults(void **state)
         for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
             assert_int_equal(parse(none[i], &o, err, sizeof err), SL_OK);
             if (o.sender_mean_rounds != 0 || o.sender_mean_epochs != 0 ||
-                sl_sender_mean_length(&o) != 0)
-                fail_msg("%s: sender_mean_rounds %u, sender_mean_epochs %u", none[i],
-                         o.sender_mean_rounds, o.sender_mean_epochs);
+                sl_sender_mean_length(&o) != 0 || o.sender_mean_fresh != 0)
+                fail_msg("%s: sender_mean_rounds %u, sender_mean_epochs %u, fresh %d", none[i],
+                         o.sender_mean_rounds, o.sender_mean_epochs, o.sender_mean_fresh);
             if (o.server_lr_ramp != (strstr(none[i], "ramp") ? 8u : 0u))
                 fail_msg("%s: server_lr_ramp %u", none[i], o.server_lr_ramp);
         }
@@ -96,6 +97,7 @@ static void test_defaults(void **state)
         assert_int_equal(o.sender_mean_rounds, 6);
         assert_int_equal(o.sender_mean_share, 0);
         assert_int_equal(o.sender_mean_epochs, 0);
+        assert_int_equal(o.sender_mean_fresh, 0); /* nor leaves anything out */
         assert_true(sl_sender_mean_length(&o) == 6.0);
         /* one stored with the share (4-5 December 2026) keeps it: the rule it ran */
         assert_int_equal(sl_task_config_parse_stored("{\"target\": 10, \"sender_mean_rounds\": "
@@ -112,21 +114,59 @@ static void test_defaults(void **state)
                          SL_OK);
         assert_int_equal(o.sender_mean_epochs, 60);
         assert_true(sl_sender_mean_length(&o) == 15.0);
+        assert_int_equal(o.sender_mean_fresh, 0);
+        {
+            static const char fresh[] = "{\"target\": 10, \"sender_mean_epochs\": 60, "
+                                        "\"sender_mean_fresh\": true}";
+            assert_int_equal(
+                sl_task_config_parse_stored(fresh, sizeof fresh - 1, &o, err, sizeof err), SL_OK);
+            assert_int_equal(o.sender_mean_fresh, 1);
+        }
         /* a new task that names sender_mean_rounds fades by participations, times their
-         * share of rounds unless it says otherwise (the rule of 4-5 December 2026) */
+         * share of rounds unless it says otherwise (the rule of 4-5 December 2026), and
+         * leaves out what the last aggregate carried unless it says otherwise */
         assert_int_equal(parse("{\"target\": 10, \"sender_mean_rounds\": 6}", &o, err, sizeof err),
                          SL_OK);
         assert_int_equal(o.sender_mean_rounds, 6);
         assert_int_equal(o.sender_mean_epochs, 0);
         assert_int_equal(o.sender_mean_share, 1);
+        assert_int_equal(o.sender_mean_fresh, 1);
+        assert_int_equal(
+            parse("{\"target\": 10, \"sender_mean_fresh\": false}", &o, err, sizeof err), SL_OK);
+        assert_int_equal(o.sender_mean_fresh, 0);
+        assert_int_equal(o.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT);
+        /* it belongs to the senders' mean: refused without one, the output untouched */
+        {
+            static const char *const alone[] = {
+                "{\"target\": 10, \"sender_mean_rounds\": 0, \"sender_mean_fresh\": true}",
+                "{\"target\": 10, \"density\": 1, \"sender_mean_fresh\": true}",
+                "{\"target\": 10, \"sender_mean\": 0, \"sender_mean_fresh\": true}",
+                "{\"target\": 10, \"aggregator\": \"median\", \"sender_mean_fresh\": true}",
+            };
+            for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++) {
+                sl_task_config keep;
+                memset(&keep, 0x5a, sizeof keep);
+                o = keep;
+                assert_int_equal(parse(alone[i], &o, err, sizeof err), SL_ECONFIG_VALUE);
+                if (strstr(err, "sender_mean_fresh: only with the senders' mean") == NULL)
+                    fail_msg("%s: %s", alone[i], err);
+                assert_memory_equal(&o, &keep, sizeof keep);
+            }
+            assert_int_equal(
+                parse("{\"target\": 10, \"sender_mean_fresh\": 1}", &o, err, sizeof err),
+                SL_ECONFIG_VALUE); /* a boolean */
+            assert_non_null(strstr(err, "sender_mean_fresh"));
+        }
         assert_int_equal(parse("{\"target\": 10, \"sender_mean_rounds\": 6, "
                                "\"sender_mean_share\": false}",
                                &o, err, sizeof err),
                          SL_OK); /* by participations alone */
         assert_int_equal(o.sender_mean_share, 0);
         /* a new task may ask for the fade by participations alone */
-        assert_int_equal(
-            parse("{\"target\": 10, \"sender_mean_share\": false}", &o, err, sizeof err), SL_OK);
+        assert_int_equal(parse("{\"target\": 10, \"sender_mean_rounds\": 6, "
+                               "\"sender_mean_share\": false}",
+                               &o, err, sizeof err),
+                         SL_OK);
         assert_int_equal(o.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
         assert_int_equal(o.sender_mean_epochs, 0);
         assert_int_equal(o.sender_mean_share, 0);

@@ -314,9 +314,11 @@ static int by_device(const void *a, const void *b)
 
 /* The stored version @base + 1 is, bit for bit, version @base plus @lr times the FedAvg of the
  * @n updates @sent (made on @base; sorted here into the engine's order), under the senders'
- * mean at weight @weight (0: the plain mean). */
-static int reference_equal(sim *s, const sl_task_config *cfg, sent_upd *sent, size_t n,
-                           int64_t base, double lr, double weight)
+ * mean at weight @weight (0: the plain mean), leaving out the coordinates set in @skip (NULL:
+ * none); @carried (NULL, or params bits) receives what the updates sent. */
+static int reference_fresh(sim *s, const sl_task_config *cfg, sent_upd *sent, size_t n,
+                           int64_t base, double lr, double weight, const uint8_t *skip,
+                           uint8_t *carried)
 {
     int equal;
     size_t d = (size_t)sl_layout_params(s->layout);
@@ -337,8 +339,11 @@ static int reference_equal(sim *s, const sl_task_config *cfg, sent_upd *sent, si
         free(frame);
     }
     assert_int_equal(sl__agg_sender_mean(agg, weight), SL_OK);
+    assert_int_equal(sl__agg_sender_mean_skip(agg, skip), SL_OK);
     assert_int_equal(sl__agg_finish(agg, 0, delta, &count), SL_OK);
     assert_int_equal(count, n);
+    if (carried != NULL)
+        assert_int_equal(sl__agg_carried(agg, carried), SL_OK);
     sl__agg_free(agg);
     assert_int_equal(sl_store_get_model(s->store, s->task, base, &m), SL_OK);
     assert_int_equal(sl_frame_decode_model(s->layout, m.frame, m.frame_len, NULL, 0, ref), SL_OK);
@@ -353,6 +358,12 @@ static int reference_equal(sim *s, const sl_task_config *cfg, sent_upd *sent, si
     free(ref);
     free(got);
     return equal;
+}
+
+static int reference_equal(sim *s, const sl_task_config *cfg, sent_upd *sent, size_t n,
+                           int64_t base, double lr, double weight)
+{
+    return reference_fresh(s, cfg, sent, n, base, lr, weight, NULL, NULL);
 }
 
 static void check_reference(sim *s, const sl_task_config *cfg, sent_upd *sent, size_t n,
@@ -491,8 +502,9 @@ static void test_sender_mean(void **state)
                                           "\"sender_mean_rounds\":2");
     sim s;
     sl_task_config cfg, plain;
-    size_t acked[64], nacked = 0;
-    int behind = 0, shared = 0;
+    size_t acked[64], nacked = 0, prev[10] = {0};
+    int behind = 0, shared = 0, freshened = 0;
+    uint8_t *carried = NULL, *prev_carried = NULL;
     char err[256];
     (void)state;
     sim_init(&s, "engine_sender_mean", 30, cfg_json);
@@ -524,7 +536,31 @@ static void test_sender_mean(void **state)
         p = mean_participations(acked, nacked);
         assert_int_equal(round_no, k + 1);
         w = sl_sender_mean_at(&cfg, sl_sender_mean_progress(&cfg, p, round_no));
-        check_reference(&s, &cfg, idx, 10, base, 1.0, w);
+        { /* sender_mean_fresh (the default): after the first aggregate, one that takes a device
+             the last did not leaves what the last carried out of the senders' mean */
+            const uint8_t *skip = NULL;
+            size_t d = (size_t)sl_layout_params(s.layout);
+            assert_int_equal(cfg.sender_mean_fresh, 1);
+            if (prev_carried != NULL && w > 0)
+                for (size_t j = 0; j < 10 && skip == NULL; j++) {
+                    size_t i = 0;
+                    while (i < 10 && prev[i] != idx[j].i)
+                        i++;
+                    if (i == 10)
+                        skip = prev_carried; /* a device the last aggregate did not take */
+                }
+            carried = malloc((d + 7) / 8);
+            if (!reference_fresh(&s, &cfg, idx, 10, base, 1.0, w, skip, carried))
+                fail_msg("version %lld differs from its reference aggregate", (long long)base + 1);
+            if (skip != NULL) { /* and without it, another model: the check can fail */
+                freshened++;
+                assert_false(reference_equal(&s, &cfg, idx, 10, base, 1.0, w));
+            }
+            free(prev_carried);
+            prev_carried = carried;
+            for (size_t j = 0; j < 10; j++)
+                prev[j] = idx[j].i;
+        }
         /* the device history is read once by an engine (its first aggregate, after the start
          * or the restart); later rounds add their reporters to what it counted */
         assert_int_equal(s.engine->history_reads, 1);
@@ -549,6 +585,71 @@ static void test_sender_mean(void **state)
     }
     assert_true(behind > 0);
     assert_true(shared > 0);
+    assert_true(freshened > 0); /* 10 of 30 a round: the restart's round among them */
+    free(prev_carried);
+    sim_free(&s);
+}
+
+/* sender_mean_fresh where every device reports to every round: no aggregate takes a device the
+ * one before did not, so nothing is left out (the senders' mean as without the rule, bit for
+ * bit, across a restart); each version's stored state names what its aggregate carried and its
+ * devices. */
+static void test_sender_mean_fresh_full(void **state)
+{
+    static const char cfg_json[] = "{\"name\":\"fmnist\",\"target\":10,\"quorum\":10,"
+                                   "\"over_selection\":1,\"selection_window_ms\":2000,"
+                                   "\"report_deadline_ms\":10000,\"rounds\":50,"
+                                   "\"local_epochs\":10}";
+    sim s;
+    sl_task_config cfg;
+    size_t acked[64], nacked = 0;
+    uint8_t *prev_carried = NULL;
+    char err[256];
+    (void)state;
+    sim_init(&s, "engine_fresh_full", 10, cfg_json);
+    assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(cfg.sender_mean_fresh, 1);
+    assert_true(sl_sender_mean_length(&cfg) == 6.0); /* 60 epochs of 10 */
+    for (int k = 0; k < 3; k++) {
+        size_t chosen[64], n = select_round(&s, chosen), d = (size_t)sl_layout_params(s.layout);
+        sent_upd idx[10];
+        int64_t round_id = status(&s).round.id, base = status(&s).model_version;
+        uint8_t *carried = malloc((d + 7) / 8);
+        sl_model_record m;
+        sl_server_state st = {0};
+        double w;
+        assert_int_equal(n, 10);
+        if (k == 2)
+            sim_restart(&s); /* the held version's state comes from the store */
+        for (size_t j = 0; j < 10; j++) {
+            assert_true(upload(&s, chosen[j], 1.0f).accepted);
+            idx[j] = (sent_upd){chosen[j], round_id};
+            acked[nacked++] = chosen[j];
+        }
+        assert_int_equal(status(&s).model_version, base + 1);
+        w = sl_sender_mean_at(&cfg,
+                              sl_sender_mean_progress(&cfg, mean_participations(acked, nacked),
+                                                      status(&s).round.round_no - 1));
+        assert_true(w > 0);
+        if (!reference_fresh(&s, &cfg, idx, 10, base, 1.0, w, NULL, carried))
+            fail_msg("version %lld differs from its reference aggregate", (long long)base + 1);
+        if (prev_carried != NULL) /* leaving the last support out would be another model */
+            assert_false(reference_fresh(&s, &cfg, idx, 10, base, 1.0, w, prev_carried, NULL));
+        assert_int_equal(sl_store_get_model(s.store, s.task, base + 1, &m), SL_OK);
+        assert_non_null(m.opt_state);
+        assert_int_equal(sl_server_state_decode(m.opt_state, m.opt_state_len, d, &st), SL_OK);
+        sl_store_model_free(&m);
+        assert_non_null(st.carried);
+        assert_memory_equal(st.carried, carried, d / 8);
+        assert_int_equal(st.ndevices, 10);
+        for (size_t j = 0; j < 10; j++)
+            assert_int_equal(st.devices[j], s.devices[j]); /* every device, ascending */
+        sl_server_state_free(&st);
+        free(prev_carried);
+        prev_carried = carried;
+    }
+    free(prev_carried);
     sim_free(&s);
 }
 
@@ -640,8 +741,9 @@ static void test_participation_read_fails(void **state)
     sim_free(&s);
 }
 
-/* A task stored before sender_mean_rounds existed (its canonical JSON lacks the key) keeps
- * aggregating as it did after an upgrade: not today's default. */
+/* A task stored before the senders' mean existed (its canonical JSON lacks sender_mean_rounds,
+ * sender_mean_epochs and sender_mean_fresh) keeps aggregating as it did after an upgrade: not
+ * today's default. */
 static void test_stored_config_keeps_its_rule(void **state)
 {
     sim s;
@@ -651,28 +753,35 @@ static void test_stored_config_keeps_its_rule(void **state)
     (void)state;
     sim_init(&s, "engine_stored_cfg", 12, CONFIG(""));
     st = status(&s);
-    /* a new task: the senders' mean */
-    assert_int_equal(st.cfg.sender_mean_rounds, SL_SENDER_MEAN_ROUNDS_DEFAULT);
-    assert_int_equal(st.cfg.sender_mean_epochs, 0);
+    /* a new task: the senders' mean, faded by local epochs, fresh */
+    assert_int_equal(st.cfg.sender_mean_rounds, 0);
+    assert_int_equal(st.cfg.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT);
+    assert_int_equal(st.cfg.sender_mean_fresh, 1);
     sl_engine_close(s.engine);
     sl_store_close(s.store);
     snprintf(path, sizeof path, "%s/store.db", s.dir);
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     {
-        char sql[256];
-        snprintf(
-            sql, sizeof sql,
-            "UPDATE tasks SET config = replace(replace(config, '\"sender_mean_rounds\": %d, ', "
-            "''), '\"sender_mean_rounds\":%d,', '')",
-            SL_SENDER_MEAN_ROUNDS_DEFAULT, SL_SENDER_MEAN_ROUNDS_DEFAULT);
-        if (sqlite3_exec(db, sql, NULL, NULL, &sqlerr) != SQLITE_OK)
-            fail_msg("%s", sqlerr);
+        static const char *const gone[] = {
+            "\"sender_mean_rounds\": 0",   "\"sender_mean_rounds\":0",
+            "\"sender_mean_epochs\": 60",  "\"sender_mean_epochs\":60",
+            "\"sender_mean_fresh\": true", "\"sender_mean_fresh\":true"};
+        for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++) {
+            char sql[256];
+            snprintf(sql, sizeof sql,
+                     "UPDATE tasks SET config = replace(replace(config, '%s, ', ''), '%s,', '')",
+                     gone[i], gone[i]);
+            if (sqlite3_exec(db, sql, NULL, NULL, &sqlerr) != SQLITE_OK)
+                fail_msg("%s", sqlerr);
+        }
     }
     {
         sqlite3_stmt *q;
         assert_int_equal(sqlite3_prepare_v2(db,
                                             "SELECT count(*) FROM tasks WHERE instr(config, "
                                             "'sender_mean_rounds') = 0 AND instr(config, "
+                                            "'sender_mean_epochs') = 0 AND instr(config, "
+                                            "'sender_mean_fresh') = 0 AND instr(config, "
                                             "'sender_mean') > 0",
                                             -1, &q, NULL),
                          SQLITE_OK);
@@ -685,6 +794,7 @@ static void test_stored_config_keeps_its_rule(void **state)
     st = status(&s);
     assert_int_equal(st.cfg.sender_mean_rounds, 0);
     assert_int_equal(st.cfg.sender_mean_epochs, 0);
+    assert_int_equal(st.cfg.sender_mean_fresh, 0);
     assert_int_equal(st.cfg.server_lr_ramp, 0);
     assert_float_equal(sl_sender_mean_at(&st.cfg, 1), 0.0, 0);
     sim_free(&s);
@@ -2600,6 +2710,7 @@ int main(void)
         cmocka_unit_test(test_abandoned_updates_carried),
         cmocka_unit_test(test_server_lr_ramp),
         cmocka_unit_test(test_sender_mean),
+        cmocka_unit_test(test_sender_mean_fresh_full),
         cmocka_unit_test(test_assignment_participation),
         cmocka_unit_test(test_participation_read_fails),
         cmocka_unit_test(test_stored_config_keeps_its_rule),
