@@ -228,7 +228,8 @@ static void describe_compression(const cJSON *comp, char *out, size_t cap)
 
 /* The task's aggregation in words: "fedavg, server rate 1, each coordinate's mean over its
  * senders at the first aggregate, back to the mean of all over a device's first 6 updates (times
- * the share of rounds it reports to)" (or "... first 60 local epochs in its updates"),
+ * the share of rounds it reports to)" (or "... first 60 local epochs in its updates"), then
+ * "; what the last aggregate carried is left out after one a device missed" (sender_mean_fresh),
  * "fedavg, server rate 3x 1
  * at the first aggregate, back to 1 over 8" or "fedavg, server rate 1". */
 static void describe_aggregation(const cJSON *t, char *out, size_t cap)
@@ -255,6 +256,10 @@ static void describe_aggregation(const cJSON *t, char *out, size_t cap)
                  cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "sender_mean_share"))
                      ? " (times the share of rounds it reports to)"
                      : "");
+        n = strlen(out);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "sender_mean_fresh")) && n < cap)
+            snprintf(out + n, cap - n,
+                     "; what the last aggregate carried is left out after one a device missed");
     }
 }
 

@@ -85,7 +85,10 @@ static int usage(FILE *out)
         "                     @sme60:0.5: the same back to the mean of all over 60\n"
         "                     local epochs in a device's updates (60 / --epochs of them)\n"
         "                     (@sm0: none; sparse FedAvg with the residual has @sme60 by\n"
-        "                     default, unless the setting gives a ramp); @budget:\n"
+        "                     default, unless the setting gives a ramp); @nofresh: the\n"
+        "                     senders' mean without sender_mean_fresh (by default an\n"
+        "                     aggregate taking a device the last one did not leaves what\n"
+        "                     the last one carried out of it); @budget:\n"
         "                     time budgets; @fednova: FedNova's averaging, with\n"
         "                     @residual; @p50: deadline_percentile 50 (with @budget:\n"
         "                     of the selected devices' full windows, else of the\n"
@@ -294,6 +297,8 @@ static int parse_setting(const char *name, fl_setting *st)
                * local epochs a device */
         else if (!st->sm_by_participations && strcmp(word, "byp") == 0)
             st->sm_by_participations = 1; /* the senders' mean faded by participations alone */
+        else if (!st->sm_not_fresh && strcmp(word, "nofresh") == 0)
+            st->sm_not_fresh = 1; /* the senders' mean without sender_mean_fresh */
         else if (!st->no_split && strcmp(word, "nosplit") == 0)
             st->no_split = 1; /* the devices send plain frames (--split-positions=false) */
         else if (!st->budget && strcmp(word, "budget") == 0)
@@ -700,6 +705,7 @@ int sl_bench_fl(int argc, char **argv)
                 settings[j].sender_mean_epochs == settings[i].sender_mean_epochs &&
                 settings[j].sender_mean == settings[i].sender_mean &&
                 settings[j].sm_by_participations == settings[i].sm_by_participations &&
+                settings[j].sm_not_fresh == settings[i].sm_not_fresh &&
                 settings[j].no_split == settings[i].no_split && !settings[j].budget &&
                 !settings[j].fednova && settings[j].percentile == 0)
                 res[i].alias_of = (int)j;

@@ -47,6 +47,8 @@ typedef struct fl_setting {
                                     sender_mean_rounds 0) */
     int sm_by_participations;    /* @byp: the fade by participations alone (the task's
                                     sender_mean_share false; else the coordinator's default) */
+    int sm_not_fresh;            /* @nofresh: the task's sender_mean_fresh false (else the
+                                    coordinator's default: true with a senders' mean) */
     int no_split;                /* @nosplit: the devices send plain frames, never split ones
                                     (starling-agent --split-positions=false) */
 } fl_setting;

@@ -206,6 +206,13 @@ static int write_file_task(const fl_setup *su, const fl_setting *st, const char 
             goto done;
         if (st->sm_by_participations && !SET_BOOL("sender_mean_share", 0))
             goto done;
+        /* sender_mean_fresh: the coordinator's default for a new task with a senders' mean */
+        if ((st->sm_given || st->sm_not_fresh) &&
+            !SET_BOOL(
+                "sender_mean_fresh",
+                !st->sm_not_fresh &&
+                    (st->sm_given ? st->sender_mean_rounds > 0 || st->sender_mean_epochs > 0 : 1)))
+            goto done;
         if (st->warmup_rounds > 0 && (!SET_NUM("warmup_rounds", st->warmup_rounds) ||
                                       !SET_NUM("warmup_density", st->warmup_density)))
             goto done;
@@ -262,6 +269,8 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
                  st->sender_mean);
     if (st->sm_by_participations)
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"sender_mean_share\": false, ");
+    if (st->sm_not_fresh)
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"sender_mean_fresh\": false, ");
     if (st->budget) { /* as many steps as fit, between a quarter of and the epochs' worth of an
                        * average client (a floor keeps FedNova's extrapolation of short runs
                        * bounded: 1 step against 252 diverged) */

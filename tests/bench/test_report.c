@@ -451,6 +451,10 @@ static void test_bench_fl_options(void **state)
                      2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@sme"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@bypx"), 2);
+    /* @nofresh once, and as a word */
+    assert_int_equal(
+        RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@nofresh@nofresh"), 2);
+    assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@nofreshx"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@wu3:1.5"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@fedsgd"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@slr0"), 2);
@@ -548,7 +552,7 @@ static void test_bench_fl_smoke(void **state)
     snprintf(md, sizeof md, "%s/fl.md", g_dir);
     if (RUN(NULL, &out, "bench", "fl", "--smoke", "--settings",
             "dense,k1-ternary,ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5,"
-            "ternary@0.01@residual@sme20:0.5",
+            "ternary@0.01@residual@sme20:0.5@nofresh",
             "--dir", runs, "--plot", png, "--md", md, "--json") != 0)
         fail_msg("starling bench fl --smoke failed:\n%s", out);
     assert_non_null(strstr(out, "round   2/2  closed"));
@@ -574,9 +578,19 @@ static void test_bench_fl_smoke(void **state)
             assert_string_equal(ef, "residual");
             assert_true(decay == SL_RESIDUAL_DECAY_DEFAULT);
             assert_string_equal(scope, strstr(name, "@tensor") != NULL ? "tensor" : "model");
-            /* the fade by local epochs: the setting's, else none (the default is by rounds) */
-            assert_true(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(
-                            o, "sender_mean_epochs")) == (strstr(name, "@sme20") ? 20 : 0));
+            /* the fade by local epochs: the setting's, the default's where the setting gives
+             * none (none for dense, or a fade by rounds), and sender_mean_fresh with it */
+            {
+                int dense = strcmp(name, "dense") == 0, by_rounds = strstr(name, "@sm3") != NULL;
+                assert_true(cJSON_GetNumberValue(
+                                cJSON_GetObjectItemCaseSensitive(o, "sender_mean_epochs")) ==
+                            (strstr(name, "@sme20") ? 20
+                             : dense || by_rounds   ? 0
+                                                    : SL_SENDER_MEAN_EPOCHS_DEFAULT));
+                assert_int_equal(
+                    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "sender_mean_fresh")),
+                    !dense && strstr(name, "@nofresh") == NULL);
+            }
             seen++;
         }
         assert_int_equal(seen, 4);
@@ -616,10 +630,10 @@ static void test_bench_fl_smoke(void **state)
     assert_non_null(strstr(text, "\"error_feedback\": \"residual\""));
     assert_non_null(strstr(text, "\"residual_decay\": 0.90000000000000002"));
     free(text);
-    snprintf(data, sizeof data, "%s/ternary@0.01@residual@sme20:0.5/task.json", runs);
+    snprintf(data, sizeof data, "%s/ternary@0.01@residual@sme20:0.5@nofresh/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "\"sender_mean_rounds\": 0, \"sender_mean_epochs\": 20, "
-                                 "\"sender_mean\": 0.5"));
+                                 "\"sender_mean\": 0.5, \"sender_mean_fresh\": false"));
     free(text);
     snprintf(data, sizeof data, "%s/k1-ternary/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
@@ -637,10 +651,11 @@ static void test_bench_fl_smoke(void **state)
             uint32_t ramp, sm, sme;
             double weight;
             int share; /* the fade times the share of rounds: a task naming its rounds */
-        } want[] = {{"dense", 0, 0, 0, 1, 0},
-                    {"k1-ternary", 0, SL_SENDER_MEAN_ROUNDS_DEFAULT, 0, 1, 1},
-                    {"ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", 4, 3, 0, 0.5, 1},
-                    {"ternary@0.01@residual@sme20:0.5", 0, 0, 20, 0.5, 0}};
+            int fresh; /* sender_mean_fresh: a new task's default with a senders' mean */
+        } want[] = {{"dense", 0, 0, 0, 1, 0, 0},
+                    {"k1-ternary", 0, 0, SL_SENDER_MEAN_EPOCHS_DEFAULT, 1, 0, 1},
+                    {"ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", 4, 3, 0, 0.5, 1, 1},
+                    {"ternary@0.01@residual@sme20:0.5@nofresh", 0, 0, 20, 0.5, 0, 0}};
         for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
             snprintf(data, sizeof data, "%s/%s/data", runs, want[k].setting);
             assert_int_equal(sl_fl_run_load(data, 0, &fl, err, sizeof err), 0);
@@ -648,12 +663,14 @@ static void test_bench_fl_smoke(void **state)
                 fl.config.sender_mean_rounds != want[k].sm ||
                 fl.config.sender_mean_epochs != want[k].sme ||
                 fl.config.sender_mean != want[k].weight ||
-                fl.config.sender_mean_share != want[k].share)
+                fl.config.sender_mean_share != want[k].share ||
+                fl.config.sender_mean_fresh != want[k].fresh)
                 fail_msg("%s ran with server_lr_ramp %u, sender_mean_rounds %u, "
-                         "sender_mean_epochs %u, sender_mean %g, sender_mean_share %d",
+                         "sender_mean_epochs %u, sender_mean %g, sender_mean_share %d, "
+                         "sender_mean_fresh %d",
                          want[k].setting, fl.config.server_lr_ramp, fl.config.sender_mean_rounds,
                          fl.config.sender_mean_epochs, fl.config.sender_mean,
-                         fl.config.sender_mean_share);
+                         fl.config.sender_mean_share, fl.config.sender_mean_fresh);
             sl_fl_run_free(&fl);
         }
     }
