@@ -64,16 +64,17 @@ const char *sl_local_optimizer_name(sl_local_optimizer o);
 /** Bytes of sl_task_config.frozen, the terminating NUL included. */
 #define SL_TASK_FROZEN_MAX 1024
 
-/** The default sender_mean_rounds of sparse FedAvg with the classic residual (config.c), with
- * sender_mean 1. It replaced a server rate ramp (server_lr_ramp 8, server_lr_boost 3: the
- * default for part of 3 December 2026; a task created then names it and keeps it). bench fl,
- * every device every round, 6-round runs (3 December 2026): a fade of 6 reached 85% in round
- * 4 in all of its seven runs (85.1% to 86.1%), one of 8 (the default for a day) in five of
- * seven (84.5% and 84.8% in the others), 4 in two of three, 5 in two of two; 16 and a weight
- * of 0.5 were slower; no fade fell from 78.7% in round 4 to 65% in round 6, and with the ramp
- * besides it fell to 11% in round 2 (README: Fast starts). Since 4 December a new task counts
- * those participations times their share of the task's rounds (sender_mean_share): the same
- * fade where every device reports to every round, a longer one on the demo's fleet, where
+/** The default sender_mean_rounds of sparse FedAvg with the classic residual from 3 to 6
+ * December 2026 (tasks created then name it and keep it; since, a new task fades by
+ * SL_SENDER_MEAN_EPOCHS_DEFAULT), with sender_mean 1. It replaced a server rate ramp
+ * (server_lr_ramp 8, server_lr_boost 3: the default for part of 3 December 2026; a task created
+ * then names it and keeps it). bench fl, every device every round, 6-round runs (3 December 2026):
+ * a fade of 6 reached 85% in round 4 in all of its seven runs (85.1% to 86.1%), one of 8 (the
+ * default for a day) in five of seven (84.5% and 84.8% in the others), 4 in two of three, 5 in two
+ * of two; 16 and a weight of 0.5 were slower; no fade fell from 78.7% in round 4 to 65% in round 6,
+ * and with the ramp besides it fell to 11% in round 2 (README: Fast starts). Since 4 December a new
+ * task counts those participations times their share of the task's rounds (sender_mean_share): the
+ * same fade where every device reports to every round, a longer one on the demo's fleet, where
  * fades of 12 and 20 had ended higher than 6. */
 #define SL_SENDER_MEAN_ROUNDS_DEFAULT 6
 
