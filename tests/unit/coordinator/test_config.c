@@ -193,9 +193,12 @@ static void test_defaults(void **state)
         assert_int_equal(o.sender_mean_rounds, 0);
         assert_true(sl_sender_mean_length(&o) == 0);
         assert_int_equal(parse("{\"target\": 10, \"sender_mean_rounds\": 0}", &o, err, sizeof err),
-                         SL_OK); /* switched off */
+                         SL_OK); /* switched off: naming either length stops the default */
         assert_int_equal(o.sender_mean_rounds, 0);
+        assert_int_equal(o.sender_mean_epochs, 0);
         assert_int_equal(o.sender_mean_share, 0);
+        assert_int_equal(o.sender_mean_fresh, 0);
+        assert_true(sl_sender_mean_length(&o) == 0);
         assert_int_equal(parse("{\"target\": 10, \"aggregator\": \"fedadam\", \"server_lr\": "
                                "0.01, \"server_lr_ramp\": 4, \"sender_mean_rounds\": 3, "
                                "\"sender_mean\": 0.5}",
