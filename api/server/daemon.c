@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -132,6 +133,7 @@ int sl_server_create(const sl_server_options *o, sl_store *store, sl_engine *eng
     s = calloc(1, sizeof *s);
     if (s == NULL)
         return SL_ENOMEM;
+    s->quiesced_fd = -1;
     s->opt = *o;
     s->store = store;
     s->engine = engine;
@@ -582,6 +584,22 @@ static void set_panic(void)
     MHD_set_panic_func(mhd_panic, NULL);
 }
 
+/* The listening socket a quiesce handed back, ours now: shut down, so it refuses new
+ * connections at once, but closed only once the daemon's workers have stopped
+ * (sl_server_free). A worker may still be about to remove it from its epoll set (it saw the
+ * daemon quiesced before the quiesce cleared its flag): on the open socket that removal finds
+ * it gone (ENOENT, which libmicrohttpd allows there), while on a closed one it failed with
+ * EBADF and libmicrohttpd aborted the program (daemon.c:4940 of 0.9.75, seen once in
+ * test_api_e2e on a loaded machine, 6 December 2026). */
+static void keep_shut(sl_server *s, MHD_socket fd)
+{
+    if (shutdown(fd, SHUT_RDWR) != 0)
+        sl_log(SL_LOG_WARN, "http", "shutting the listening socket down: %s", strerror(errno));
+    if (s->quiesced_fd >= 0)
+        close(s->quiesced_fd);
+    s->quiesced_fd = fd;
+}
+
 /* MHD_quiesce_daemon, again after the race above (a few times at most: one per worker). */
 static MHD_socket quiesce(struct MHD_Daemon *d)
 {
@@ -704,7 +722,7 @@ int sl_server_reload_tls(sl_server *s, const char *cert_file, const char *key_fi
         /* checked above, so unlikely: back to the certificate in use, on the same socket */
         d = start_daemon(s, old_cert, old_key, fd);
         if (d == NULL) {
-            close(fd);
+            keep_shut(s, fd);
             s->quiesced = 1;
             snprintf(err, errcap,
                      "libmicrohttpd refused to serve on the listening socket again: "
@@ -860,7 +878,7 @@ void sl_server_quiesce(sl_server *s)
     s->quiesced = 1;
     fd = quiesce(s->daemon);
     if (fd != MHD_INVALID_SOCKET)
-        close(fd); /* ours now: closing it refuses new connections at once */
+        keep_shut(s, fd);
 }
 
 int sl_server_drain(sl_server *s, int64_t grace_ms)
@@ -888,6 +906,9 @@ void sl_server_free(sl_server *s)
     sl__pool_stop(s->pool);
     if (s->daemon != NULL)
         MHD_stop_daemon(s->daemon);
+    if (s->quiesced_fd >= 0) /* its daemon's workers have stopped */
+        close(s->quiesced_fd);
+    s->quiesced_fd = -1;
     sweep_retired(s, 1);
     sl__pool_free(s->pool);
     s->pool = NULL;

@@ -328,6 +328,9 @@ struct sl_server {
     sl__pool *pool; /* NULL: device requests run on the libmicrohttpd threads */
     uint16_t port;
     int quiesced;
+    /* the listening socket a quiesce handed back, shut down but open until the daemon's
+     * workers have stopped (daemon.c, sl_server_quiesce); -1: none */
+    int quiesced_fd;
     atomic_long inflight;
     pthread_mutex_t retire_lock; /* retired, nretired (daemon.c) */
     sl__retired retired[SL__RETIRED];

@@ -1,5 +1,6 @@
 /* api_harness.c - see api_harness.h. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -182,9 +183,32 @@ void ah_fx_open(ah_fx *f, const char *name, void (*tweak)(sl_server_options *))
     snprintf(f->base, sizeof f->base, "http://127.0.0.1:%u", (unsigned)sl_server_port(f->server));
 }
 
+/* A connection to 127.0.0.1:@port is refused (nothing listens, or a shut-down socket). */
+static void assert_refused(uint16_t port)
+{
+    struct sockaddr_in sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), rc, e;
+    assert_true(fd >= 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    e = errno;
+    close(fd);
+    if (rc == 0 || e != ECONNREFUSED)
+        fail_msg("a connection to port %u after the quiesce: %s", (unsigned)port,
+                 rc == 0 ? "accepted" : strerror(e));
+}
+
 void ah_fx_close(ah_fx *f)
 {
+    uint16_t port = sl_server_port(f->server);
     sl_server_quiesce(f->server);
+    /* the listening socket is shut down at once (kept open until the daemon's workers stop,
+     * api/server/daemon.c keep_shut): new connections are refused */
+    if (port != 0)
+        assert_refused(port);
     assert_int_equal(sl_server_drain(f->server, 5000), SL_OK);
     sl_server_free(f->server);
     sl_engine_close(f->engine);
