@@ -571,8 +571,9 @@ static void mhd_panic(void *cls, const char *file, unsigned int line, const char
     if (atomic_load(&quiesce_armed) && pthread_equal(pthread_self(), quiescing_in) && e == ENOENT &&
         reason != NULL && strstr(reason, "remove listen FD from epoll") != NULL)
         longjmp(*quiescing, 1);
-    fprintf(stderr, "libmicrohttpd: fatal error at %s:%u: %s%s", file ? file : "?", line,
-            reason ? reason : "(no reason)",
+    /* errno as the panic found it: which failure it was (ENOENT, EBADF, ...) */
+    fprintf(stderr, "libmicrohttpd: fatal error at %s:%u (errno %d, %s): %s%s", file ? file : "?",
+            line, e, strerror(e), reason ? reason : "(no reason)",
             reason && reason[0] && reason[strlen(reason) - 1] == '\n' ? "" : "\n");
     abort();
 }
