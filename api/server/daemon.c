@@ -907,10 +907,10 @@ void sl_server_free(sl_server *s)
     sl__pool_stop(s->pool);
     if (s->daemon != NULL)
         MHD_stop_daemon(s->daemon);
-    if (s->quiesced_fd >= 0) /* its daemon's workers have stopped */
+    sweep_retired(s, 1);
+    if (s->quiesced_fd >= 0) /* every daemon that listened on it has stopped */
         close(s->quiesced_fd);
     s->quiesced_fd = -1;
-    sweep_retired(s, 1);
     sl__pool_free(s->pool);
     s->pool = NULL;
     if (s->ticker_running) {

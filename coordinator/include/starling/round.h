@@ -265,7 +265,9 @@ void sl_server_state_free(sl_server_state *st);
 /**
  * sl_server_state_encode / _decode - the opaque bytes stored with a model
  * version (starling/store.h's opt_state), so a restart continues the
- * optimiser exactly (format: server.c). Decode: SL_EMAGIC, SL_EVERSION,
+ * optimiser exactly (format: server.c). Encode: SL_EINVAL for vectors or a
+ * carried section without n, or devices not strictly ascending; SL_ENONFINITE
+ * for a non-finite vector element. Decode: SL_EMAGIC, SL_EVERSION,
  * SL_ETRUNCATED, SL_ECHECKSUM, SL_ECORRUPT (flags, a negative second moment,
  * carried bits past n, device ids out of order), SL_ENONFINITE, SL_ELAYOUT
  * (the state of another model size); @out is untouched on error.
