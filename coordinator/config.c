@@ -63,6 +63,10 @@
  *                                                               a senders' mean (a
  *                                                               stored task without
  *                                                               it: false)
+ *   sender_mean_partial  integer         0 .. 16 (0: off)       5 in a new task with
+ *                                                               sender_mean_epochs (a
+ *                                                               stored task without
+ *                                                               it: 0)
  *   server_momentum      number          [0, 1)                 0.9
  *   beta1, beta2         number          [0, 1)                 0.9, 0.99
  *   tau                  number          1e-9 .. 10             1e-3
@@ -112,7 +116,8 @@
  * excludes tracking, dp_noise, trimmed_mean and median, and, in a new task, fedbuff;
  * the fade lasts sender_mean_rounds participations of the average device, or
  * sender_mean_epochs / local_epochs of them (sl_sender_mean_length); sender_mean_fresh
- * needs one of them; local_nesterov
+ * needs one of them, sender_mean_partial sender_mean_epochs (sl_sender_mean_length_share);
+ * local_nesterov
  * needs local_optimizer "sgd" and local_momentum > 0; local_optimizer "adam"
  * or "adamw" needs local_momentum 0 (0 when absent: the key's default 0.9 is
  * SGD's); local_betas and local_eps other than their defaults need "adam" or
@@ -244,6 +249,7 @@ static const key_spec keys[] = {
     {"sender_mean_share", K_BOOL, F(sender_mean_share), 0, 0, 0, 0, 0},
     {"sender_mean_epochs", K_U32, F(sender_mean_epochs), 0, 1e6, 0, 0, 0},
     {"sender_mean_fresh", K_BOOL, F(sender_mean_fresh), 0, 0, 0, 0, 0},
+    {"sender_mean_partial", K_U32, F(sender_mean_partial), 0, 16, 0, 0, 0},
     {"server_momentum", K_F64, F(server_momentum), 0, 1, 0, 1, 0.9},
     {"beta1", K_F64, F(beta1), 0, 1, 0, 1, 0.9},
     {"beta2", K_F64, F(beta2), 0, 1, 0, 1, 0.99},
@@ -734,6 +740,20 @@ double sl_sender_mean_length(const sl_task_config *cfg)
     return (double)cfg->sender_mean_rounds;
 }
 
+double sl_sender_mean_length_share(const sl_task_config *cfg, double share)
+{
+    double r = sl_sender_mean_length(cfg), floor = SL_SENDER_MEAN_ROUNDS_DEFAULT, x = r;
+    if (cfg->sender_mean_partial == 0 || !(share < 1))
+        return r; /* NaN too */
+    if (share < 0)
+        share = 0;
+    for (uint32_t i = 0; i < cfg->sender_mean_partial; i++)
+        x = x * share;
+    if (x < floor)
+        x = floor;
+    return x < r ? x : r;
+}
+
 /* The key that gives the task's senders' mean its length, for errors. */
 static const char *sender_mean_key(const sl_task_config *c)
 {
@@ -860,6 +880,12 @@ static int validate(const sl_task_config *c, char *err, size_t errcap)
         set_err(err, errcap,
                 "sender_mean_fresh: only with the senders' mean (sender_mean_epochs or "
                 "sender_mean_rounds above 0, sender_mean above 0)");
+        return SL_ECONFIG_VALUE;
+    }
+    if (c->sender_mean_partial > 0 && (c->sender_mean_epochs == 0 || c->sender_mean <= 0)) {
+        set_err(err, errcap,
+                "sender_mean_partial: only with sender_mean_epochs above 0 (and sender_mean above "
+                "0): it shortens the fade by local epochs where devices sit out rounds");
         return SL_ECONFIG_VALUE;
     }
     if (c->sender_mean_rounds > 0 && c->sender_mean_epochs > 0) {
@@ -1060,6 +1086,10 @@ static int parse_config(const char *json, size_t len, int stored, sl_task_config
         c.sender_mean_share = 1;
     if (!seen[key_index("sender_mean_fresh")] && !stored && sl_sender_mean_length(&c) > 0)
         c.sender_mean_fresh = 1;
+    /* where devices sit out rounds, the fade by local epochs is shortened (README: Fast starts) */
+    if (!seen[key_index("sender_mean_partial")] && !stored && c.sender_mean_epochs > 0 &&
+        c.sender_mean > 0)
+        c.sender_mean_partial = SL_SENDER_MEAN_PARTIAL_DEFAULT;
     /* local_momentum's default is SGD's; AdamW's decay defaults as in PyTorch */
     if (c.local_optimizer != SL_LOCAL_SGD && !seen[key_index("local_momentum")])
         c.local_momentum = 0;

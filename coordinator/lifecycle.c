@@ -456,9 +456,8 @@ static int sender_mean_weight(sl_engine *e, sl__task *t, const sl_round_record *
         return rc;
     updates = t->sm_updates + t->sm_pending.n;
     devices = t->sm_devices.n + fresh;
-    *weight = sl_sender_mean_at(
-        &t->cfg, sl_sender_mean_progress(&t->cfg, devices ? (double)updates / (double)devices : 1,
-                                         r->round_no));
+    *weight = sl_sender_mean_weight(&t->cfg, devices ? (double)updates / (double)devices : 1,
+                                    r->round_no);
     return SL_OK;
 }
 

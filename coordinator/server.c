@@ -203,10 +203,10 @@ double sl_server_lr_at(const sl_task_config *cfg, int64_t version)
     return cfg->server_lr * t;
 }
 
-double sl_sender_mean_at(const sl_task_config *cfg, double participations)
+/* The weight at progress @participations of a fade of @r participations. */
+static double sender_mean_over(const sl_task_config *cfg, double participations, double r)
 {
     double t, p = participations >= 1 ? participations : 1; /* NaN too */
-    double r = sl_sender_mean_length(cfg);
     if (r <= 0 || p >= r + 1)
         return 0;
     t = (p - 1.0) / r;
@@ -214,11 +214,25 @@ double sl_sender_mean_at(const sl_task_config *cfg, double participations)
     return cfg->sender_mean * t; /* sender_mean at p = 1, 0 at p = rounds + 1 */
 }
 
+double sl_sender_mean_at(const sl_task_config *cfg, double participations)
+{
+    return sender_mean_over(cfg, participations, sl_sender_mean_length(cfg));
+}
+
+double sl_sender_mean_weight(const sl_task_config *cfg, double participations, int64_t round_no)
+{
+    double p = participations >= 1 ? participations : 1; /* NaN too */
+    double n = round_no >= 1 ? (double)round_no : 1;
+    double share = p < n ? p / n : 1;
+    return sender_mean_over(cfg, sl_sender_mean_progress(cfg, participations, round_no),
+                            sl_sender_mean_length_share(cfg, share));
+}
+
 double sl_sender_mean_progress(const sl_task_config *cfg, double participations, int64_t round_no)
 {
     double p = participations >= 1 ? participations : 1; /* NaN too */
     double n = round_no >= 1 ? (double)round_no : 1;
-    if (!cfg->sender_mean_share || p >= n)
+    if ((!cfg->sender_mean_share && !cfg->sender_mean_partial) || p >= n)
         return p; /* every device every round: p is the round's number */
     return p * (p / n);
 }

@@ -45,6 +45,7 @@ void sl__h_status(sl_server *s, sl__req *rq, const sl__params *p, sl__resp *rs)
         cJSON_AddBoolToObject(t, "sender_mean_share", st[i].cfg.sender_mean_share);
         cJSON_AddNumberToObject(t, "sender_mean_epochs", st[i].cfg.sender_mean_epochs);
         cJSON_AddBoolToObject(t, "sender_mean_fresh", st[i].cfg.sender_mean_fresh);
+        cJSON_AddNumberToObject(t, "sender_mean_partial", st[i].cfg.sender_mean_partial);
         cJSON_AddNumberToObject(t, "retain_last", st[i].cfg.retain_last);
         cJSON_AddNumberToObject(t, "retain_every", st[i].cfg.retain_every);
         cJSON_AddItemToObject(t, "compression", sl__compression_json(&st[i].cfg));

@@ -88,7 +88,10 @@ static int usage(FILE *out)
         "                     default, unless the setting gives a ramp); @nofresh: the\n"
         "                     senders' mean without sender_mean_fresh (by default an\n"
         "                     aggregate taking a device the last one did not leaves what\n"
-        "                     the last one carried out of it); @budget:\n"
+        "                     the last one carried out of it); @part0 or @part3: the\n"
+        "                     fade by local epochs not shortened, or shortened by the\n"
+        "                     share of rounds a device reports to cubed, where devices\n"
+        "                     sit out rounds (by default its fifth power); @budget:\n"
         "                     time budgets; @fednova: FedNova's averaging, with\n"
         "                     @residual; @p50: deadline_percentile 50 (with @budget:\n"
         "                     of the selected devices' full windows, else of the\n"
@@ -299,6 +302,9 @@ static int parse_setting(const char *name, fl_setting *st)
             st->sm_by_participations = 1; /* the senders' mean faded by participations alone */
         else if (!st->sm_not_fresh && strcmp(word, "nofresh") == 0)
             st->sm_not_fresh = 1; /* the senders' mean without sender_mean_fresh */
+        else if (!st->part_given && strncmp(word, "part", 4) == 0 && word[4] != '\0' &&
+                 sl__bench_fl_u32(word + 4, 0, 16, &st->sender_mean_partial) == 0)
+            st->part_given = 1; /* sender_mean_partial */
         else if (!st->no_split && strcmp(word, "nosplit") == 0)
             st->no_split = 1; /* the devices send plain frames (--split-positions=false) */
         else if (!st->budget && strcmp(word, "budget") == 0)
@@ -706,6 +712,8 @@ int sl_bench_fl(int argc, char **argv)
                 settings[j].sender_mean == settings[i].sender_mean &&
                 settings[j].sm_by_participations == settings[i].sm_by_participations &&
                 settings[j].sm_not_fresh == settings[i].sm_not_fresh &&
+                settings[j].part_given == settings[i].part_given &&
+                settings[j].sender_mean_partial == settings[i].sender_mean_partial &&
                 settings[j].no_split == settings[i].no_split && !settings[j].budget &&
                 !settings[j].fednova && settings[j].percentile == 0)
                 res[i].alias_of = (int)j;

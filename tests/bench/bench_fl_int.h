@@ -37,20 +37,23 @@ typedef struct fl_setting {
     uint32_t percentile;    /* @pN: deadline_percentile N (budgets: of the full windows) */
     int ramp_given;         /* @rampN:B or @ramp0: the task sets server_lr_ramp (else the
                                coordinator's default) */
-    uint32_t server_lr_ramp;     /* @rampN:B: the task's server_lr_ramp N; @ramp0: off */
-    double server_lr_boost;      /* and server_lr_boost B */
-    int sm_given;                /* @smN[:A] or @sm0: the task sets sender_mean_rounds (else the
-                                    coordinator's default) */
-    uint32_t sender_mean_rounds; /* @smN[:A]: the task's sender_mean_rounds N; @sm0: off */
-    double sender_mean;          /* and sender_mean A (1 when not given) */
-    uint32_t sender_mean_epochs; /* @smeN[:A]: the task's sender_mean_epochs N (sm_given too,
-                                    sender_mean_rounds 0) */
-    int sm_by_participations;    /* @byp: the fade by participations alone (the task's
-                                    sender_mean_share false; else the coordinator's default) */
-    int sm_not_fresh;            /* @nofresh: the task's sender_mean_fresh false (else the
-                                    coordinator's default: true with a senders' mean) */
-    int no_split;                /* @nosplit: the devices send plain frames, never split ones
-                                    (starling-agent --split-positions=false) */
+    uint32_t server_lr_ramp;      /* @rampN:B: the task's server_lr_ramp N; @ramp0: off */
+    double server_lr_boost;       /* and server_lr_boost B */
+    int sm_given;                 /* @smN[:A] or @sm0: the task sets sender_mean_rounds (else the
+                                     coordinator's default) */
+    uint32_t sender_mean_rounds;  /* @smN[:A]: the task's sender_mean_rounds N; @sm0: off */
+    double sender_mean;           /* and sender_mean A (1 when not given) */
+    uint32_t sender_mean_epochs;  /* @smeN[:A]: the task's sender_mean_epochs N (sm_given too,
+                                     sender_mean_rounds 0) */
+    int sm_by_participations;     /* @byp: the fade by participations alone (the task's
+                                     sender_mean_share false; else the coordinator's default) */
+    int sm_not_fresh;             /* @nofresh: the task's sender_mean_fresh false (else the
+                                     coordinator's default: true with a senders' mean) */
+    int part_given;               /* @partK: the task sets sender_mean_partial (else the
+                                     coordinator's default: 5 with sender_mean_epochs) */
+    uint32_t sender_mean_partial; /* @partK: K; @part0: off */
+    int no_split;                 /* @nosplit: the devices send plain frames, never split ones
+                                     (starling-agent --split-positions=false) */
 } fl_setting;
 
 /** What every setting shares. */

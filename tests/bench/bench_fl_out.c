@@ -384,6 +384,7 @@ void sl__bench_fl_json(const fl_setup *su, const fl_result *res, size_t n, doubl
             cJSON_AddBoolToObject(o, "sender_mean_share", r->run.config.sender_mean_share);
         }
         cJSON_AddBoolToObject(o, "sender_mean_fresh", r->run.config.sender_mean_fresh);
+        cJSON_AddNumberToObject(o, "sender_mean_partial", r->run.config.sender_mean_partial);
         cJSON_AddNumberToObject(o, "rounds", t->rounds);
         cJSON_AddNumberToObject(o, "rounds_closed", t->closed);
         cJSON_AddItemToObject(o, "final_accuracy", json_num_or_null(t->final_accuracy));

@@ -213,6 +213,9 @@ static int write_file_task(const fl_setup *su, const fl_setting *st, const char 
                 !st->sm_not_fresh &&
                     (st->sm_given ? st->sender_mean_rounds > 0 || st->sender_mean_epochs > 0 : 1)))
             goto done;
+        /* sender_mean_partial: the coordinator's default for a new task with sender_mean_epochs */
+        if (st->part_given && !SET_NUM("sender_mean_partial", st->sender_mean_partial))
+            goto done;
         if (st->warmup_rounds > 0 && (!SET_NUM("warmup_rounds", st->warmup_rounds) ||
                                       !SET_NUM("warmup_density", st->warmup_density)))
             goto done;
@@ -271,6 +274,9 @@ static int write_task(const fl_setup *su, const fl_setting *st, const char *path
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"sender_mean_share\": false, ");
     if (st->sm_not_fresh)
         snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"sender_mean_fresh\": false, ");
+    if (st->part_given)
+        snprintf(slr + strlen(slr), sizeof slr - strlen(slr), "\"sender_mean_partial\": %u, ",
+                 st->sender_mean_partial);
     if (st->budget) { /* as many steps as fit, between a quarter of and the epochs' worth of an
                        * average client (a floor keeps FedNova's extrapolation of short runs
                        * bounded: 1 step against 252 diverged) */

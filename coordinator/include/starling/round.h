@@ -85,8 +85,19 @@ const char *sl_local_optimizer_name(sl_local_optimizer o);
  * (--quick) it ended 0.58 points below dense on the mean of seeds 1-6 where 6 participations
  * ended 3.08 below, and the examples co2 and kws reached their targets sooner. Alone it cost 2-5
  * points where devices sit out rounds (test_fl_poison's logreg fleet, 7 of 10 a round), which
- * sender_mean_fresh takes back (README: Fast starts). */
+ * sender_mean_fresh takes back part of (README: Fast starts), and sender_mean_partial the rest. */
 #define SL_SENDER_MEAN_EPOCHS_DEFAULT 60
+
+/** The default sender_mean_partial of a new task with sender_mean_epochs (config.c; since 6
+ * December 2026): where the average device reports to a share s of the rounds, the fade by local
+ * epochs lasts s^5 of its length, no less than SL_SENDER_MEAN_ROUNDS_DEFAULT participations
+ * (sl_sender_mean_length_share). Chosen from measurements on test_fl_poison's logreg fleet at one
+ * local epoch (24 runs each, README: Fast starts): fades (with the share) of 6 / 12 / 20 / 30 /
+ * 60 participations ended at 80.08 / 80.48 / 79.54 / 79.00 / 77.69% where 7 of 10 report a
+ * round (s^5 x 60: 10), at 80.29 / 80.73 / 80.86 / 80.82 (35) / 80.01% where 9 of 10 do (s^5 x 60:
+ * 35), while where every device reports to every round 60 did better than 6 (81.05 against
+ * 80.85%; bench fl --quick: 0.58 points below dense against 3.08). */
+#define SL_SENDER_MEAN_PARTIAL_DEFAULT 5
 
 /** A task's configuration, as parsed and validated from JSON. */
 typedef struct sl_task_config {
@@ -156,6 +167,14 @@ typedef struct sl_task_config {
      * hold mass that aggregate already moved, which the senders' mean would magnify. Default 1
      * in a new task with a senders' mean; a stored task without the key keeps 0 */
     int sender_mean_fresh;
+    /* k: where the average device reports to a share s < 1 of the task's rounds, the fade by
+     * sender_mean_epochs lasts s^k of its length, no less than SL_SENDER_MEAN_ROUNDS_DEFAULT
+     * participations, and counts them times s as sender_mean_share does
+     * (sl_sender_mean_length_share, sl_sender_mean_weight): a fleet whose devices sit out rounds
+     * needs a shorter fade than one whose devices train every round. 0 = off; only with
+     * sender_mean_epochs. Default SL_SENDER_MEAN_PARTIAL_DEFAULT in a new task with
+     * sender_mean_epochs; a stored task without the key keeps 0 */
+    uint32_t sender_mean_partial;
     double server_momentum;   /* FedAvgM beta (default 0.9) */
     double beta1, beta2, tau; /* FedAdam/Yogi/Adagrad (defaults 0.9, 0.99, 1e-3) */
     double clip_norm;         /* per-update L2 clipping; 0 = off */
@@ -326,8 +345,10 @@ double sl_sender_mean_at(const sl_task_config *cfg, double participations);
  * them: bench fl with one local epoch ended 0.67 points below dense with a
  * fade of 60 participations and 3.33 below with 6, while with ten epochs 6
  * reached 85% sooner than 8 or 12; but test_fl_poison's logreg fleet, with
- * one epoch of 13 steps, ended 3-7 points lower with 60 than with 6, so the
- * rule is an option, not the default (README: Fast starts).
+ * one epoch of 13 steps and 7 of 10 devices a round, ended 3-7 points lower
+ * with 60 than with 6: where devices sit out rounds, the engine shortens it
+ * (sender_mean_partial, sl_sender_mean_length_share; README: Fast starts).
+ * The length where every device reports to every round.
  */
 double sl_sender_mean_length(const sl_task_config *cfg);
 
@@ -336,7 +357,7 @@ double sl_sender_mean_length(const sl_task_config *cfg);
  * aggregate of round @round_no (the task's round number, 1 for its first)
  * when the task's devices have made @participations acknowledged updates each
  * on average (as for sl_sender_mean_at, which takes the result): p itself
- * without sender_mean_share, else p times the share s = p / @round_no of the
+ * without sender_mean_share or sender_mean_partial, else p times the share s = p / @round_no of the
  * task's rounds the average device reported to (s at most 1). When every
  * device reports to every round p is @round_no, s is 1 and the progress is p
  * (the same bits); when a device reports to one round in 2.5, s is 0.4 and
@@ -347,6 +368,33 @@ double sl_sender_mean_length(const sl_task_config *cfg);
  * @round_no below 1 counts as 1, @participations below 1 as 1 (NaN too).
  */
 double sl_sender_mean_progress(const sl_task_config *cfg, double participations, int64_t round_no);
+
+/**
+ * sl_sender_mean_length_share - the fade's length R' in participations at an
+ * aggregate where the average device reported to a share @share of the task's
+ * rounds (p / round_no, as in sl_sender_mean_progress; above 1 or NaN counts
+ * as 1, below 0 as 0): with R = sl_sender_mean_length() and k = the task's
+ * sender_mean_partial, R' = R * share^k (k multiplications), raised to
+ * SL_SENDER_MEAN_ROUNDS_DEFAULT where it falls below it and never above R;
+ * R itself when k is 0 or the share is 1. So a fleet where every device
+ * reports to every round keeps its fade bit for bit, and one where devices sit
+ * out rounds gets a shorter one: with k = 5 and R = 60, a share of 0.9 fades
+ * over 35 participations, 0.7 over 10, 0.4 over 6.
+ */
+double sl_sender_mean_length_share(const sl_task_config *cfg, double share);
+
+/**
+ * sl_sender_mean_weight - the senders' mean's weight in the aggregate of round
+ * @round_no when the task's devices have made @participations acknowledged
+ * updates each on average (as for sl_sender_mean_at): the weight of
+ * sl_sender_mean_at() at sl_sender_mean_progress(), over the length
+ * sl_sender_mean_length_share() gives for the share p / @round_no; with
+ * sender_mean_partial the progress counts that share as sender_mean_share
+ * does. A task without sender_mean_partial gets sl_sender_mean_at(cfg,
+ * sl_sender_mean_progress(cfg, p, round_no)) bit for bit. What the engine
+ * uses at each aggregate, from the store's device history.
+ */
+double sl_sender_mean_weight(const sl_task_config *cfg, double participations, int64_t round_no);
 
 /* ------------------------------------------------------------------------ */
 /* The engine                                                               */

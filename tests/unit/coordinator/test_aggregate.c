@@ -1107,7 +1107,11 @@ static void test_sender_mean(void **state)
     /* its progress: participations alone, or times their share of the task's rounds; when
      * every device reported to every round, the same either way, exactly */
     c.sender_mean_share = 0;
+    c.sender_mean_partial = 0;
     assert_float_equal(sl_sender_mean_progress(&c, 2, 5), 2.0, 0);
+    c.sender_mean_partial = 5; /* sender_mean_partial counts the share too */
+    assert_float_equal(sl_sender_mean_progress(&c, 2, 5), 0.8, 1e-15);
+    c.sender_mean_partial = 0;
     c.sender_mean_share = 1;
     assert_float_equal(sl_sender_mean_progress(&c, 2, 5), 0.8, 1e-15);    /* 2 x 2/5 */
     assert_float_equal(sl_sender_mean_progress(&c, 5, 5), 5.0, 0);        /* share 1 */

@@ -26,6 +26,63 @@ static void assert_roundtrip(const sl_task_config *c)
     free(b);
 }
 
+/* sender_mean_partial: its default, the shortened length and weight, refusals. */
+static void test_sender_mean_partial(void)
+{
+    sl_task_config o;
+    char err[256];
+    double r;
+    static const char *const refused[] = {
+        "{\"target\": 10, \"sender_mean_rounds\": 6, \"sender_mean_partial\": 5}",
+        "{\"target\": 10, \"sender_mean_epochs\": 0, \"sender_mean_partial\": 5}",
+        "{\"target\": 10, \"density\": 1, \"sender_mean_partial\": 5}",
+        "{\"target\": 10, \"sender_mean\": 0, \"sender_mean_partial\": 5}",
+        "{\"target\": 10, \"sender_mean_partial\": 17}",
+        "{\"target\": 10, \"sender_mean_partial\": 2.5}",
+        "{\"target\": 10, \"sender_mean_partial\": true}",
+    };
+    assert_int_equal(parse("{\"target\": 10, \"local_epochs\": 1}", &o, err, sizeof err), SL_OK);
+    assert_int_equal(o.sender_mean_partial, SL_SENDER_MEAN_PARTIAL_DEFAULT);
+    /* every device every round: the whole fade; a share s: 60 s^5, at least 6, at most 60 */
+    assert_true(sl_sender_mean_length_share(&o, 1) == 60.0);
+    assert_true(sl_sender_mean_length_share(&o, 1.5) == 60.0);
+    assert_true(sl_sender_mean_length_share(&o, NAN) == 60.0);
+    r = 60.0 * 0.9 * 0.9 * 0.9 * 0.9 * 0.9;
+    assert_true(sl_sender_mean_length_share(&o, 0.9) == r); /* 35.43: multiplications, exact */
+    assert_float_equal(sl_sender_mean_length_share(&o, 0.7), 10.0842, 1e-9);
+    assert_true(sl_sender_mean_length_share(&o, 0.4) == (double)SL_SENDER_MEAN_ROUNDS_DEFAULT);
+    assert_true(sl_sender_mean_length_share(&o, -1) == (double)SL_SENDER_MEAN_ROUNDS_DEFAULT);
+    /* the weight: progress p s over that length; where p reaches the round's number, the
+     * whole fade's weight, bit for bit */
+    assert_true(sl_sender_mean_weight(&o, 7, 7) == sl_sender_mean_at(&o, 7));
+    assert_true(sl_sender_mean_weight(&o, 1, 1) == 1.0);
+    r = 60.0 * 0.75 * 0.75 * 0.75 * 0.75 * 0.75; /* p 3 in round 4: s 0.75, progress 2.25 */
+    assert_float_equal(sl_sender_mean_weight(&o, 3, 4), 1.0 - 1.25 / r, 1e-15);
+    assert_true(sl_sender_mean_weight(&o, 3, 4) < sl_sender_mean_at(&o, 3)); /* shorter */
+    o.sender_mean_partial = 0; /* off: the weight of the whole fade by participations */
+    assert_true(sl_sender_mean_weight(&o, 3, 4) == sl_sender_mean_at(&o, 3));
+    /* a fade shorter than the floor stays as it is: 60 epochs of 20 are 3 updates */
+    assert_int_equal(parse("{\"target\": 10, \"local_epochs\": 20}", &o, err, sizeof err), SL_OK);
+    assert_true(sl_sender_mean_length_share(&o, 0.5) == 3.0);
+    assert_int_equal(parse("{\"target\": 10, \"sender_mean_partial\": 3}", &o, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(o.sender_mean_partial, 3);
+    assert_true(sl_sender_mean_length_share(&o, 0.9) == 60.0 * 0.9 * 0.9 * 0.9);
+    assert_int_equal(parse("{\"target\": 10, \"sender_mean_partial\": 0}", &o, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(o.sender_mean_partial, 0);
+    assert_int_equal(o.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT);
+    /* refused (only with the fade by local epochs; an integer 0 .. 16), the output untouched */
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        sl_task_config keep;
+        memset(&keep, 0x5a, sizeof keep);
+        o = keep;
+        assert_int_equal(parse(refused[i], &o, err, sizeof err), SL_ECONFIG_VALUE);
+        if (strstr(err, "sender_mean_partial") == NULL)
+            fail_msg("%s: %s", refused[i], err);
+        assert_memory_equal(&o, &keep, sizeof keep);
+    }
+}
 static void test_defaults(void **state)
 {
     (void)state;
@@ -53,6 +110,7 @@ static void test_defaults(void **state)
     assert_true(c.sender_mean == 1.0);
     assert_int_equal(c.sender_mean_share, 0); /* the share is the fade by participations' */
     assert_int_equal(c.sender_mean_fresh, 1);
+    assert_int_equal(c.sender_mean_partial, SL_SENDER_MEAN_PARTIAL_DEFAULT);
     assert_true(sl_sender_mean_length(&c) == (double)SL_SENDER_MEAN_EPOCHS_DEFAULT); /* 1 epoch */
     assert_int_equal(c.server_lr_ramp, 0);
     assert_true(c.server_lr_boost == 3.0);
@@ -72,7 +130,8 @@ static void test_defaults(void **state)
         for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
             assert_int_equal(parse(none[i], &o, err, sizeof err), SL_OK);
             if (o.sender_mean_rounds != 0 || o.sender_mean_epochs != 0 ||
-                sl_sender_mean_length(&o) != 0 || o.sender_mean_fresh != 0)
+                sl_sender_mean_length(&o) != 0 || o.sender_mean_fresh != 0 ||
+                o.sender_mean_partial != 0)
                 fail_msg("%s: sender_mean_rounds %u, sender_mean_epochs %u, fresh %d", none[i],
                          o.sender_mean_rounds, o.sender_mean_epochs, o.sender_mean_fresh);
             if (o.server_lr_ramp != (strstr(none[i], "ramp") ? 8u : 0u))
@@ -115,6 +174,8 @@ static void test_defaults(void **state)
         assert_int_equal(o.sender_mean_epochs, 60);
         assert_true(sl_sender_mean_length(&o) == 15.0);
         assert_int_equal(o.sender_mean_fresh, 0);
+        assert_int_equal(o.sender_mean_partial, 0); /* the whole fade, as it ran */
+        assert_true(sl_sender_mean_length_share(&o, 0.5) == 15.0);
         {
             static const char fresh[] = "{\"target\": 10, \"sender_mean_epochs\": 60, "
                                         "\"sender_mean_fresh\": true}";
@@ -131,6 +192,7 @@ static void test_defaults(void **state)
         assert_int_equal(o.sender_mean_epochs, 0);
         assert_int_equal(o.sender_mean_share, 1);
         assert_int_equal(o.sender_mean_fresh, 1);
+        assert_int_equal(o.sender_mean_partial, 0); /* sender_mean_epochs' */
         assert_int_equal(
             parse("{\"target\": 10, \"sender_mean_fresh\": false}", &o, err, sizeof err), SL_OK);
         assert_int_equal(o.sender_mean_fresh, 0);
@@ -187,6 +249,7 @@ static void test_defaults(void **state)
         assert_true(sl_sender_mean_at(&o, 2) > 0.64 && sl_sender_mean_at(&o, 2) < 0.66);
         o.sender_mean = 0; /* no weight, no senders' mean */
         assert_true(sl_sender_mean_length(&o) == 0 && sl_sender_mean_at(&o, 1) == 0);
+        test_sender_mean_partial();
         assert_int_equal(parse("{\"target\": 10, \"sender_mean_epochs\": 0}", &o, err, sizeof err),
                          SL_OK); /* switched off */
         assert_int_equal(o.sender_mean_epochs, 0);

@@ -449,10 +449,8 @@ static void test_abandoned_updates_carried(void **state)
     assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
                      SL_OK);
     assert_true(sl_sender_mean_length(&cfg) > 0);
-    check_reference(
-        &s, &cfg, sent, nsent, 1, sl_server_lr_at(&cfg, 1),
-        sl_sender_mean_at(
-            &cfg, sl_sender_mean_progress(&cfg, mean_participations(acked, nacked), r3.round_no)));
+    check_reference(&s, &cfg, sent, nsent, 1, sl_server_lr_at(&cfg, 1),
+                    sl_sender_mean_weight(&cfg, mean_participations(acked, nacked), r3.round_no));
     sim_free(&s);
 }
 
@@ -495,28 +493,30 @@ static void test_server_lr_ramp(void **state)
  * model (checked), as is the weight by participations alone (the task's default
  * sender_mean_share counts them times the share of rounds, checked too); a restart before the last
  * upload of the third round changes nothing; the reference for a = 1 differs from the plain mean's
- * (the check can fail). */
-static void test_sender_mean(void **state)
+ * (the check can fail). sender_mean_fleet runs @rounds such rounds of ten on a fleet of @fleet
+ * (the k-th reporting from the k * @rotate-th selected device on) and counts the checks that
+ * could tell the weight from another (test_sender_mean with 30 devices
+ * and sender_mean_rounds 2; test_sender_mean_partial). */
+static void sender_mean_fleet(const char *name, size_t fleet, size_t rotate, const char *cfg_json,
+                              int rounds, int *behind, int *shared, int *freshened, int *shortened)
 {
-    static const char cfg_json[] = CONFIG(",\"error_feedback\":\"residual\","
-                                          "\"sender_mean_rounds\":2");
     sim s;
-    sl_task_config cfg, plain;
-    size_t acked[64], nacked = 0, prev[10] = {0};
-    int behind = 0, shared = 0, freshened = 0;
+    sl_task_config cfg, plain, whole;
+    size_t acked[256], nacked = 0, prev[10] = {0};
     uint8_t *carried = NULL, *prev_carried = NULL;
     char err[256];
-    (void)state;
-    sim_init(&s, "engine_sender_mean", 30, cfg_json);
+    sim_init(&s, name, fleet, cfg_json);
     assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
                      SL_OK);
     assert_int_equal(cfg.server_lr_ramp, 0);
-    for (int k = 0; k < 4; k++) {
+    whole = cfg; /* the fade by local epochs, not shortened where devices sit out rounds */
+    whole.sender_mean_partial = 0;
+    for (int k = 0; k < rounds; k++) {
         size_t chosen[64], n = select_round(&s, chosen);
         sent_upd idx[10];
         int64_t round_id = status(&s).round.id, base = status(&s).model_version;
         int64_t round_no = status(&s).round.round_no;
-        double p, w, by_version, by_participations;
+        double p, w, by_version, by_participations, by_whole;
         assert_int_equal(base, k + 1);
         assert_true(n >= 10);
         for (size_t j = 0; j < 10; j++) {
@@ -528,14 +528,15 @@ static void test_sender_mean(void **state)
                 assert_int_equal(status(&s).round.id, round_id);
                 assert_true(status(&s).round_open);
             }
-            assert_true(upload(&s, chosen[j], 1.0f).accepted);
-            idx[j] = (sent_upd){chosen[j], round_id};
-            acked[nacked++] = chosen[j];
+            size_t c = chosen[(j + (size_t)k * rotate) % n];
+            assert_true(upload(&s, c, 1.0f).accepted);
+            idx[j] = (sent_upd){c, round_id};
+            acked[nacked++] = c;
         }
         assert_int_equal(status(&s).model_version, base + 1);
         p = mean_participations(acked, nacked);
         assert_int_equal(round_no, k + 1);
-        w = sl_sender_mean_at(&cfg, sl_sender_mean_progress(&cfg, p, round_no));
+        w = sl_sender_mean_weight(&cfg, p, round_no);
         { /* sender_mean_fresh (the default): after the first aggregate, one that takes a device
              the last did not leaves what the last carried out of the senders' mean */
             const uint8_t *skip = NULL;
@@ -552,8 +553,14 @@ static void test_sender_mean(void **state)
             carried = malloc((d + 7) / 8);
             if (!reference_fresh(&s, &cfg, idx, 10, base, 1.0, w, skip, carried))
                 fail_msg("version %lld differs from its reference aggregate", (long long)base + 1);
+            /* where devices sit out rounds, the whole fade by local epochs is another model */
+            by_whole = sl_sender_mean_weight(&whole, p, round_no);
+            if (by_whole != w) {
+                (*shortened)++;
+                assert_false(reference_fresh(&s, &cfg, idx, 10, base, 1.0, by_whole, skip, NULL));
+            }
             if (skip != NULL) { /* and without it, another model: the check can fail */
-                freshened++;
+                (*freshened)++;
                 assert_false(reference_equal(&s, &cfg, idx, 10, base, 1.0, w));
             }
             free(prev_carried);
@@ -567,27 +574,61 @@ static void test_sender_mean(void **state)
         if (k == 0) { /* the first: a = 1, and the plain mean is another model */
             assert_float_equal(w, 1.0, 0);
             plain = cfg;
-            plain.sender_mean_rounds = 0;
+            plain.sender_mean_rounds = plain.sender_mean_epochs = plain.sender_mean_partial = 0;
             assert_false(reference_equal(&s, &plain, idx, 10, base, 1.0, 0));
         }
         by_version = sl_sender_mean_at(&cfg, (double)base);
         if (p < (double)base && w != by_version) { /* not the weight of a fade by version */
-            behind++;
+            (*behind)++;
             assert_false(reference_equal(&s, &cfg, idx, 10, base, 1.0, by_version));
         }
         /* nor, where the devices report to fewer rounds than the task ran, by participations
          * alone (the fade before sender_mean_share) */
         by_participations = sl_sender_mean_at(&cfg, p);
         if (p < (double)round_no && w != by_participations) {
-            shared++;
+            (*shared)++;
             assert_false(reference_equal(&s, &cfg, idx, 10, base, 1.0, by_participations));
         }
     }
-    assert_true(behind > 0);
-    assert_true(shared > 0);
-    assert_true(freshened > 0); /* 10 of 30 a round: the restart's round among them */
     free(prev_carried);
     sim_free(&s);
+}
+
+static void test_sender_mean(void **state)
+{
+    static const char cfg_json[] = CONFIG(",\"error_feedback\":\"residual\","
+                                          "\"sender_mean_rounds\":2");
+    int behind = 0, shared = 0, freshened = 0, shortened = 0;
+    (void)state;
+    sender_mean_fleet("engine_sender_mean", 30, 0, cfg_json, 4, &behind, &shared, &freshened,
+                      &shortened);
+    assert_true(behind > 0);
+    assert_true(shared > 0);
+    assert_true(freshened > 0);     /* 10 of 30 a round: the restart's round among them */
+    assert_int_equal(shortened, 0); /* sender_mean_partial is the fade by local epochs' */
+}
+
+/* sender_mean_partial (#23, the default with sender_mean_epochs): ten of twelve devices report
+ * to each round (two others left out each time), so the share of rounds the average device reports
+ * to falls below 1 from the second round, the fade of 60 local epochs (60 updates at the task's one
+ * epoch) lasts share^5 of that, counted times the share, and each version is its reference
+ * aggregate's bits at that weight (across a restart), while the whole fade's weight is another
+ * model (checked). */
+static void test_sender_mean_partial(void **state)
+{
+    static const char cfg_json[] = CONFIG(",\"local_epochs\":1,\"density\":0.1");
+    sl_task_config cfg;
+    char err[256];
+    int behind = 0, shared = 0, freshened = 0, shortened = 0;
+    (void)state;
+    assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
+                     SL_OK);
+    assert_int_equal(cfg.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT);
+    assert_int_equal(cfg.sender_mean_partial, SL_SENDER_MEAN_PARTIAL_DEFAULT);
+    assert_int_equal(cfg.sender_mean_fresh, 1);
+    sender_mean_fleet("engine_sender_mean_partial", 12, 2, cfg_json, 4, &behind, &shared,
+                      &freshened, &shortened);
+    assert_true(shortened >= 2); /* every aggregate after the first */
 }
 
 /* sender_mean_fresh where every device reports to every round: no aggregate takes a device the
@@ -628,9 +669,8 @@ static void test_sender_mean_fresh_full(void **state)
             acked[nacked++] = chosen[j];
         }
         assert_int_equal(status(&s).model_version, base + 1);
-        w = sl_sender_mean_at(&cfg,
-                              sl_sender_mean_progress(&cfg, mean_participations(acked, nacked),
-                                                      status(&s).round.round_no - 1));
+        w = sl_sender_mean_weight(&cfg, mean_participations(acked, nacked),
+                                  status(&s).round.round_no - 1);
         assert_true(w > 0);
         if (!reference_fresh(&s, &cfg, idx, 10, base, 1.0, w, NULL, carried))
             fail_msg("version %lld differs from its reference aggregate", (long long)base + 1);
@@ -757,6 +797,7 @@ static void test_stored_config_keeps_its_rule(void **state)
     assert_int_equal(st.cfg.sender_mean_rounds, 0);
     assert_int_equal(st.cfg.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT);
     assert_int_equal(st.cfg.sender_mean_fresh, 1);
+    assert_int_equal(st.cfg.sender_mean_partial, SL_SENDER_MEAN_PARTIAL_DEFAULT);
     sl_engine_close(s.engine);
     sl_store_close(s.store);
     snprintf(path, sizeof path, "%s/store.db", s.dir);
@@ -765,7 +806,8 @@ static void test_stored_config_keeps_its_rule(void **state)
         static const char *const gone[] = {
             "\"sender_mean_rounds\": 0",   "\"sender_mean_rounds\":0",
             "\"sender_mean_epochs\": 60",  "\"sender_mean_epochs\":60",
-            "\"sender_mean_fresh\": true", "\"sender_mean_fresh\":true"};
+            "\"sender_mean_fresh\": true", "\"sender_mean_fresh\":true",
+            "\"sender_mean_partial\": 5",  "\"sender_mean_partial\":5"};
         for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++) {
             char sql[256];
             snprintf(sql, sizeof sql,
@@ -782,6 +824,7 @@ static void test_stored_config_keeps_its_rule(void **state)
                                             "'sender_mean_rounds') = 0 AND instr(config, "
                                             "'sender_mean_epochs') = 0 AND instr(config, "
                                             "'sender_mean_fresh') = 0 AND instr(config, "
+                                            "'sender_mean_partial') = 0 AND instr(config, "
                                             "'sender_mean') > 0",
                                             -1, &q, NULL),
                          SQLITE_OK);
@@ -795,6 +838,7 @@ static void test_stored_config_keeps_its_rule(void **state)
     assert_int_equal(st.cfg.sender_mean_rounds, 0);
     assert_int_equal(st.cfg.sender_mean_epochs, 0);
     assert_int_equal(st.cfg.sender_mean_fresh, 0);
+    assert_int_equal(st.cfg.sender_mean_partial, 0);
     assert_int_equal(st.cfg.server_lr_ramp, 0);
     assert_float_equal(sl_sender_mean_at(&st.cfg, 1), 0.0, 0);
     sim_free(&s);
@@ -2710,6 +2754,7 @@ int main(void)
         cmocka_unit_test(test_abandoned_updates_carried),
         cmocka_unit_test(test_server_lr_ramp),
         cmocka_unit_test(test_sender_mean),
+        cmocka_unit_test(test_sender_mean_partial),
         cmocka_unit_test(test_sender_mean_fresh_full),
         cmocka_unit_test(test_assignment_participation),
         cmocka_unit_test(test_participation_read_fails),
