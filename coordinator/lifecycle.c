@@ -427,16 +427,20 @@ void sl__sm_install(sl_engine *e, sl__task *t, int64_t before, sl__idset *device
     t->sm_valid = 1;
 }
 
-/* The senders' mean's weight at this aggregate (sl_sender_mean_at): by the acknowledged updates
- * the task's devices have made on average, this round's included, as the store counts them, so
- * a restarted coordinator or another leader gets the same weight. The history is read once
- * after the task is loaded; later rounds add their reporters (count_round). 0 without the
- * senders' mean. */
-static int sender_mean_weight(sl_engine *e, sl__task *t, const sl_round_record *r, double *weight)
+/* The senders' mean's weight at this aggregate (sl_sender_mean_weight): by the acknowledged
+ * updates the task's devices have made on average, this round's included, as the store counts
+ * them, so a restarted coordinator or another leader gets the same weight. The history is read
+ * once after the task is loaded; later rounds add their reporters (count_round). 0 without the
+ * senders' mean. @fresh_rule: whether sender_mean_fresh's rule applies (sl_sender_mean_fresh_at).
+ */
+static int sender_mean_weight(sl_engine *e, sl__task *t, const sl_round_record *r, double *weight,
+                              int *fresh_rule)
 {
     uint64_t updates, devices, fresh = 0;
+    double mean;
     int rc = SL_OK;
     *weight = 0;
+    *fresh_rule = 0;
     if (sl_sender_mean_length(&t->cfg) <= 0)
         return SL_OK;
     if (!t->sm_valid) { /* this round's stored updates included */
@@ -456,8 +460,9 @@ static int sender_mean_weight(sl_engine *e, sl__task *t, const sl_round_record *
         return rc;
     updates = t->sm_updates + t->sm_pending.n;
     devices = t->sm_devices.n + fresh;
-    *weight = sl_sender_mean_weight(&t->cfg, devices ? (double)updates / (double)devices : 1,
-                                    r->round_no);
+    mean = devices ? (double)updates / (double)devices : 1;
+    *weight = sl_sender_mean_weight(&t->cfg, mean, r->round_no);
+    *fresh_rule = sl_sender_mean_fresh_at(&t->cfg, mean, r->round_no);
     return SL_OK;
 }
 
@@ -534,14 +539,16 @@ static int aggregate(sl_engine *e, sl__task *t, sl_round_record *r, sl_model_put
         rc = SL_ENOMEM;
     if (rc == SL_OK) { /* the senders' mean's weight, by the devices' participations */
         double weight;
-        rc = sender_mean_weight(e, t, r, &weight);
+        int fresh_rule;
+        rc = sender_mean_weight(e, t, r, &weight, &fresh_rule);
         if (rc == SL_OK)
             rc = sl__agg_sender_mean(agg, weight);
         /* sender_mean_fresh: after an aggregate this one's devices were not all in, the
          * coordinates that aggregate carried are averaged over all updates (README: Fast
-         * starts); the held version's state names them (none for the initial model) */
-        if (rc == SL_OK && fresh && weight > 0 && t->opt.carried != NULL && t->opt.n == t->n &&
-            missed_last(&t->opt, &took))
+         * starts); the held version's state names them (none for the initial model). Under
+         * sender_mean_partial only where the fade is longer than its floor */
+        if (rc == SL_OK && fresh && fresh_rule && weight > 0 && t->opt.carried != NULL &&
+            t->opt.n == t->n && missed_last(&t->opt, &took))
             rc = sl__agg_sender_mean_skip(agg, t->opt.carried);
     }
     if (rc == SL_OK)

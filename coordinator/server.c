@@ -219,13 +219,28 @@ double sl_sender_mean_at(const sl_task_config *cfg, double participations)
     return sender_mean_over(cfg, participations, sl_sender_mean_length(cfg));
 }
 
-double sl_sender_mean_weight(const sl_task_config *cfg, double participations, int64_t round_no)
+/* The share of rounds p / n the average device reported to, at most 1. */
+static double share_of(double participations, int64_t round_no)
 {
     double p = participations >= 1 ? participations : 1; /* NaN too */
     double n = round_no >= 1 ? (double)round_no : 1;
-    double share = p < n ? p / n : 1;
+    return p < n ? p / n : 1;
+}
+
+double sl_sender_mean_weight(const sl_task_config *cfg, double participations, int64_t round_no)
+{
     return sender_mean_over(cfg, sl_sender_mean_progress(cfg, participations, round_no),
-                            sl_sender_mean_length_share(cfg, share));
+                            sl_sender_mean_length_share(cfg, share_of(participations, round_no)));
+}
+
+int sl_sender_mean_fresh_at(const sl_task_config *cfg, double participations, int64_t round_no)
+{
+    if (!cfg->sender_mean_fresh || sl_sender_mean_length(cfg) <= 0)
+        return 0;
+    if (cfg->sender_mean_partial == 0)
+        return 1;
+    return sl_sender_mean_length_share(cfg, share_of(participations, round_no)) >
+           (double)SL_SENDER_MEAN_ROUNDS_DEFAULT;
 }
 
 double sl_sender_mean_progress(const sl_task_config *cfg, double participations, int64_t round_no)

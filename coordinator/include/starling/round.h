@@ -171,7 +171,9 @@ typedef struct sl_task_config {
      * sender_mean_epochs lasts s^k of its length, no less than SL_SENDER_MEAN_ROUNDS_DEFAULT
      * participations, and counts them times s as sender_mean_share does
      * (sl_sender_mean_length_share, sl_sender_mean_weight): a fleet whose devices sit out rounds
-     * needs a shorter fade than one whose devices train every round. 0 = off; only with
+     * needs a shorter fade than one whose devices train every round; sender_mean_fresh's rule
+     * then applies only where that fade is longer than its floor (sl_sender_mean_fresh_at). 0 =
+     * off; only with
      * sender_mean_epochs. Default SL_SENDER_MEAN_PARTIAL_DEFAULT in a new task with
      * sender_mean_epochs; a stored task without the key keeps 0 */
     uint32_t sender_mean_partial;
@@ -395,6 +397,18 @@ double sl_sender_mean_length_share(const sl_task_config *cfg, double share);
  * uses at each aggregate, from the store's device history.
  */
 double sl_sender_mean_weight(const sl_task_config *cfg, double participations, int64_t round_no);
+
+/**
+ * sl_sender_mean_fresh_at - whether sender_mean_fresh's rule applies to the
+ * aggregate of round @round_no at @participations (as for
+ * sl_sender_mean_weight): 0 without sender_mean_fresh or a senders' mean; 1
+ * with them and without sender_mean_partial; with sender_mean_partial, 1 only
+ * where the fade sl_sender_mean_length_share() gives is longer than
+ * SL_SENDER_MEAN_ROUNDS_DEFAULT participations (with k = 5 and 60: a share
+ * above 0.63). A short fade leaves little stale mass to magnify, and leaving
+ * the last support out there measured worse (README: Fast starts).
+ */
+int sl_sender_mean_fresh_at(const sl_task_config *cfg, double participations, int64_t round_no);
 
 /* ------------------------------------------------------------------------ */
 /* The engine                                                               */

@@ -498,7 +498,8 @@ static void test_server_lr_ramp(void **state)
  * could tell the weight from another (test_sender_mean with 30 devices
  * and sender_mean_rounds 2; test_sender_mean_partial). */
 static void sender_mean_fleet(const char *name, size_t fleet, size_t rotate, const char *cfg_json,
-                              int rounds, int *behind, int *shared, int *freshened, int *shortened)
+                              int rounds, int *behind, int *shared, int *freshened, int *shortened,
+                              int *held_back)
 {
     sim s;
     sl_task_config cfg, plain, whole;
@@ -539,17 +540,24 @@ static void sender_mean_fleet(const char *name, size_t fleet, size_t rotate, con
         w = sl_sender_mean_weight(&cfg, p, round_no);
         { /* sender_mean_fresh (the default): after the first aggregate, one that takes a device
              the last did not leaves what the last carried out of the senders' mean */
-            const uint8_t *skip = NULL;
+            const uint8_t *skip = NULL, *missed = NULL;
             size_t d = (size_t)sl_layout_params(s.layout);
             assert_int_equal(cfg.sender_mean_fresh, 1);
             if (prev_carried != NULL && w > 0)
-                for (size_t j = 0; j < 10 && skip == NULL; j++) {
+                for (size_t j = 0; j < 10 && missed == NULL; j++) {
                     size_t i = 0;
                     while (i < 10 && prev[i] != idx[j].i)
                         i++;
                     if (i == 10)
-                        skip = prev_carried; /* a device the last aggregate did not take */
+                        missed = prev_carried; /* a device the last aggregate did not take */
                 }
+            /* under sender_mean_partial, only where the fade is longer than its floor */
+            if (sl_sender_mean_fresh_at(&cfg, p, round_no))
+                skip = missed;
+            else if (missed != NULL) { /* the rule held back: leaving it out is another model */
+                (*held_back)++;
+                assert_false(reference_fresh(&s, &cfg, idx, 10, base, 1.0, w, missed, NULL));
+            }
             carried = malloc((d + 7) / 8);
             if (!reference_fresh(&s, &cfg, idx, 10, base, 1.0, w, skip, carried))
                 fail_msg("version %lld differs from its reference aggregate", (long long)base + 1);
@@ -598,10 +606,11 @@ static void test_sender_mean(void **state)
 {
     static const char cfg_json[] = CONFIG(",\"error_feedback\":\"residual\","
                                           "\"sender_mean_rounds\":2");
-    int behind = 0, shared = 0, freshened = 0, shortened = 0;
+    int behind = 0, shared = 0, freshened = 0, shortened = 0, held_back = 0;
     (void)state;
     sender_mean_fleet("engine_sender_mean", 30, 0, cfg_json, 4, &behind, &shared, &freshened,
-                      &shortened);
+                      &shortened, &held_back);
+    assert_int_equal(held_back, 0); /* without sender_mean_partial the rule always applies */
     assert_true(behind > 0);
     assert_true(shared > 0);
     assert_true(freshened > 0);     /* 10 of 30 a round: the restart's round among them */
@@ -613,13 +622,15 @@ static void test_sender_mean(void **state)
  * to falls below 1 from the second round, the fade of 60 local epochs (60 updates at the task's one
  * epoch) lasts share^5 of that, counted times the share, and each version is its reference
  * aggregate's bits at that weight (across a restart), while the whole fade's weight is another
- * model (checked). */
+ * model (checked); sender_mean_fresh's rule applies there (a fade of 20-40 participations). On
+ * thirty where ten report, the fade is at its floor and the rule is held back (checked: the
+ * model differs from the one leaving the last support out). */
 static void test_sender_mean_partial(void **state)
 {
     static const char cfg_json[] = CONFIG(",\"local_epochs\":1,\"density\":0.1");
     sl_task_config cfg;
     char err[256];
-    int behind = 0, shared = 0, freshened = 0, shortened = 0;
+    int behind = 0, shared = 0, freshened = 0, shortened = 0, held_back = 0;
     (void)state;
     assert_int_equal(sl_task_config_parse(cfg_json, strlen(cfg_json), &cfg, err, sizeof err),
                      SL_OK);
@@ -627,8 +638,17 @@ static void test_sender_mean_partial(void **state)
     assert_int_equal(cfg.sender_mean_partial, SL_SENDER_MEAN_PARTIAL_DEFAULT);
     assert_int_equal(cfg.sender_mean_fresh, 1);
     sender_mean_fleet("engine_sender_mean_partial", 12, 2, cfg_json, 4, &behind, &shared,
-                      &freshened, &shortened);
+                      &freshened, &shortened, &held_back);
     assert_true(shortened >= 2); /* every aggregate after the first */
+    assert_true(freshened > 0);  /* a share near 0.83: a fade of 20-40, longer than 6 */
+    assert_int_equal(held_back, 0);
+    /* ten of thirty: a share falling towards 0.4, the fade at its floor of 6 once it is below
+     * 0.63, and sender_mean_fresh's rule held back there where a device missed the last
+     * aggregate (leaving it out is another model) */
+    behind = shared = freshened = shortened = 0;
+    sender_mean_fleet("engine_sender_mean_floor", 30, 0, cfg_json, 4, &behind, &shared, &freshened,
+                      &shortened, &held_back);
+    assert_true(held_back > 0);
 }
 
 /* sender_mean_fresh where every device reports to every round: no aggregate takes a device the
