@@ -59,7 +59,7 @@ typedef struct totals {
     int64_t final_version;
     int64_t first_ms, last_ms;
     char compression[160]; /* the task's, from /v1/status ("" until known) */
-    char aggregation[256]; /* its aggregator, server rate and mean, from /v1/status */
+    char aggregation[384]; /* its aggregator, server rate and mean, from /v1/status */
 } totals;
 
 static int64_t now_ms(void)
