@@ -213,8 +213,13 @@ static int write_file_task(const fl_setup *su, const fl_setting *st, const char 
                 !st->sm_not_fresh &&
                     (st->sm_given ? st->sender_mean_rounds > 0 || st->sender_mean_epochs > 0 : 1)))
             goto done;
-        /* sender_mean_partial: the coordinator's default for a new task with sender_mean_epochs */
-        if (st->part_given && !SET_NUM("sender_mean_partial", st->sender_mean_partial))
+        /* sender_mean_partial: the coordinator's default for a new task with sender_mean_epochs
+         * (a setting's fade by participations has none) */
+        if ((st->part_given || st->sm_given) &&
+            !SET_NUM("sender_mean_partial", st->part_given ? st->sender_mean_partial
+                                            : st->sender_mean_epochs > 0
+                                                ? SL_SENDER_MEAN_PARTIAL_DEFAULT
+                                                : 0))
             goto done;
         if (st->warmup_rounds > 0 && (!SET_NUM("warmup_rounds", st->warmup_rounds) ||
                                       !SET_NUM("warmup_density", st->warmup_density)))
