@@ -94,7 +94,7 @@ const char *sl_local_optimizer_name(sl_local_optimizer o);
  * (sl_sender_mean_length_share). Chosen from measurements on test_fl_poison's logreg fleet at one
  * local epoch (24 runs each, README: Fast starts): fades (with the share) of 6 / 12 / 20 / 30 /
  * 60 participations ended at 80.08 / 80.48 / 79.54 / 79.00 / 77.69% where 7 of 10 report a
- * round (s^5 x 60: 10), at 80.29 / 80.73 / 80.86 / 80.82 (35) / 80.01% where 9 of 10 do (s^5 x 60:
+ * round (s^5 x 60: 10), at 80.29 / 80.83 / 80.86 / 80.82 (35) / 80.01% where 9 of 10 do (s^5 x 60:
  * 35), while where every device reports to every round 60 did better than 6 (81.05 against
  * 80.85%; bench fl --quick: 0.58 points below dense against 3.08). */
 #define SL_SENDER_MEAN_PARTIAL_DEFAULT 5
@@ -172,10 +172,9 @@ typedef struct sl_task_config {
      * participations, and counts them times s as sender_mean_share does
      * (sl_sender_mean_length_share, sl_sender_mean_weight): a fleet whose devices sit out rounds
      * needs a shorter fade than one whose devices train every round; sender_mean_fresh's rule
-     * then applies only where that fade is longer than its floor (sl_sender_mean_fresh_at). 0 =
-     * off; only with
-     * sender_mean_epochs. Default SL_SENDER_MEAN_PARTIAL_DEFAULT in a new task with
-     * sender_mean_epochs; a stored task without the key keeps 0 */
+     * then applies only where that fade is longer than its floor (sl_sender_mean_fresh_at).
+     * 0 = off; only with sender_mean_epochs. Default SL_SENDER_MEAN_PARTIAL_DEFAULT in a new
+     * task with sender_mean_epochs; a stored task without the key keeps 0 */
     uint32_t sender_mean_partial;
     double server_momentum;   /* FedAvgM beta (default 0.9) */
     double beta1, beta2, tau; /* FedAdam/Yogi/Adagrad (defaults 0.9, 0.99, 1e-3) */
@@ -359,8 +358,9 @@ double sl_sender_mean_length(const sl_task_config *cfg);
  * aggregate of round @round_no (the task's round number, 1 for its first)
  * when the task's devices have made @participations acknowledged updates each
  * on average (as for sl_sender_mean_at, which takes the result): p itself
- * without sender_mean_share or sender_mean_partial, else p times the share s = p / @round_no of the
- * task's rounds the average device reported to (s at most 1). When every
+ * without sender_mean_share or sender_mean_partial, else p times the share
+ * s = p / @round_no of the task's rounds the average device reported to (s at
+ * most 1). When every
  * device reports to every round p is @round_no, s is 1 and the progress is p
  * (the same bits); when a device reports to one round in 2.5, s is 0.4 and
  * the fade of R participations lasts 2.5 R of them instead of R, about 6.25 R
