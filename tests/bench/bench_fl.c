@@ -108,6 +108,8 @@ static int usage(FILE *out)
         "                     drop out, 10%% of transfers cut, devices up to 10x slower\n"
         "                     and links of 256 kbit/s to 20 Mbit/s (log-uniform, seeded)\n"
         "  --rounds R  --epochs E  --clients N  --model M   change the setup\n"
+        "  --report-share F   partial and hetero fleets: the share of --clients whose\n"
+        "                     reports close a round (default 0.4; quorum 60%% of those)\n"
         "  --seed S           the split's, the fleet's and the task's seed (default 1): a run\n"
         "                     of every device every round repeats bit for bit; another seed\n"
         "                     samples another run\n"
@@ -490,6 +492,7 @@ int sl_bench_fl(int argc, char **argv)
     const char *list = NULL, *plot_path = NULL, *md_path = NULL, *dir = NULL;
     const char *data = NULL, *v = NULL, *fleet = "full";
     uint32_t rounds = 0, epochs = 0, clients = 0, deadline_s = 0, seed = 1;
+    double report_share = 0.4;
     const char *model = NULL;
     int quick = 0, smoke = 0, json = 0, status = 0, tmpdir = 0;
     double dense_bytes = 0;
@@ -567,6 +570,9 @@ int sl_bench_fl(int argc, char **argv)
         } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--at-wall", &v)) != 0) {
             if (o < 0 || parse_double(v, 1e-3, 1e7, &su.at_wall_s) != 0)
                 return o < 0 ? 2 : bad("--at-wall: \"%s\" is not a number of seconds", v);
+        } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--report-share", &v)) != 0) {
+            if (o < 0 || parse_double(v, 1e-6, 1.0, &report_share) != 0)
+                return o < 0 ? 2 : bad("--report-share: \"%s\" is not in (0, 1]", v);
         } else if ((o = sl__bench_fl_opt(argc, argv, &i, "--target-acc", &v)) != 0) {
             if (o < 0 || parse_double(v, 0.0, 1.0, &su.acc_target) != 0)
                 return o < 0 ? 2 : bad("--target-acc: \"%s\" is not in 0..1", v);
@@ -641,8 +647,9 @@ int sl_bench_fl(int argc, char **argv)
     if (strcmp(fleet, "full") == 0) {
         su.target = su.quorum = su.clients; /* every client every round */
     } else {
-        /* 40% of the fleet's reports close a round, 60% of those by the deadline */
-        su.target = (uint32_t)lround(0.4 * su.clients);
+        /* 40% of the fleet's reports close a round (--report-share), 60% of those by the
+         * deadline */
+        su.target = (uint32_t)lround(report_share * su.clients);
         su.target = su.target < 1 ? 1 : su.target;
         su.quorum = (uint32_t)ceil(0.6 * su.target);
     }
