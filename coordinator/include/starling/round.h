@@ -96,7 +96,9 @@ const char *sl_local_optimizer_name(sl_local_optimizer o);
  * 60 participations ended at 80.08 / 80.48 / 79.54 / 79.00 / 77.69% where 7 of 10 report a
  * round (s^5 x 60: 10), at 80.29 / 80.83 / 80.86 / 80.82 (35) / 80.01% where 9 of 10 do (s^5 x 60:
  * 35), while where every device reports to every round 60 did better than 6 (81.05 against
- * 80.85%; bench fl --quick: 0.58 points below dense against 3.08). */
+ * 80.85%; bench fl --quick: 0.58 points below dense against 3.08). Not everywhere better: lenet5
+ * on bench fl's demo fleet at one epoch with 70% of the devices a round ended its rounds 10-30
+ * about a point below the whole fade (3 seeds; README: Fast starts). */
 #define SL_SENDER_MEAN_PARTIAL_DEFAULT 5
 
 /** A task's configuration, as parsed and validated from JSON. */
