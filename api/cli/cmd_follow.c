@@ -230,7 +230,8 @@ static void describe_compression(const cJSON *comp, char *out, size_t cap)
  * senders at the first aggregate, back to the mean of all over a device's first 6 updates (times
  * the share of rounds it reports to)" (or "... first 60 local epochs in its updates"), then
  * "; what the last aggregate carried is left out after one a device missed" (sender_mean_fresh),
- * "; shorter where devices sit out rounds (share^5)" (sender_mean_partial),
+ * "; shorter where devices sit out rounds (share^5, at least 6 updates; at 6 nothing is left
+ * out)" (sender_mean_partial: the fade's floor, where sender_mean_fresh's rule is held back),
  * "fedavg, server rate 3x 1
  * at the first aggregate, back to 1 over 8" or "fedavg, server rate 1". */
 static void describe_aggregation(const cJSON *t, char *out, size_t cap)
@@ -263,7 +264,9 @@ static void describe_aggregation(const cJSON *t, char *out, size_t cap)
                      "; what the last aggregate carried is left out after one a device missed");
         n = strlen(out);
         if (sme > 0 && sl__cli_num(t, "sender_mean_partial", 0) > 0 && n < cap)
-            snprintf(out + n, cap - n, "; shorter where devices sit out rounds (share^%.0f)",
+            snprintf(out + n, cap - n,
+                     "; shorter where devices sit out rounds (share^%.0f, at least 6 updates; "
+                     "at 6 nothing is left out)",
                      sl__cli_num(t, "sender_mean_partial", 0));
     }
 }

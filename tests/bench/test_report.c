@@ -455,6 +455,27 @@ static void test_bench_fl_options(void **state)
     assert_int_equal(
         RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@nofresh@nofresh"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@residual@nofreshx"), 2);
+    /* @partK: K in 0..16, once */
+    {
+        static const char *const bad_part[] = {
+            "int8@0.1@residual@part17", "int8@0.1@residual@part", "int8@0.1@residual@partx",
+            "int8@0.1@residual@part-1", "int8@0.1@residual@part3@part4"};
+        for (size_t i = 0; i < sizeof bad_part / sizeof bad_part[0]; i++) {
+            assert_int_equal(RUN(NULL, &out, "bench", "fl", "--settings", bad_part[i]), 2);
+            assert_non_null(strstr(out, "unknown setting"));
+            free(out);
+        }
+    }
+    /* --report-share: in (0, 1] */
+    {
+        static const char *const bad_share[] = {"0", "1.5", "-0.4", "nan", "x", "0.4x"};
+        for (size_t i = 0; i < sizeof bad_share / sizeof bad_share[0]; i++) {
+            assert_int_equal(RUN(NULL, &out, "bench", "fl", "--report-share", bad_share[i]), 2);
+            assert_non_null(strstr(out, "--report-share"));
+            free(out);
+        }
+        assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--report-share"), 2);
+    }
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@wu3:1.5"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@fedsgd"), 2);
     assert_int_equal(RUN(NULL, NULL, "bench", "fl", "--settings", "int8@0.1@slr0"), 2);
@@ -552,7 +573,7 @@ static void test_bench_fl_smoke(void **state)
     snprintf(md, sizeof md, "%s/fl.md", g_dir);
     if (RUN(NULL, &out, "bench", "fl", "--smoke", "--settings",
             "dense,k1-ternary,ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5,"
-            "ternary@0.01@residual@sme20:0.5@nofresh",
+            "ternary@0.01@residual@sme20:0.5@nofresh@part3",
             "--dir", runs, "--plot", png, "--md", md, "--json") != 0)
         fail_msg("starling bench fl --smoke failed:\n%s", out);
     assert_non_null(strstr(out, "round   2/2  closed"));
@@ -590,6 +611,12 @@ static void test_bench_fl_smoke(void **state)
                 assert_int_equal(
                     cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "sender_mean_fresh")),
                     !dense && strstr(name, "@nofresh") == NULL);
+                /* sender_mean_partial: the setting's, else the default with a fade by epochs */
+                assert_true(cJSON_GetNumberValue(
+                                cJSON_GetObjectItemCaseSensitive(o, "sender_mean_partial")) ==
+                            (strstr(name, "@part3") ? 3
+                             : dense || by_rounds   ? 0
+                                                    : SL_SENDER_MEAN_PARTIAL_DEFAULT));
             }
             seen++;
         }
@@ -630,10 +657,11 @@ static void test_bench_fl_smoke(void **state)
     assert_non_null(strstr(text, "\"error_feedback\": \"residual\""));
     assert_non_null(strstr(text, "\"residual_decay\": 0.90000000000000002"));
     free(text);
-    snprintf(data, sizeof data, "%s/ternary@0.01@residual@sme20:0.5@nofresh/task.json", runs);
+    snprintf(data, sizeof data, "%s/ternary@0.01@residual@sme20:0.5@nofresh@part3/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
     assert_non_null(strstr(text, "\"sender_mean_rounds\": 0, \"sender_mean_epochs\": 20, "
-                                 "\"sender_mean\": 0.5, \"sender_mean_fresh\": false"));
+                                 "\"sender_mean\": 0.5, \"sender_mean_fresh\": false, "
+                                 "\"sender_mean_partial\": 3"));
     free(text);
     snprintf(data, sizeof data, "%s/k1-ternary/task.json", runs);
     assert_int_equal(sl_fs_read_file(data, 1 << 20, (void **)&text, &len), SL_OK);
@@ -650,12 +678,15 @@ static void test_bench_fl_smoke(void **state)
             const char *setting;
             uint32_t ramp, sm, sme;
             double weight;
-            int share; /* the fade times the share of rounds: a task naming its rounds */
-            int fresh; /* sender_mean_fresh: a new task's default with a senders' mean */
-        } want[] = {{"dense", 0, 0, 0, 1, 0, 0},
-                    {"k1-ternary", 0, 0, SL_SENDER_MEAN_EPOCHS_DEFAULT, 1, 0, 1},
-                    {"ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", 4, 3, 0, 0.5, 1, 1},
-                    {"ternary@0.01@residual@sme20:0.5@nofresh", 0, 0, 20, 0.5, 0, 0}};
+            int share;     /* the fade times the share of rounds: a task naming its rounds */
+            int fresh;     /* sender_mean_fresh: a new task's default with a senders' mean */
+            uint32_t part; /* sender_mean_partial: a new task's default with sender_mean_epochs */
+        } want[] = {
+            {"dense", 0, 0, 0, 1, 0, 0, 0},
+            {"k1-ternary", 0, 0, SL_SENDER_MEAN_EPOCHS_DEFAULT, 1, 0, 1,
+             SL_SENDER_MEAN_PARTIAL_DEFAULT},
+            {"ternary@0.01@residual@tensor@decay0.9@ramp4:2@sm3:0.5", 4, 3, 0, 0.5, 1, 1, 0},
+            {"ternary@0.01@residual@sme20:0.5@nofresh@part3", 0, 0, 20, 0.5, 0, 0, 3}};
         for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
             snprintf(data, sizeof data, "%s/%s/data", runs, want[k].setting);
             assert_int_equal(sl_fl_run_load(data, 0, &fl, err, sizeof err), 0);
@@ -664,13 +695,15 @@ static void test_bench_fl_smoke(void **state)
                 fl.config.sender_mean_epochs != want[k].sme ||
                 fl.config.sender_mean != want[k].weight ||
                 fl.config.sender_mean_share != want[k].share ||
-                fl.config.sender_mean_fresh != want[k].fresh)
+                fl.config.sender_mean_fresh != want[k].fresh ||
+                fl.config.sender_mean_partial != want[k].part)
                 fail_msg("%s ran with server_lr_ramp %u, sender_mean_rounds %u, "
                          "sender_mean_epochs %u, sender_mean %g, sender_mean_share %d, "
-                         "sender_mean_fresh %d",
+                         "sender_mean_fresh %d, sender_mean_partial %u",
                          want[k].setting, fl.config.server_lr_ramp, fl.config.sender_mean_rounds,
                          fl.config.sender_mean_epochs, fl.config.sender_mean,
-                         fl.config.sender_mean_share, fl.config.sender_mean_fresh);
+                         fl.config.sender_mean_share, fl.config.sender_mean_fresh,
+                         fl.config.sender_mean_partial);
             sl_fl_run_free(&fl);
         }
     }

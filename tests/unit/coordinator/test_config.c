@@ -26,6 +26,21 @@ static void assert_roundtrip(const sl_task_config *c)
     free(b);
 }
 
+/* Each of @json refused as a value error naming @needle, the output untouched. */
+static void refused_untouched(const char *const *json, size_t n, const char *needle)
+{
+    char err[256];
+    for (size_t i = 0; i < n; i++) {
+        sl_task_config keep, o;
+        memset(&keep, 0x5a, sizeof keep);
+        o = keep;
+        assert_int_equal(parse(json[i], &o, err, sizeof err), SL_ECONFIG_VALUE);
+        if (strstr(err, needle) == NULL)
+            fail_msg("%s: %s", json[i], err);
+        assert_memory_equal(&o, &keep, sizeof keep);
+    }
+}
+
 /* sender_mean_partial: its default, the shortened length and weight, refusals. */
 static void test_sender_mean_partial(void)
 {
@@ -73,16 +88,9 @@ static void test_sender_mean_partial(void)
     assert_int_equal(o.sender_mean_partial, 0);
     assert_int_equal(o.sender_mean_epochs, SL_SENDER_MEAN_EPOCHS_DEFAULT);
     /* refused (only with the fade by local epochs; an integer 0 .. 16), the output untouched */
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        sl_task_config keep;
-        memset(&keep, 0x5a, sizeof keep);
-        o = keep;
-        assert_int_equal(parse(refused[i], &o, err, sizeof err), SL_ECONFIG_VALUE);
-        if (strstr(err, "sender_mean_partial") == NULL)
-            fail_msg("%s: %s", refused[i], err);
-        assert_memory_equal(&o, &keep, sizeof keep);
-    }
+    refused_untouched(refused, sizeof refused / sizeof refused[0], "sender_mean_partial");
 }
+
 static void test_defaults(void **state)
 {
     (void)state;
@@ -205,15 +213,8 @@ static void test_defaults(void **state)
                 "{\"target\": 10, \"sender_mean\": 0, \"sender_mean_fresh\": true}",
                 "{\"target\": 10, \"aggregator\": \"median\", \"sender_mean_fresh\": true}",
             };
-            for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++) {
-                sl_task_config keep;
-                memset(&keep, 0x5a, sizeof keep);
-                o = keep;
-                assert_int_equal(parse(alone[i], &o, err, sizeof err), SL_ECONFIG_VALUE);
-                if (strstr(err, "sender_mean_fresh: only with the senders' mean") == NULL)
-                    fail_msg("%s: %s", alone[i], err);
-                assert_memory_equal(&o, &keep, sizeof keep);
-            }
+            refused_untouched(alone, sizeof alone / sizeof alone[0],
+                              "sender_mean_fresh: only with the senders' mean");
             assert_int_equal(
                 parse("{\"target\": 10, \"sender_mean_fresh\": 1}", &o, err, sizeof err),
                 SL_ECONFIG_VALUE); /* a boolean */
